@@ -1,0 +1,27 @@
+# Required libraries, as Debian 12 ships them (scripts/install-deps.sh installs them all).
+find_package(yaml-cpp REQUIRED)
+find_package(pugixml REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(fmt REQUIRED)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(Z3 REQUIRED IMPORTED_TARGET z3)
+
+# Optional backends.
+find_package(CUDAToolkit QUIET)
+braid_resolve_option(BRAID_WITH_CUDA CUDAToolkit_FOUND "the CUDA toolkit (CUDAToolkit)")
+
+find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include ${CUDAToolkit_INCLUDE_DIRS})
+find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
+if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+  set(_nccl_found TRUE)
+else()
+  set(_nccl_found FALSE)
+endif()
+braid_resolve_option(BRAID_WITH_NCCL _nccl_found "NCCL (nccl.h and libnccl.so)")
+
+find_package(ucx QUIET)
+braid_resolve_option(BRAID_WITH_UCX ucx_FOUND "UCX (CMake package 'ucx', Debian libucx-dev)")
+
+message(STATUS "Braid backends: CUDA=${BRAID_HAVE_CUDA} NCCL=${BRAID_HAVE_NCCL} UCX=${BRAID_HAVE_UCX}")

@@ -1,0 +1,18 @@
+# `cmake --install` puts headers, libraries, the CLI, shipped topologies and a package config in
+# place so that `find_package(braid)` works: targets braid::braid_common ... braid::braid_algos.
+include(CMakePackageConfigHelpers)
+
+install(DIRECTORY include/braid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS braid_common braid_topology braid_ir braid_algos EXPORT braidTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS braid RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY topologies/ DESTINATION ${CMAKE_INSTALL_DATADIR}/braid/topologies)
+install(EXPORT braidTargets NAMESPACE braid:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/braid)
+
+configure_package_config_file(cmake/braidConfig.cmake.in ${CMAKE_CURRENT_BINARY_DIR}/braidConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/braid)
+write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/braidConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/braidConfig.cmake ${CMAKE_CURRENT_BINARY_DIR}/braidConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/braid)

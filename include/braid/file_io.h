@@ -1,0 +1,15 @@
+// Whole-file reading and all-or-nothing writing.
+#pragma once
+
+#include <string>
+
+#include "braid/status.h"
+
+namespace braid {
+
+/// Reads a whole file. kNotFound when it does not exist, kSystemError when it cannot be read.
+Result<std::string> readFile(const std::string& path);
+/// Writes `content` to `path` whole or not at all: a temporary file beside it, fsync, rename.
+Status writeFileAtomic(const std::string& path, const std::string& content);
+
+}  // namespace braid

@@ -1,0 +1,133 @@
+// Topology model: a directed multigraph of GPUs, NICs and switches joined by links.
+//
+// Units: bandwidth in GB/s (10^9 bytes/s) per direction, latency alpha in microseconds.
+// A physical full-duplex link is two directed Links. GPUs are the ranks of a collective: GPU
+// vertices carry rank 0..numGpus()-1, numbered node by node, and are named "gpu<rank>".
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+
+namespace braid {
+
+enum class VertexKind {
+  kGpu,
+  kNic,
+  kNvSwitch,    // NVSwitch fabric (all its ports folded into one vertex)
+  kPcieSwitch,  // PCIe switch or root complex / host bridge
+  kCpu,         // CPU socket (NUMA node); GPUs in different sockets meet through it (SYS)
+  kNetSwitch,   // network switch (leaf/spine/rail)
+};
+
+enum class LinkKind {
+  kNvlink,  // NVLink, direct or to an NVSwitch
+  kPcie,    // PCIe (GPU/NIC to switch, switch to CPU)
+  kSys,     // inter-socket (QPI/UPI/xGMI/SMP interconnect)
+  kNet,     // NIC to network switch, switch to switch
+  kC2c,     // chip-to-chip (Grace-Hopper)
+};
+
+const char* vertexKindName(VertexKind kind);  // "gpu", "nic", "nvswitch", "pcie_switch", "cpu", "net_switch"
+const char* linkKindName(LinkKind kind);      // "nvlink", "pcie", "sys", "net", "c2c"
+std::optional<VertexKind> parseVertexKind(const std::string& name);
+std::optional<LinkKind> parseLinkKind(const std::string& name);
+
+struct Vertex {
+  int id = -1;  // index into Topology::vertices
+  VertexKind kind = VertexKind::kGpu;
+  std::string name;  // unique; GPUs are "gpu<rank>"
+  int node = -1;     // index into Topology::nodes; -1 for vertices outside any node (network switches)
+  int rank = -1;     // GPUs only: the collective rank
+  int local = -1;    // index among vertices of the same kind inside the node (GPU i, NIC i, ...)
+  std::string model;   // e.g. "V100-SXM2-16GB", "ConnectX-7"; may be empty
+  std::string busid;   // PCI bus id when known (imported topologies)
+  int numa = -1;       // NUMA node / CPU socket when known
+};
+
+struct Link {
+  int src = -1;  // vertex id
+  int dst = -1;  // vertex id
+  LinkKind kind = LinkKind::kNvlink;
+  double bandwidth_gbps = 0;  // GB/s in this direction, all lanes together
+  double alpha_us = 0;        // per-transfer latency, microseconds
+  int lanes = 1;              // parallel physical links folded into this one (NV1 = 1, NV2 = 2, ...)
+};
+
+struct Node {
+  std::string name;      // e.g. "node0"
+  std::string tmpl;      // template it was built from (YAML), may be empty
+  std::vector<int> gpus; // vertex ids, in local order
+  std::vector<int> nics; // vertex ids, in local order
+};
+
+/// A path between two vertices: the links in order, its bottleneck bandwidth and summed alpha.
+struct Route {
+  std::vector<int> links;  // indices into Topology::links
+  double bandwidth_gbps = 0;
+  double alpha_us = 0;
+  LinkKind slowest_kind = LinkKind::kNvlink;  // kind of the bottleneck link
+};
+
+class Topology {
+ public:
+  std::string name;
+  std::string source;  // file it came from, or "builtin:<name>"
+  std::vector<Vertex> vertices;
+  std::vector<Link> links;
+  std::vector<Node> nodes;
+  /// What an importer or builder assumed or ignored (one sentence each). Shown by `topo show`.
+  std::vector<std::string> notes;
+
+  int addNode(const std::string& name, const std::string& tmpl = "");
+  /// Adds a vertex; GPUs get rank = number of GPUs added before and the name "gpu<rank>"
+  /// (`name` is ignored for GPUs). Returns the vertex id.
+  int addVertex(VertexKind kind, int node, const std::string& name = "");
+  /// Adds one directed link; returns its index.
+  int addLink(int src, int dst, LinkKind kind, double bandwidth_gbps, double alpha_us, int lanes = 1);
+  /// Adds the two directions of a full-duplex link.
+  void addDuplexLink(int a, int b, LinkKind kind, double bandwidth_gbps, double alpha_us, int lanes = 1);
+
+  int numGpus() const;
+  int numNodes() const { return static_cast<int>(nodes.size()); }
+  /// Vertex id of the GPU with this rank, or -1.
+  int gpuVertex(int rank) const;
+  /// Vertex id by name, or -1.
+  int findVertex(const std::string& name) const;
+  std::vector<int> outLinks(int vertex) const;
+  std::vector<int> inLinks(int vertex) const;
+  /// Direct links src -> dst (vertex ids), possibly several.
+  std::vector<int> linksBetween(int src, int dst) const;
+  /// Best route between two GPU ranks that does not pass through a third GPU: the widest
+  /// bottleneck, then the fewest hops, then the smallest alpha. nullopt if none exists.
+  std::optional<Route> route(int src_rank, int dst_rank) const;
+};
+
+/// Checks the model's invariants (ids, ranks, positive bandwidths, no self-loops, nodes).
+/// Errors name the vertex or link at fault.
+Status validateTopology(const Topology& topology);
+
+/// Loads any supported topology file, choosing the format from the content: Braid YAML,
+/// NCCL topology XML (full dump or hint file), `nvidia-smi topo -m` text, TACCL profile JSON.
+/// Errors name the file, line and field.
+Result<Topology> loadTopology(const std::string& path);
+
+/// Braid YAML (docs/formats/topology.md).
+Result<Topology> readTopologyYaml(const std::string& text, const std::string& filename);
+std::string writeTopologyYaml(const Topology& topology);
+
+/// `{"name","gpus","nodes","vertices":[...],"links":[{"src","dst","kind","lanes","bandwidth_gbps","alpha_us"}],"notes":[...]}`
+std::string topologyToJson(const Topology& topology);
+/// Human-readable summary (what `braid topo show` prints).
+std::string describeTopology(const Topology& topology);
+/// SVG picture of GPUs, switches, NICs and links.
+std::string drawTopologySvg(const Topology& topology);
+
+/// Shipped topologies by name (e.g. "dgx1-v100", "dgx-a100-x2"): looks in the topologies/
+/// directory (BRAID_TOPOLOGY_DIR, then the install and source locations).
+Result<std::string> findShippedTopology(const std::string& name);
+
+}  // namespace braid
