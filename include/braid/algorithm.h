@@ -142,6 +142,8 @@ struct VerifyIssue {
   int step = -1;
   int chunk = -1;  // output chunk index for postcondition failures
   std::string message;
+  /// Mode the issue was found in: "in-place", "out-of-place", or empty when it holds for both.
+  std::string mode;
 };
 
 struct VerifyOptions {
@@ -185,6 +187,13 @@ std::string writeMscclXml(const Algorithm& algorithm, MscclFlavour flavour = Msc
 /// Braid JSON (docs/formats/algorithm.md): the IR plus provenance.
 Result<Algorithm> readAlgorithmJson(const std::string& text, const std::string& filename);
 std::string writeAlgorithmJson(const Algorithm& algorithm);
+
+/// TACCL/SCCL algorithm JSON (msccl-tools serialization.py: sccl_type/msccl_type "algorithm" with
+/// input_map, output_map and steps of [chunk, src, dst, ...] sends) converted to the IR: one
+/// threadblock per (rank, peer, direction), sends in step order, a chunk forwarded only after it
+/// arrived. Buffer indices follow msccl-tools ncclize (sorted addresses). Errors name file, line
+/// and JSON path. (Added by I2.)
+Result<Algorithm> readTacclAlgorithmJson(const std::string& text, const std::string& filename);
 
 /// Loads MSCCL XML, Braid JSON or TACCL/SCCL algorithm JSON, choosing by content.
 Result<Algorithm> loadAlgorithm(const std::string& path);
