@@ -181,7 +181,7 @@ std::string describeTopology(const Topology& t) {
       for (int b = 0; b < gpus; ++b) row += fmt::format("{:>6}", routeClass(t, a, b));
       out += row + "\n";
     }
-    out += "GPU x GPU route bottleneck bandwidth (GB/s) / summed alpha (us):\n";
+    out += "GPU x GPU route bottleneck bandwidth (GB/s):\n";
     out += header + "\n";
     for (int a = 0; a < gpus; ++a) {
       std::string row = fmt::format("{:<6}", fmt::format("gpu{}", a));
@@ -263,7 +263,8 @@ struct Box {
 }  // namespace
 
 std::string drawTopologySvg(const Topology& t) {
-  constexpr double kSlot = 74, kRowH = 78, kPad = 28, kTitleH = 40, kBoxW = 60, kBoxH = 28, kNodeGap = 40;
+  constexpr double kSlot = 74, kRowH = 78, kPad = 28, kTitleH = 40, kBoxW = 60, kBoxH = 28, kNodeGap = 40,
+                   kArcRoom = 78;
   const int nv = static_cast<int>(t.vertices.size());
   std::vector<Box> box(nv);
   std::vector<std::vector<int>> adj(nv);
@@ -320,6 +321,17 @@ std::string drawTopologySvg(const Topology& t) {
     }
   }
   std::vector<NodeFrame> frames(num_nodes);
+  // Nodes whose NVSwitch or GPU row has links inside the row get room above it for the arcs.
+  std::vector<bool> arc_room(num_nodes, false);
+  for (const Link& l : t.links) {
+    if (l.src < 0 || l.src >= nv || l.dst < 0 || l.dst >= nv) continue;
+    const Vertex& a = t.vertices[l.src];
+    const Vertex& b = t.vertices[l.dst];
+    if (a.node >= 0 && a.node == b.node && a.kind == b.kind &&
+        (a.kind == VertexKind::kGpu || a.kind == VertexKind::kNvSwitch)) {
+      arc_room[a.node] = true;
+    }
+  }
   const int per_line = num_nodes <= 4 ? std::max(1, num_nodes) : (num_nodes <= 16 ? 4 : 8);
   double cursor_x = kPad, cursor_y = kTitleH, line_h = 0, total_w = 0;
   for (int k = 0; k < num_nodes; ++k) {
@@ -331,7 +343,7 @@ std::string drawTopologySvg(const Topology& t) {
     }
     NodeFrame& f = frames[k];
     f.w = slots * kSlot + 2 * 12;
-    f.h = std::max(1, used_rows) * kRowH + 30;
+    f.h = std::max(1, used_rows) * kRowH + 30 + (arc_room[k] ? kArcRoom : 0);
     if (k > 0 && k % per_line == 0) {
       cursor_x = kPad;
       cursor_y += line_h + kNodeGap;
@@ -346,8 +358,7 @@ std::string drawTopologySvg(const Topology& t) {
   for (int k = 0; k < num_nodes; ++k) {
     const NodeFrame& f = frames[k];
     const double inner_left = f.x + 12, inner_w = f.w - 24;
-    std::vector<double> row_y;
-    double y = f.y + 30 + kRowH / 2;
+    double y = f.y + 30 + kRowH / 2 + (arc_room[k] ? kArcRoom : 0);
     std::map<VertexKind, double> y_of;
     for (VertexKind kind : kRowKinds) {
       if (rows[k][kind].empty()) continue;
@@ -443,23 +454,30 @@ std::string drawTopologySvg(const Topology& t) {
         xmlEscape(t.vertices[d.b].name), d.lanes, fmtNum(d.bw), fmtNum(d.alpha), d.both ? " each way" : "");
     double lx = (p.x + q.x) / 2, ly = (p.y + q.y) / 2;
     if (std::abs(p.y - q.y) < 1e-6) {
+      // GPU and NVSwitch rows bend up into the room reserved above them; lower rows bend down a little.
+      const VertexKind row_kind = t.vertices[d.a].kind;
+      const bool up = row_kind == VertexKind::kGpu || row_kind == VertexKind::kNvSwitch;
       const double span = std::abs(p.x - q.x);
-      const double lift = std::min(kRowH * 0.9, 12 + span * 0.22);
-      const double cx = (p.x + q.x) / 2, cy = p.y - p.h / 2 - lift * 2;
+      const double lift = up ? std::min(kArcRoom - 8, 12 + span * 0.22) : std::min(26.0, 8 + span * 0.06);
+      const double sign = up ? -1 : 1;
+      const double y0 = p.y + sign * p.h / 2;
+      const double cx = (p.x + q.x) / 2, cy = y0 + sign * lift * 2;
       svg += fmt::format(
           "<path d=\"M {:.1f} {:.1f} Q {:.1f} {:.1f} {:.1f} {:.1f}\" stroke=\"{}\" stroke-width=\"{:.1f}\" "
           "opacity=\"0.85\"><title>{}</title></path>\n",
-          p.x, p.y - p.h / 2, cx, cy, q.x, q.y - q.h / 2, color, stroke, title);
+          p.x, y0, cx, cy, q.x, y0, color, stroke, title);
       lx = cx;
-      ly = p.y - p.h / 2 - lift;
+      ly = y0 + sign * lift;
     } else {
       svg += fmt::format(
           "<line x1=\"{:.1f}\" y1=\"{:.1f}\" x2=\"{:.1f}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"{:.1f}\" "
           "opacity=\"0.85\"><title>{}</title></line>\n",
           p.x, p.y, q.x, q.y, color, stroke, title);
-      // Label nearer the lower end so that labels of links fanning out of one box do not pile up.
-      lx = p.x + (q.x - p.x) * 0.62;
-      ly = p.y + (q.y - p.y) * 0.62;
+      // Label near the lower end so that the labels of links fanning out of one box above do not pile up.
+      const Box& low = p.y > q.y ? p : q;
+      const Box& high = p.y > q.y ? q : p;
+      lx = low.x + (high.x - low.x) * 0.3;
+      ly = low.y + (high.y - low.y) * 0.3;
     }
     if (d.lanes > 1) {
       labels.push_back(
