@@ -1,0 +1,946 @@
+// NCCL topology XML importer: full dumps (NCCL_TOPO_DUMP_FILE) and PCI-only hint files (NCCL_TOPO_FILE).
+//
+// Element and attribute meanings follow ../shared/reference/nccl_plugins.md §5.2; link bandwidths follow
+// NCCL's constants (§4.5, nccl@2.28.9 src/graph/topo.h and topo.cc):
+//   NVLink  count × per-lane GB/s by SM (SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6, SM100 40.1);
+//   PCIe    link_width × per-lane rate / 80 GB/s, per-lane rate in 100 Mb/s units from link_speed
+//           (2.5 GT/s 15, 5 GT/s 30, 8 GT/s 60, 16 GT/s 120, 32 GT/s 240, 64 GT/s 480); width 0 ⇒ 16;
+//           an unknown speed falls back to 60 (Gen3), as NCCL's kvDictPciGen does;
+//   NET     speed (Mb/s) / 8000 GB/s, speed ≤ 0 ⇒ 10000 Mb/s;
+//   SYS     inter-socket bandwidth by CPU: Intel model ≥ 0xCF 40 (ERP), ≥ 0x8F 22 (SRP), ≥ 0x55 10 (SKL),
+//           else 6 (BDW); AMD 16; POWER9 32; ARM 6.
+// Per-link latencies (µs) split NCCL's LL hardware latencies (§4.2: NVLink 0.6, PCI 1.0, NET 2.7) evenly over
+// the two hops of a typical path (GPU-switch-GPU), so a whole path costs what NCCL charges for it.
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <exception>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <pugixml.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "topology/importers.h"
+
+namespace braid {
+
+namespace {
+
+constexpr double kNvlinkDirectAlphaUs = 0.6;  // one direct GPU-GPU NVLink hop
+constexpr double kNvswitchHopAlphaUs = 0.3;   // GPU-NVSwitch hop (two per GPU-GPU path)
+constexpr double kPcieHopAlphaUs = 0.5;       // one PCIe hop (two per GPU-switch-GPU path)
+constexpr double kSysAlphaUs = 1.0;           // one inter-socket hop
+constexpr double kNetHopAlphaUs = 1.35;       // NIC-switch hop (two per NIC-NIC path = NCCL's 2.7)
+constexpr int kDefaultPcieRate = 60;          // NCCL fallback: 8 GT/s (Gen3) per lane, 100 Mb/s units
+constexpr int kDefaultNetSpeedMbps = 10000;   // NCCL: net speed <= 0 means 10 Gb/s
+
+// Line numbers from byte offsets.
+class LineIndex {
+ public:
+  explicit LineIndex(const std::string& text) {
+    starts_.push_back(0);
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '\n') starts_.push_back(i + 1);
+    }
+  }
+  int line(std::ptrdiff_t offset) const {
+    if (offset < 0) return 0;
+    auto it = std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset));
+    return static_cast<int>(it - starts_.begin());
+  }
+
+ private:
+  std::vector<size_t> starts_;
+};
+
+// Notes grouped by kind so that a repeated oddity (four self-loops) gives one sentence listing every case.
+class NoteList {
+ public:
+  void add(const std::string& key, const std::string& item = "") {
+    auto it = index_.find(key);
+    if (it == index_.end()) {
+      index_[key] = entries_.size();
+      entries_.push_back({key, {}});
+      it = index_.find(key);
+    }
+    if (!item.empty()) entries_[it->second].second.push_back(item);
+  }
+  void emit(std::vector<std::string>& out) const {
+    for (const auto& [key, items] : entries_) {
+      if (items.empty()) {
+        out.push_back(key);
+        continue;
+      }
+      std::string joined;
+      for (size_t i = 0; i < items.size(); ++i) joined += (i ? ", " : "") + items[i];
+      out.push_back(fmt::format("{} ({})", key, joined));
+    }
+  }
+
+ private:
+  std::map<std::string, size_t> index_;
+  std::vector<std::pair<std::string, std::vector<std::string>>> entries_;
+};
+
+std::string trim(const std::string& s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return s.substr(b, e - b);
+}
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Decimal or 0x-prefixed hexadecimal integer, surrounding spaces allowed. nullopt when malformed.
+std::optional<long long> parseInteger(const std::string& raw) {
+  const std::string s = trim(raw);
+  if (s.empty()) return std::nullopt;
+  size_t pos = 0;
+  bool negative = false;
+  if (s[pos] == '-' || s[pos] == '+') negative = s[pos++] == '-';
+  int base = 10;
+  if (s.size() > pos + 1 && s[pos] == '0' && (s[pos + 1] == 'x' || s[pos + 1] == 'X')) {
+    base = 16;
+    pos += 2;
+  }
+  if (pos >= s.size()) return std::nullopt;
+  long long value = 0;
+  for (; pos < s.size(); ++pos) {
+    const int c = std::tolower(static_cast<unsigned char>(s[pos]));
+    int digit;
+    if (c >= '0' && c <= '9') {
+      digit = c - '0';
+    } else if (base == 16 && c >= 'a' && c <= 'f') {
+      digit = c - 'a' + 10;
+    } else {
+      return std::nullopt;
+    }
+    if (digit >= base) return std::nullopt;
+    if (value > (INT64_MAX - digit) / base) return std::nullopt;  // overflow
+    value = value * base + digit;
+  }
+  return negative ? -value : value;
+}
+
+// Leading decimal number of a string ("16.0 GT/s PCIe" -> 16.0). nullopt when it does not start with one.
+std::optional<double> leadingNumber(const std::string& raw, std::string* rest = nullptr) {
+  const std::string s = trim(raw);
+  size_t pos = 0;
+  bool digits = false;
+  while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) ++pos, digits = true;
+  if (pos < s.size() && s[pos] == '.') {
+    ++pos;
+    while (pos < s.size() && std::isdigit(static_cast<unsigned char>(s[pos]))) ++pos, digits = true;
+  }
+  if (!digits) return std::nullopt;
+  if (rest) *rest = trim(s.substr(pos));
+  return std::strtod(s.substr(0, pos).c_str(), nullptr);
+}
+
+// NCCL's NVLink per-lane bandwidth by compute capability (nccl@2.28.9 src/graph/topo.h ncclTopoNVLinkBw).
+double nvlinkLaneGbps(int sm) {
+  if (sm >= 100) return 40.1;
+  if (sm >= 90) return 20.6;
+  if (sm == 86) return 12.0;
+  if (sm >= 80) return 20.0;
+  if (sm >= 70) return 20.0;
+  if (sm >= 60) return 18.0;
+  return 20.0;
+}
+
+// Bus ids compare case-insensitively and with the PCI domain padded to 8 hex digits, so "0000:0f:00.0",
+// "0f:00.0" and "0000:0F:00.0" name the same device.
+std::string normalizeBusId(const std::string& raw) {
+  std::string s = lower(trim(raw));
+  const size_t colons = static_cast<size_t>(std::count(s.begin(), s.end(), ':'));
+  if (colons == 1) s = "0000:" + s;
+  const size_t first = s.find(':');
+  if (first != std::string::npos && first < 8) s = std::string(8 - first, '0') + s;
+  return s;
+}
+
+// GPU product names for PCI device ids that appear in the corpus (../shared/realcases/README.md §1).
+std::string gpuModelFromDevice(long long device, int sm) {
+  switch (device) {
+    case 0x20b0: return "A100-SXM4-40GB";
+    case 0x20b2: return "A100-SXM4-80GB";
+    case 0x20b5: return "A100-PCIE-80GB";
+    case 0x2324: return "H800";
+    case 0x26ba: return "L20";
+    case 0x2684: return "RTX-4090";
+    case 0x2204: return "RTX-3090";
+    case 0x2230: return "RTX-A6000";
+    default: break;
+  }
+  return sm > 0 ? fmt::format("sm{}", sm) : std::string();
+}
+
+bool looksVirtualNetName(const std::string& name) {
+  static const char* const kPrefixes[] = {"veth", "br-",     "docker", "virbr", "lo",
+                                          "cni",  "flannel", "cali",   "tun",   "tap"};
+  for (const char* p : kPrefixes) {
+    if (name.rfind(p, 0) == 0) return true;
+  }
+  return false;
+}
+
+struct NvlinkInfo {
+  int line = 0;
+  std::string target;  // normalized bus id
+  std::string raw_target;
+  int count = 0;
+  long long tclass = -1;  // -1: not given
+};
+
+struct C2cInfo {
+  int line = 0;
+  double gbps = 0;
+  int count = 0;
+};
+
+struct GpuInfo {
+  int line = 0;
+  long long rank = -1;
+  int sm = 0;  // 0: unknown
+  bool gdr = true;
+  std::vector<NvlinkInfo> nvlinks;
+  std::vector<C2cInfo> c2c;
+};
+
+struct NetInfo {
+  int line = 0;
+  std::string name;
+  double gbps = 0;  // 0: unknown (hint NIC)
+  double latency_us = 0;
+  bool from_hint = false;
+};
+
+enum class ItemKind { kBridge, kGpu, kNic, kOther };
+
+struct PciItem {
+  int line = 0;
+  std::string busid;      // normalized
+  std::string raw_busid;  // as written
+  ItemKind kind = ItemKind::kOther;
+  double up_gbps = 0;  // PCIe link to the parent
+  std::string model;
+  bool has_gpu_element = false;
+  GpuInfo gpu;
+  std::vector<NetInfo> nets;
+  std::vector<PciItem> children;
+  bool useful = false;  // subtree holds a GPU or a NIC that becomes a vertex
+};
+
+struct CpuItem {
+  int line = 0;
+  long long numa = -1;
+  double sys_gbps = 10;
+  std::vector<PciItem> children;
+  std::vector<NetInfo> bare_nets;  // <nic> directly under <cpu>: no PCI parent
+};
+
+class XmlImporter {
+ public:
+  XmlImporter(const std::string& text, const std::string& filename) : text_(text), filename_(filename), lines_(text) {}
+
+  Result<Topology> run() {
+    pugi::xml_document doc;
+    const pugi::xml_parse_result parsed = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default);
+    if (!parsed) {
+      return parseError(filename_, lines_.line(parsed.offset), "xml",
+                        fmt::format("malformed XML: {}", parsed.description()));
+    }
+    const pugi::xml_node root = doc.document_element();
+    if (!root) return parseError(filename_, 0, "system", "no root element: expected <system version=\"1\">");
+    const std::string root_name = root.name();
+    if (root_name == "graphs") {
+      return parseError(filename_, lineOf(root), "graphs",
+                        "NCCL graph file (NCCL_GRAPH_FILE), not a topology: it pins ring/tree channel orders for "
+                        "NCCL's search; give the matching topology XML (<system>) instead");
+    }
+    if (root_name != "system") {
+      return parseError(
+          filename_, lineOf(root), root_name,
+          fmt::format("root element <{}> is not an NCCL topology: expected <system version=\"1\">", root_name));
+    }
+    const pugi::xml_attribute version = root.attribute("version");
+    if (!version) {
+      notes_.add("<system> has no version attribute; read as version 1");
+    } else {
+      auto v = parseInteger(version.value());
+      if (!v || *v != 1) {
+        return parseError(filename_, lineOf(root), "version",
+                          fmt::format("unsupported topology XML version '{}' (NCCL reads version 1)", version.value()));
+      }
+    }
+
+    for (pugi::xml_node child : root.children()) {
+      if (child.type() != pugi::node_element) continue;
+      if (std::string(child.name()) != "cpu") {
+        notes_.add("elements other than <cpu> under <system> ignored",
+                   fmt::format("<{}> line {}", child.name(), lineOf(child)));
+        continue;
+      }
+      CpuItem cpu;
+      BRAID_RETURN_IF_ERROR(readCpu(child, cpu));
+      cpus_.push_back(std::move(cpu));
+    }
+    if (cpus_.empty()) return parseError(filename_, lineOf(root), "cpu", "no <cpu> element: the topology is empty");
+
+    // Full dump when any <gpu> element exists; otherwise a hint file whose GPUs are pci class 0x03....
+    for (CpuItem& cpu : cpus_) {
+      for (PciItem& item : cpu.children) collectGpus(item);
+    }
+    hint_mode_ = full_gpus_.empty();
+    if (hint_mode_) {
+      for (CpuItem& cpu : cpus_) {
+        for (PciItem& item : cpu.children) collectHintGpus(item);
+      }
+    }
+    if (full_gpus_.empty() && hint_gpus_.empty()) {
+      const int line = first_classless_line_ > 0 ? first_classless_line_ : lineOf(root);
+      return parseError(filename_, line, first_classless_line_ > 0 ? "class" : "gpu",
+                        "no GPU found: no <gpu> element and no <pci> with a GPU class (0x03....); this hint file "
+                        "only places PCI devices for NCCL_TOPO_FILE and must be merged with detected GPUs");
+    }
+    for (CpuItem& cpu : cpus_) {
+      for (PciItem& item : cpu.children) markUseful(item);
+    }
+    return build();
+  }
+
+ private:
+  int lineOf(const pugi::xml_node& node) const { return lines_.line(node.offset_debug()); }
+
+  Status integerAttr(const pugi::xml_node& node, const char* attr, long long* out) const {
+    auto v = parseInteger(node.attribute(attr).value());
+    if (!v) {
+      return parseError(
+          filename_, lineOf(node), attr,
+          fmt::format("<{}> {}=\"{}\" is not an integer", node.name(), attr, node.attribute(attr).value()));
+    }
+    *out = *v;
+    return Status::ok();
+  }
+
+  double sysBandwidth(const pugi::xml_node& cpu) {
+    const std::string arch = lower(cpu.attribute("arch").value());
+    const std::string vendor = cpu.attribute("vendor").value();
+    if (arch.rfind("ppc", 0) == 0) return 32;
+    if (arch == "arm64" || arch == "aarch64") return 6;
+    if (vendor == "AuthenticAMD") return 16;
+    if (vendor == "GenuineIntel") {
+      auto model = parseInteger(cpu.attribute("modelid").value());
+      if (!model) {
+        notes_.add("Intel CPU without a readable modelid: inter-socket bandwidth assumed 10 GB/s (Skylake class)",
+                   fmt::format("line {}", lineOf(cpu)));
+        return 10;
+      }
+      if (*model >= 0xCF) return 40;
+      if (*model >= 0x8F) return 22;
+      if (*model >= 0x55) return 10;
+      return 6;
+    }
+    notes_.add("CPU vendor/arch unknown: inter-socket (SYS) bandwidth assumed 10 GB/s (NCCL's Skylake value)",
+               fmt::format("line {}", lineOf(cpu)));
+    return 10;
+  }
+
+  // PCIe bandwidth of the link above `node` from its link_speed and link_width attributes.
+  double pcieBandwidth(const pugi::xml_node& node) {
+    const std::string where = fmt::format("line {}", lineOf(node));
+    const pugi::xml_attribute speed_attr = node.attribute("link_speed");
+    const pugi::xml_attribute width_attr = node.attribute("link_width");
+    int rate = kDefaultPcieRate;
+    if (!speed_attr || trim(speed_attr.value()).empty()) {
+      notes_.add("PCIe link_speed missing or empty: assumed 8 GT/s (NCCL's Gen3 fallback)", where);
+    } else {
+      std::string rest;
+      auto gts = leadingNumber(speed_attr.value(), &rest);
+      const std::string unit = lower(rest);
+      const bool standard_unit = unit == "gt/s" || unit == "gt/s pcie";
+      if (!gts) {
+        notes_.add("PCIe link_speed unreadable: assumed 8 GT/s (NCCL's Gen3 fallback)",
+                   fmt::format("'{}' at {}", speed_attr.value(), where));
+      } else {
+        static const std::pair<double, int> kRates[] = {{2.5, 15}, {5, 30}, {8, 60}, {16, 120}, {32, 240}, {64, 480}};
+        bool found = false;
+        for (auto [g, r] : kRates) {
+          if (*gts > g - 0.01 && *gts < g + 0.01) rate = r, found = true;
+        }
+        if (!found) {
+          notes_.add("PCIe link_speed is not a PCIe generation rate: assumed 8 GT/s (NCCL's Gen3 fallback)",
+                     fmt::format("'{}' at {}", speed_attr.value(), where));
+        } else if (!standard_unit) {
+          notes_.add("PCIe link_speed with a malformed unit read by its number (NCCL itself would fall back to Gen3)",
+                     fmt::format("'{}' at {}", speed_attr.value(), where));
+        }
+      }
+    }
+    int width = 16;
+    if (!width_attr || trim(width_attr.value()).empty()) {
+      if (width_attr) notes_.add("PCIe link_width empty: assumed x16", where);
+    } else {
+      auto w = parseInteger(width_attr.value());
+      if (!w || *w < 0 || *w > 64) {
+        notes_.add("PCIe link_width unreadable: assumed x16", fmt::format("'{}' at {}", width_attr.value(), where));
+      } else if (*w == 0) {
+        notes_.add("PCIe link_width 0 read as x16 (NCCL: width 0 means 16)", where);
+      } else {
+        width = static_cast<int>(*w);
+      }
+    }
+    return width * rate / 80.0;
+  }
+
+  Status readCpu(const pugi::xml_node& node, CpuItem& cpu) {
+    cpu.line = lineOf(node);
+    if (node.attribute("numaid")) {
+      BRAID_RETURN_IF_ERROR(integerAttr(node, "numaid", &cpu.numa));
+    } else {
+      notes_.add("<cpu> without numaid: numbered by position", fmt::format("line {}", cpu.line));
+    }
+    cpu.sys_gbps = sysBandwidth(node);
+    for (pugi::xml_node child : node.children()) {
+      if (child.type() != pugi::node_element) continue;
+      const std::string name = child.name();
+      if (name == "pci") {
+        PciItem item;
+        BRAID_RETURN_IF_ERROR(readPci(child, item, 1));
+        cpu.children.push_back(std::move(item));
+      } else if (name == "nic") {
+        BRAID_RETURN_IF_ERROR(readNets(child, cpu.bare_nets));
+      } else {
+        notes_.add("unknown elements ignored", fmt::format("<{}> line {}", name, lineOf(child)));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status readNets(const pugi::xml_node& nic, std::vector<NetInfo>& out) {
+    for (pugi::xml_node net : nic.children()) {
+      if (net.type() != pugi::node_element) continue;
+      if (std::string(net.name()) != "net") {
+        notes_.add("unknown elements ignored", fmt::format("<{}> line {}", net.name(), lineOf(net)));
+        continue;
+      }
+      NetInfo info;
+      info.line = lineOf(net);
+      info.name = net.attribute("name").value();
+      if (!net.attribute("dev")) {
+        notes_.add("<net> without dev ignored (NCCL ignores it too)", fmt::format("line {}", info.line));
+        continue;
+      }
+      long long dev = 0;
+      BRAID_RETURN_IF_ERROR(integerAttr(net, "dev", &dev));
+      long long speed = 0;
+      const pugi::xml_attribute speed_attr = net.attribute("speed");
+      if (speed_attr && !trim(speed_attr.value()).empty()) BRAID_RETURN_IF_ERROR(integerAttr(net, "speed", &speed));
+      if (speed <= 0) {
+        notes_.add("<net> speed missing or <= 0: assumed 10000 Mb/s (NCCL's default)",
+                   fmt::format("line {}", info.line));
+        speed = kDefaultNetSpeedMbps;
+      }
+      info.gbps = static_cast<double>(speed) / 8000.0;
+      auto latency = leadingNumber(net.attribute("latency").value());
+      info.latency_us = latency ? *latency : 0.0;
+      if (info.name.empty()) info.name = fmt::format("net{}", dev);
+      out.push_back(std::move(info));
+    }
+    return Status::ok();
+  }
+
+  Status readGpu(const pugi::xml_node& node, PciItem& item) {
+    GpuInfo& gpu = item.gpu;
+    gpu.line = lineOf(node);
+    if (!node.attribute("rank")) {
+      notes_.add("<gpu> without rank ignored (NCCL treats it as another process's GPU)",
+                 fmt::format("line {}", gpu.line));
+      return Status::ok();
+    }
+    BRAID_RETURN_IF_ERROR(integerAttr(node, "rank", &gpu.rank));
+    if (gpu.rank < 0) return parseError(filename_, gpu.line, "rank", fmt::format("rank {} is negative", gpu.rank));
+    if (node.attribute("sm")) {
+      long long sm = 0;
+      BRAID_RETURN_IF_ERROR(integerAttr(node, "sm", &sm));
+      if (sm < 10 || sm > 1000)
+        return parseError(filename_, gpu.line, "sm", fmt::format("sm {} is not a compute capability", sm));
+      gpu.sm = static_cast<int>(sm);
+    } else {
+      notes_.add("<gpu> without sm: NVLink lane bandwidth assumed 20 GB/s (SM80)", fmt::format("line {}", gpu.line));
+    }
+    if (node.attribute("gdr")) {
+      auto g = parseInteger(node.attribute("gdr").value());
+      gpu.gdr = !g || *g != 0;
+    }
+    for (pugi::xml_node child : node.children()) {
+      if (child.type() != pugi::node_element) continue;
+      const std::string name = child.name();
+      if (name == "nvlink") {
+        NvlinkInfo link;
+        link.line = lineOf(child);
+        link.raw_target = child.attribute("target").value();
+        link.target = normalizeBusId(link.raw_target);
+        if (link.raw_target.empty()) {
+          return parseError(filename_, link.line, "target", "<nvlink> has no target bus id");
+        }
+        long long count = 0;
+        if (!child.attribute("count")) {
+          notes_.add("<nvlink> without count read as 1 link", fmt::format("line {}", link.line));
+          count = 1;
+        } else {
+          BRAID_RETURN_IF_ERROR(integerAttr(child, "count", &count));
+        }
+        if (count <= 0 || count > 1024) {
+          notes_.add("<nvlink> with a count outside 1..1024 ignored",
+                     fmt::format("count {} at line {}", count, link.line));
+          continue;
+        }
+        link.count = static_cast<int>(count);
+        if (child.attribute("tclass")) BRAID_RETURN_IF_ERROR(integerAttr(child, "tclass", &link.tclass));
+        gpu.nvlinks.push_back(std::move(link));
+      } else if (name == "c2c") {
+        C2cInfo c2c;
+        c2c.line = lineOf(child);
+        long long count = 0, bw = 0;
+        BRAID_RETURN_IF_ERROR(integerAttr(child, "count", &count));
+        BRAID_RETURN_IF_ERROR(integerAttr(child, "bw", &bw));
+        if (count <= 0 || bw <= 0) {
+          notes_.add("<c2c> with count or bw <= 0 ignored", fmt::format("line {}", c2c.line));
+          continue;
+        }
+        c2c.count = static_cast<int>(std::min<long long>(count, 1024));
+        c2c.gbps = static_cast<double>(bw) * static_cast<double>(c2c.count) / 1000.0;  // bw is MB/s per link
+        gpu.c2c.push_back(c2c);
+      } else {
+        notes_.add("unknown elements ignored", fmt::format("<{}> line {}", name, lineOf(child)));
+      }
+    }
+    item.has_gpu_element = true;
+    return Status::ok();
+  }
+
+  Status readPci(const pugi::xml_node& node, PciItem& item, int depth) {
+    if (depth > 64) return parseError(filename_, lineOf(node), "pci", "PCI tree deeper than 64 levels");
+    item.line = lineOf(node);
+    item.raw_busid = node.attribute("busid").value();
+    item.busid = normalizeBusId(item.raw_busid);
+    if (item.raw_busid.empty()) notes_.add("<pci> without busid", fmt::format("line {}", item.line));
+    if (lower(item.raw_busid).rfind("ffff:ff:", 0) == 0) {
+      notes_.add("virtual PCI switch bus ids (ffff:ff:..) accepted as they are", item.raw_busid);
+    }
+    item.up_gbps = pcieBandwidth(node);
+    const pugi::xml_attribute vendor = node.attribute("vendor");
+    if (vendor && parseInteger(vendor.value()).value_or(-1) == 0) {
+      notes_.add("PCI vendor id 0x0000 accepted (virtual device)", fmt::format("line {}", item.line));
+    }
+    long long device = -1;
+    if (node.attribute("device")) device = parseInteger(node.attribute("device").value()).value_or(-1);
+
+    bool has_gpu = false, has_nic = false, has_pci = false;
+    for (pugi::xml_node child : node.children()) {
+      if (child.type() != pugi::node_element) continue;
+      const std::string name = child.name();
+      if (name == "gpu") {
+        if (has_gpu) return parseError(filename_, lineOf(child), "gpu", "two <gpu> elements under one <pci>");
+        has_gpu = true;
+        BRAID_RETURN_IF_ERROR(readGpu(child, item));
+      } else if (name == "nic") {
+        has_nic = true;
+        BRAID_RETURN_IF_ERROR(readNets(child, item.nets));
+      } else if (name == "pci") {
+        has_pci = true;
+        PciItem sub;
+        BRAID_RETURN_IF_ERROR(readPci(child, sub, depth + 1));
+        item.children.push_back(std::move(sub));
+      } else if (name == "pcilink") {
+        notes_.add("<pcilink> extra PCI peer links ignored", fmt::format("line {}", lineOf(child)));
+      } else {
+        notes_.add("unknown elements ignored", fmt::format("<{}> line {}", name, lineOf(child)));
+      }
+    }
+
+    long long cls = -1;
+    const pugi::xml_attribute class_attr = node.attribute("class");
+    if (class_attr) {
+      auto c = parseInteger(class_attr.value());
+      if (!c) {
+        return parseError(filename_, item.line, "class",
+                          fmt::format("<pci> class=\"{}\" is not a hex number", class_attr.value()));
+      }
+      cls = *c;
+    }
+    if (has_gpu) {
+      item.kind = ItemKind::kGpu;
+    } else if (has_nic) {
+      item.kind = ItemKind::kNic;
+    } else if (cls >= 0) {
+      if ((cls >> 8) == 0x0604) {
+        item.kind = ItemKind::kBridge;
+      } else if ((cls >> 16) == 0x03) {
+        item.kind = ItemKind::kGpu;  // hint GPU: only used when the file has no <gpu> element at all
+      } else if ((cls >> 16) == 0x02) {
+        item.kind = ItemKind::kNic;
+        NetInfo hint;
+        hint.line = item.line;
+        hint.from_hint = true;
+        item.nets.push_back(hint);
+      } else {
+        item.kind = has_pci ? ItemKind::kBridge : ItemKind::kOther;
+        if (!has_pci)
+          notes_.add("PCI devices that are neither GPU, NIC nor bridge ignored",
+                     fmt::format("class {} line {}", class_attr.value(), item.line));
+      }
+    } else if (has_pci) {
+      item.kind = ItemKind::kBridge;
+      notes_.add("<pci> without class but with <pci> children read as a PCIe switch",
+                 fmt::format("line {}", item.line));
+    } else {
+      item.kind = ItemKind::kOther;
+      if (first_classless_line_ == 0) first_classless_line_ = item.line;
+      notes_.add("<pci> without class and without <gpu>/<nic> child: device type unknown, ignored",
+                 fmt::format("line {}", item.line));
+    }
+    if (item.kind == ItemKind::kGpu) item.model = gpuModelFromDevice(device, item.gpu.sm);
+    return Status::ok();
+  }
+
+  void collectGpus(PciItem& item) {
+    if (item.kind == ItemKind::kGpu && item.has_gpu_element && item.gpu.rank >= 0) full_gpus_.push_back(&item);
+    for (PciItem& child : item.children) collectGpus(child);
+  }
+
+  void collectHintGpus(PciItem& item) {
+    if (item.kind == ItemKind::kGpu && !item.has_gpu_element) hint_gpus_.push_back(&item);
+    for (PciItem& child : item.children) collectHintGpus(child);
+  }
+
+  bool isGpuVertex(const PciItem& item) const {
+    if (item.kind != ItemKind::kGpu) return false;
+    return hint_mode_ ? !item.has_gpu_element : (item.has_gpu_element && item.gpu.rank >= 0);
+  }
+
+  // A NIC PCI device without <nic>/<net> becomes a NIC only in a hint file; in a full dump NCCL's net plugin
+  // did not use it.
+  bool nicUsable(const PciItem& item) const {
+    if (item.kind != ItemKind::kNic) return false;
+    for (const NetInfo& net : item.nets) {
+      if (hint_mode_ || !net.from_hint) return true;
+    }
+    return false;
+  }
+
+  bool markUseful(PciItem& item) {
+    bool useful = isGpuVertex(item) || nicUsable(item);
+    for (PciItem& child : item.children) useful = markUseful(child) || useful;
+    item.useful = useful;
+    return useful;
+  }
+
+  std::string uniqueName(const std::string& base) {
+    std::string name = base;
+    for (int k = 2; used_names_.count(name); ++k) name = fmt::format("{}#{}", base, k);
+    used_names_.insert(name);
+    return name;
+  }
+
+  int netSwitch() {
+    if (net_switch_ < 0) net_switch_ = topo_.addVertex(VertexKind::kNetSwitch, -1, uniqueName("net"));
+    return net_switch_;
+  }
+
+  void addNic(const NetInfo& net, int parent, double up_gbps, int numa) {
+    const std::string base = net.from_hint ? fmt::format("nic{}", nic_count_) : net.name;
+    const int v = topo_.addVertex(VertexKind::kNic, node_, uniqueName(base));
+    ++nic_count_;
+    topo_.vertices[v].numa = numa;
+    topo_.addDuplexLink(v, parent, LinkKind::kPcie, up_gbps, kPcieHopAlphaUs);
+    if (net.from_hint) {
+      notes_.add("NIC speed unknown in this hint file (NCCL takes it from the net plugin): no network link added",
+                 topo_.vertices[v].name);
+      return;
+    }
+    topo_.addDuplexLink(v, netSwitch(), LinkKind::kNet, net.gbps, kNetHopAlphaUs + net.latency_us / 2);
+  }
+
+  void buildItem(const PciItem& item, int parent, int numa) {
+    switch (item.kind) {
+      case ItemKind::kBridge: {
+        if (!item.useful) {
+          notes_.add("PCIe switches without a GPU or NIC below them left out", fmt::format("line {}", item.line));
+          return;
+        }
+        const int v = topo_.addVertex(VertexKind::kPcieSwitch, node_,
+                                      uniqueName(item.raw_busid.empty() ? fmt::format("pcie_line{}", item.line)
+                                                                        : "pcie_" + lower(trim(item.raw_busid))));
+        topo_.vertices[v].busid = item.raw_busid;
+        topo_.vertices[v].numa = numa;
+        topo_.addDuplexLink(v, parent, LinkKind::kPcie, item.up_gbps, kPcieHopAlphaUs);
+        for (const PciItem& child : item.children) buildItem(child, v, numa);
+        return;
+      }
+      case ItemKind::kGpu: {
+        if (isGpuVertex(item)) {
+          const int v = gpu_vertex_.at(&item);
+          topo_.vertices[v].numa = numa;
+          topo_.addDuplexLink(v, parent, LinkKind::kPcie, item.up_gbps, kPcieHopAlphaUs);
+        } else if (!hint_mode_ && !item.has_gpu_element) {
+          notes_.add("PCI GPUs without a <gpu> element ignored (not used by this NCCL process)",
+                     fmt::format("line {}", item.line));
+        }
+        break;
+      }
+      case ItemKind::kNic: {
+        if (!nicUsable(item)) {
+          notes_.add("NIC PCI devices without <nic>/<net> ignored (not used by NCCL's net plugin)",
+                     fmt::format("line {}", item.line));
+          break;
+        }
+        if (item.nets.size() > 1) {
+          notes_.add("multi-port NICs: every port is one NIC and the ports share the device's PCIe link",
+                     fmt::format("{} ports at line {}", item.nets.size(), item.line));
+        }
+        for (const NetInfo& net : item.nets) addNic(net, parent, item.up_gbps, numa);
+        break;
+      }
+      case ItemKind::kOther: break;
+    }
+    for (const PciItem& child : item.children) buildItem(child, parent, numa);
+  }
+
+  Result<Topology> build() {
+    topo_.name = std::filesystem::path(filename_).stem().string();
+    if (topo_.name.empty()) topo_.name = "nccl-topology";
+    topo_.source = filename_;
+    node_ = topo_.addNode("node0");
+
+    // GPUs first, in rank order (full dump) or document order (hint file), so vertex ranks are dense.
+    std::vector<PciItem*> gpus = hint_mode_ ? hint_gpus_ : full_gpus_;
+    if (!hint_mode_) {
+      std::stable_sort(gpus.begin(), gpus.end(),
+                       [](const PciItem* a, const PciItem* b) { return a->gpu.rank < b->gpu.rank; });
+      for (size_t i = 1; i < gpus.size(); ++i) {
+        if (gpus[i]->gpu.rank == gpus[i - 1]->gpu.rank) {
+          return parseError(
+              filename_, gpus[i]->gpu.line, "rank",
+              fmt::format("rank {} is used twice (also at line {})", gpus[i]->gpu.rank, gpus[i - 1]->gpu.line));
+        }
+      }
+      if (gpus.front()->gpu.rank != 0 || gpus.back()->gpu.rank != static_cast<long long>(gpus.size()) - 1) {
+        notes_.add(fmt::format("GPU ranks {}..{} are not dense from 0: renumbered 0..{} in rank order",
+                               gpus.front()->gpu.rank, gpus.back()->gpu.rank, gpus.size() - 1));
+      }
+    } else {
+      notes_.add(fmt::format(
+          "hint file (NCCL_TOPO_FILE): no <gpu> elements; {} GPUs taken from <pci> class 0x03.... in document order",
+          gpus.size()));
+      notes_.add(
+          "no NVLink info in this hint file; NVLink comes from detection or a built-in model, e.g. "
+          "topologies/ndv2-x1.yaml; this topology has PCIe links only");
+    }
+    std::set<std::string> seen_busids;
+    for (PciItem* item : gpus) {
+      const int v = topo_.addVertex(VertexKind::kGpu, node_);
+      topo_.vertices[v].busid = item->raw_busid;
+      topo_.vertices[v].model = item->model;
+      used_names_.insert(topo_.vertices[v].name);
+      gpu_vertex_[item] = v;
+      if (!item->busid.empty() && !seen_busids.insert(item->busid).second) {
+        notes_.add("two GPUs share one bus id: NVLink targets resolve to the first", item->raw_busid);
+      } else if (!item->busid.empty()) {
+        gpu_by_busid_.emplace(item->busid, v);
+      }
+      gpu_sm_[v] = item->gpu.sm;
+      if (!hint_mode_ && !item->gpu.gdr)
+        notes_.add("GPUDirect RDMA disabled (gdr=0): NIC traffic stages through host memory", topo_.vertices[v].name);
+    }
+
+    // CPUs (NUMA nodes) joined pairwise by SYS links.
+    std::vector<int> cpu_vertex;
+    std::set<long long> numas;
+    for (size_t i = 0; i < cpus_.size(); ++i) {
+      CpuItem& cpu = cpus_[i];
+      if (cpu.numa < 0) cpu.numa = static_cast<long long>(i);
+      if (!numas.insert(cpu.numa).second)
+        notes_.add("two <cpu> elements share a numaid", fmt::format("numaid {} line {}", cpu.numa, cpu.line));
+      const int v = topo_.addVertex(VertexKind::kCpu, node_, uniqueName(fmt::format("cpu{}", cpu.numa)));
+      topo_.vertices[v].numa = static_cast<int>(std::clamp<long long>(cpu.numa, -1, 1 << 30));
+      cpu_vertex.push_back(v);
+    }
+    for (size_t a = 0; a < cpus_.size(); ++a) {
+      for (size_t b = a + 1; b < cpus_.size(); ++b) {
+        topo_.addDuplexLink(cpu_vertex[a], cpu_vertex[b], LinkKind::kSys,
+                            std::min(cpus_[a].sys_gbps, cpus_[b].sys_gbps), kSysAlphaUs);
+      }
+    }
+    for (size_t i = 0; i < cpus_.size(); ++i) {
+      const int numa = topo_.vertices[cpu_vertex[i]].numa;
+      for (const PciItem& item : cpus_[i].children) buildItem(item, cpu_vertex[i], numa);
+      for (const NetInfo& net : cpus_[i].bare_nets) {
+        if (looksVirtualNetName(net.name)) {
+          notes_.add("virtual network interfaces with no PCI parent (docker bridge/veth) dropped", net.name);
+          continue;
+        }
+        notes_.add("NICs with no PCI parent attached to their CPU at their network speed", net.name);
+        addNic(net, cpu_vertex[i], net.gbps, numa);
+      }
+    }
+    if (cpus_.size() == 1 && gpus.size() > 4) {
+      notes_.add(
+          fmt::format("all {} GPUs sit under one <cpu> (NUMA node); on a 2-socket machine the inter-socket "
+                      "(SYS) link is missing from this file",
+                      gpus.size()));
+    }
+
+    BRAID_RETURN_IF_ERROR(buildNvlinks(gpus, cpu_vertex));
+
+    std::vector<std::string> out;
+    notes_.emit(out);
+    topo_.notes.insert(topo_.notes.end(), out.begin(), out.end());
+    Status valid = validateTopology(topo_);
+    if (!valid.isOk())
+      return internalError(fmt::format("{}: imported topology is inconsistent: {}", filename_, valid.message()));
+    return std::move(topo_);
+  }
+
+  int cpuOfGpu(int gpu_vertex, const std::vector<int>& cpu_vertex) const {
+    const int numa = topo_.vertices[gpu_vertex].numa;
+    for (int c : cpu_vertex) {
+      if (topo_.vertices[c].numa == numa) return c;
+    }
+    return cpu_vertex.front();
+  }
+
+  Status buildNvlinks(const std::vector<PciItem*>& gpus, const std::vector<int>& cpu_vertex) {
+    std::map<std::pair<int, int>, int> direct;  // (src, dst) vertex -> lanes
+    std::map<int, int> switch_lanes;            // gpu vertex -> lanes to NVSwitches
+    for (PciItem* item : gpus) {
+      const int v = gpu_vertex_.at(item);
+      const std::string& gname = topo_.vertices[v].name;
+      for (const NvlinkInfo& link : item->gpu.nvlinks) {
+        if (!item->busid.empty() && link.target == item->busid) {
+          notes_.add("NVLink self-loops (target = the GPU's own bus id) ignored, never counted as bandwidth",
+                     fmt::format("{} count {} line {}", gname, link.count, link.line));
+          continue;
+        }
+        const bool invisible = link.target.rfind("fffffff", 0) == 0 || link.target.rfind("0fffffff", 0) == 0;
+        auto peer = gpu_by_busid_.find(link.target);
+        long long cls = link.tclass;
+        if (cls < 0) {
+          cls = peer != gpu_by_busid_.end() ? 0x030200 : 0x068000;
+          notes_.add("<nvlink> without tclass: target kind inferred from its bus id",
+                     fmt::format("line {}", link.line));
+        }
+        if (cls == 0x068001) {
+          const int cpu = cpuOfGpu(v, cpu_vertex);
+          topo_.addDuplexLink(v, cpu, LinkKind::kNvlink, link.count * nvlinkLaneGbps(gpu_sm_[v]), kNvlinkDirectAlphaUs,
+                              link.count);
+          notes_.add("NVLinks to the CPU (tclass 0x068001) joined to the GPU's CPU vertex", gname);
+        } else if ((cls >> 16) == 0x03) {
+          if (peer == gpu_by_busid_.end()) {
+            notes_.add("NVLink targets that match no GPU element ignored",
+                       fmt::format("{} -> {} line {}", gname, link.raw_target, link.line));
+            continue;
+          }
+          if (peer->second == v) continue;
+          direct[{v, peer->second}] += link.count;
+        } else {
+          if ((cls >> 8) != 0x0680 && (cls >> 8) != 0x0604) {
+            notes_.add("NVLink targets of an unexpected tclass read as NVSwitch ports",
+                       fmt::format("line {}", link.line));
+          }
+          if (invisible) {
+            notes_.add("NVLink target not visible (VM-style bus id, BUG-08): treated as an NVSwitch port",
+                       fmt::format("{} -> {} count {}", gname, link.raw_target, link.count));
+          }
+          switch_lanes[v] += link.count;
+        }
+      }
+      for (const C2cInfo& c2c : item->gpu.c2c) {
+        topo_.addDuplexLink(v, cpuOfGpu(v, cpu_vertex), LinkKind::kC2c, c2c.gbps, kNvlinkDirectAlphaUs, c2c.count);
+      }
+    }
+    for (const auto& [pair, lanes] : direct) {
+      const auto [a, b] = pair;
+      topo_.addLink(a, b, LinkKind::kNvlink, lanes * nvlinkLaneGbps(gpu_sm_[a]), kNvlinkDirectAlphaUs, lanes);
+      auto back = direct.find({b, a});
+      if (back == direct.end()) {
+        notes_.add("NVLinks listed by one GPU only: the reverse direction added with the same lane count",
+                   fmt::format("{}-{}", topo_.vertices[a].name, topo_.vertices[b].name));
+        topo_.addLink(b, a, LinkKind::kNvlink, lanes * nvlinkLaneGbps(gpu_sm_[b]), kNvlinkDirectAlphaUs, lanes);
+      } else if (back->second != lanes && a < b) {
+        notes_.add("NVLink lane counts differ between the two ends; each direction keeps its own count",
+                   fmt::format("{}->{} {} vs {}", topo_.vertices[a].name, topo_.vertices[b].name, lanes, back->second));
+      }
+    }
+    if (!switch_lanes.empty()) {
+      const int nvswitch = topo_.addVertex(VertexKind::kNvSwitch, node_, uniqueName("nvswitch"));
+      std::map<int, int> histogram;
+      for (const auto& [v, lanes] : switch_lanes) ++histogram[lanes];
+      int common = 0, common_count = 0;
+      for (const auto& [lanes, count] : histogram) {
+        if (count > common_count) common = lanes, common_count = count;
+      }
+      for (const auto& [v, lanes] : switch_lanes) {
+        topo_.addDuplexLink(v, nvswitch, LinkKind::kNvlink, lanes * nvlinkLaneGbps(gpu_sm_[v]), kNvswitchHopAlphaUs,
+                            lanes);
+        if (lanes != common) {
+          notes_.add(fmt::format("GPUs whose NVSwitch lane count differs from the others' {}", common),
+                     fmt::format("{} has {}", topo_.vertices[v].name, lanes));
+        }
+      }
+      if (switch_lanes.size() < static_cast<size_t>(topo_.numGpus())) {
+        for (int r = 0; r < topo_.numGpus(); ++r) {
+          const int v = topo_.gpuVertex(r);
+          if (!switch_lanes.count(v)) notes_.add("GPUs with no NVLink to the NVSwitch fabric", topo_.vertices[v].name);
+        }
+      }
+      notes_.add(
+          fmt::format("NVSwitch ports folded into one NVSwitch vertex; each GPU's lanes are the sum of its counts "
+                      "to NVSwitches ({} lanes on most GPUs)",
+                      common));
+    }
+    return Status::ok();
+  }
+
+  const std::string& text_;
+  const std::string& filename_;
+  LineIndex lines_;
+  NoteList notes_;
+  std::vector<CpuItem> cpus_;
+  std::vector<PciItem*> full_gpus_;
+  std::vector<PciItem*> hint_gpus_;
+  bool hint_mode_ = false;
+  int first_classless_line_ = 0;
+  Topology topo_;
+  int node_ = -1;
+  int net_switch_ = -1;
+  int nic_count_ = 0;
+  std::set<std::string> used_names_;
+  std::map<const PciItem*, int> gpu_vertex_;
+  std::map<std::string, int> gpu_by_busid_;
+  std::map<int, int> gpu_sm_;
+};
+
+}  // namespace
+
+Result<Topology> importNcclTopoXml(const std::string& text, const std::string& filename) {
+  try {
+    XmlImporter importer(text, filename);
+    return importer.run();
+  } catch (const std::exception& e) {
+    return parseError(filename, 0, "", fmt::format("cannot read NCCL topology XML: {}", e.what()));
+  }
+}
+
+}  // namespace braid
