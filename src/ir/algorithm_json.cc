@@ -27,6 +27,7 @@ namespace braid {
 namespace {
 
 using Json = nlohmann::json;
+using OrderedJson = nlohmann::ordered_json;  // writer: keys in documentation order
 using PathToken = std::variant<std::string, size_t>;
 using Path = std::vector<PathToken>;
 
@@ -273,17 +274,17 @@ Result<Json> parseJsonText(const std::string& text, const std::string& filename)
 
 // ---- Braid JSON --------------------------------------------------------------------------------
 
-Json stepJson(const Step& s) {
-  Json deps = Json::array();
-  for (const Dependency& d : s.deps) deps.push_back(Json::array({d.tb, d.step}));
-  return Json{{"type", opTypeName(s.type)},
-              {"src_buf", bufferName(s.src_buf)},
-              {"src_off", s.src_off},
-              {"dst_buf", bufferName(s.dst_buf)},
-              {"dst_off", s.dst_off},
-              {"count", s.count},
-              {"deps", deps},
-              {"has_dep", s.has_dep}};
+OrderedJson stepJson(const Step& s) {
+  OrderedJson deps = OrderedJson::array();
+  for (const Dependency& d : s.deps) deps.push_back(OrderedJson::array({d.tb, d.step}));
+  return OrderedJson{{"type", opTypeName(s.type)},
+                     {"src_buf", bufferName(s.src_buf)},
+                     {"src_off", s.src_off},
+                     {"dst_buf", bufferName(s.dst_buf)},
+                     {"dst_off", s.dst_off},
+                     {"count", s.count},
+                     {"deps", deps},
+                     {"has_dep", s.has_dep}};
 }
 
 class BraidJsonReader {
@@ -855,7 +856,7 @@ Result<Algorithm> TacclJsonReader::read(const Json& root) {
 }  // namespace
 
 std::string writeAlgorithmJson(const Algorithm& alg) {
-  Json j;
+  OrderedJson j;
   j["format"] = kFormatMarker;
   j["version"] = kFormatVersion;
   j["name"] = alg.name;
@@ -868,40 +869,40 @@ std::string writeAlgorithmJson(const Algorithm& alg) {
   j["in_place"] = alg.in_place;
   j["out_of_place"] = alg.out_of_place;
   j["min_bytes"] = alg.min_bytes;
-  j["max_bytes"] = alg.max_bytes == kUnlimitedBytes ? Json("unlimited") : Json(alg.max_bytes);
+  j["max_bytes"] = alg.max_bytes == kUnlimitedBytes ? OrderedJson("unlimited") : OrderedJson(alg.max_bytes);
   j["root"] = alg.root;
   j["redop"] = alg.redop;
-  Json prov;
+  OrderedJson prov;
   prov["generator"] = alg.provenance.generator;
   prov["topology"] = alg.provenance.topology;
   prov["sketch"] = alg.provenance.sketch;
   prov["solver"] = alg.provenance.solver;
   prov["created"] = alg.provenance.created;
   prov["lower_bound_us"] =
-      std::isfinite(alg.provenance.lower_bound_us) ? Json(alg.provenance.lower_bound_us) : Json(-1);
-  Json predicted = Json::object();
+      std::isfinite(alg.provenance.lower_bound_us) ? OrderedJson(alg.provenance.lower_bound_us) : OrderedJson(-1);
+  OrderedJson predicted = OrderedJson::object();
   for (const auto& [bytes, us] : alg.provenance.predicted_us) {
     if (std::isfinite(us)) predicted[std::to_string(bytes)] = us;
   }
   prov["predicted_us"] = predicted;
-  prov["extra"] = Json(alg.provenance.extra);
+  prov["extra"] = OrderedJson(alg.provenance.extra);
   j["provenance"] = prov;
   j["notes"] = alg.notes;
-  Json ranks = Json::array();
+  OrderedJson ranks = OrderedJson::array();
   for (const RankProgram& p : alg.ranks) {
-    Json pj;
+    OrderedJson pj;
     pj["rank"] = p.rank;
     pj["input_chunks"] = p.input_chunks;
     pj["output_chunks"] = p.output_chunks;
     pj["scratch_chunks"] = p.scratch_chunks;
-    Json copies = Json::array();
+    OrderedJson copies = OrderedJson::array();
     for (const PreCopy& c : p.precopies) {
       copies.push_back({{"input_off", c.input_off}, {"output_off", c.output_off}, {"count", c.count}});
     }
     pj["precopies"] = copies;
-    Json tbs = Json::array();
+    OrderedJson tbs = OrderedJson::array();
     for (const Threadblock& tb : p.threadblocks) {
-      Json steps = Json::array();
+      OrderedJson steps = OrderedJson::array();
       for (const Step& s : tb.steps) steps.push_back(stepJson(s));
       tbs.push_back(
           {{"id", tb.id}, {"send", tb.send_peer}, {"recv", tb.recv_peer}, {"channel", tb.channel}, {"steps", steps}});
@@ -911,7 +912,7 @@ std::string writeAlgorithmJson(const Algorithm& alg) {
   }
   j["ranks"] = ranks;
   // Invalid UTF-8 in names/notes is replaced rather than thrown (nlohmann error_handler).
-  return j.dump(1, ' ', false, Json::error_handler_t::replace) + "\n";
+  return j.dump(1, ' ', false, OrderedJson::error_handler_t::replace) + "\n";
 }
 
 Result<Algorithm> readAlgorithmJson(const std::string& text, const std::string& filename) {
