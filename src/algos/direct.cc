@@ -1,0 +1,69 @@
+// Direct (all-pairs) algorithms: every rank exchanges with every other rank at once, one
+// threadblock per peer and channel (as MSCCL's allpairs algorithms, msccl-tools examples). One
+// latency step for all-gather/all-to-all, two for all-reduce (reduce-scatter then all-gather).
+#include <fmt/format.h>
+
+#include "algos/classic_internal.h"
+
+namespace braid::algos {
+
+int directBaseFactor(CollectiveKind kind, int n, int channels) {
+  return kind == CollectiveKind::kAllReduce ? n * channels : channels;
+}
+
+Status buildDirect(ProgramBuilder& b, CollectiveKind kind, int channels) {
+  const int n = b.numRanks();
+  const int K = channels;
+  for (int r = 0; r < n; ++r) {
+    // Local work (own chunk into the output) on a threadblock with no peers, when needed.
+    if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kAllToAll) {
+      const Loc src = b.in(r, kind == CollectiveKind::kAllGather ? 0 : r * K);
+      const Loc dst = b.out(r, r * K);
+      if (!b.same(src, dst)) b.copy(r, b.newTb(r, -1, -1, 0), src, dst, K);
+    }
+    for (int k = 0; k < K; ++k) {
+      StepRef chain;  // reduce-scatter / all-reduce: the receives reduce into one chunk in turn
+      std::vector<int> tbs;
+      for (int i = 1; i < n; ++i) {
+        const int p = (r + i) % n;
+        const int tb = b.newTb(r, p, p, k);
+        tbs.push_back(tb);
+        switch (kind) {
+          case CollectiveKind::kAllGather:
+            b.send(r, tb, b.in(r, k), 1);
+            b.recv(r, tb, b.out(r, p * K + k), 1);
+            break;
+          case CollectiveKind::kAllToAll:
+            b.send(r, tb, b.in(r, p * K + k), 1);
+            b.recv(r, tb, b.out(r, p * K + k), 1);
+            break;
+          case CollectiveKind::kReduceScatter: {
+            b.send(r, tb, b.in(r, p * K + k), 1);
+            const Loc acc = b.out(r, k);
+            chain = b.recvReduceCopy(r, tb, chain.valid() ? acc : b.in(r, r * K + k), acc, 1, {chain});
+            break;
+          }
+          case CollectiveKind::kAllReduce: {
+            b.send(r, tb, b.in(r, k * n + p), 1);
+            const Loc acc = b.out(r, k * n + r);
+            chain = b.recvReduceCopy(r, tb, chain.valid() ? acc : b.in(r, k * n + r), acc, 1, {chain});
+            break;
+          }
+          default: return invalidArgument(fmt::format("direct: {} is not supported", collectiveName(kind)));
+        }
+      }
+      if (kind == CollectiveKind::kAllReduce) {
+        // All-gather half: send the reduced chunk to every peer once the chain is complete.
+        for (int i = 1; i < n; ++i) {
+          const int p = (r + i) % n;
+          const int tb = tbs[i - 1];
+          b.send(r, tb, b.out(r, k * n + r), 1, {chain});
+          b.recv(r, tb, b.out(r, k * n + p), 1);
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace braid::algos
