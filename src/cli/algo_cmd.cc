@@ -1,0 +1,154 @@
+// `braid algo NAME --coll C [--topology T | -n N] [--inplace] [--proto P] [--channels K] [-o FILE]`:
+// builds a classical algorithm (include/braid/classic.h), verifies it, and writes it as MSCCL XML
+// (or Braid JSON when FILE ends in .json); without -o it prints a summary.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "braid/algorithm.h"
+#include "braid/classic.h"
+#include "braid/file_io.h"
+#include "braid/topology.h"
+#include "cli/commands.h"
+
+namespace braid::cli {
+namespace {
+
+struct AlgoOptions {
+  std::string name;
+  std::string coll;
+  std::string topology;
+  int num_ranks = 0;
+  bool in_place = false;
+  std::string proto = "Simple";
+  int channels = 0;
+  std::string output;
+};
+
+std::optional<Protocol> parseProtocol(const std::string& text) {
+  for (Protocol p : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
+    std::string lower_name = protocolName(p);
+    std::string lower_text = text;
+    std::transform(lower_name.begin(), lower_name.end(), lower_name.begin(), ::tolower);
+    std::transform(lower_text.begin(), lower_text.end(), lower_text.begin(), ::tolower);
+    if (lower_name == lower_text) return p;
+  }
+  return std::nullopt;
+}
+
+bool endsWith(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() && text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string summary(const Algorithm& a, const VerifyReport& report) {
+  std::string text =
+      fmt::format("{}: {} on {} ranks, {} chunks per loop, {} channel(s), protocol {}\n", a.name, a.collective_name,
+                  a.num_ranks, a.num_chunks, a.num_channels, protocolName(a.protocol));
+  text += fmt::format("  modes: {}{}\n", a.in_place ? "in-place " : "", a.out_of_place ? "out-of-place" : "");
+  int max_steps = 0;
+  int max_tbs = 0;
+  int sends = 0;
+  for (const RankProgram& p : a.ranks) {
+    max_tbs = std::max(max_tbs, static_cast<int>(p.threadblocks.size()));
+    for (const Threadblock& tb : p.threadblocks) {
+      max_steps = std::max(max_steps, static_cast<int>(tb.steps.size()));
+      for (const Step& s : tb.steps) sends += opSends(s.type) ? 1 : 0;
+    }
+  }
+  text += fmt::format("  threadblocks: {} in all, at most {} per rank; steps: {} in all, at most {} per threadblock\n",
+                      a.numThreadblocks(), max_tbs, a.numSteps(), max_steps);
+  text += fmt::format("  sends: {} in all\n", sends);
+  text += fmt::format("  verified: {}\n", report.ok ? "ok" : "FAILED");
+  for (const std::string& note : a.notes) text += "  note: " + note + "\n";
+  return text;
+}
+
+int runAlgo(const AlgoOptions& opt) {
+  auto fail = [](const std::string& message) {
+    std::cerr << "braid algo: " << message << "\n";
+    return 1;
+  };
+  Result<ClassicAlgo> algo = parseClassicAlgo(opt.name);
+  if (!algo) return fail(algo.status().message());
+  std::optional<CollectiveKind> kind = parseCollective(opt.coll);
+  if (!kind) {
+    return fail(fmt::format("--coll: unknown collective '{}': expected allgather, reducescatter, allreduce or alltoall",
+                            opt.coll));
+  }
+  std::optional<Protocol> proto = parseProtocol(opt.proto);
+  if (!proto) return fail(fmt::format("--proto: unknown protocol '{}': expected Simple, LL or LL128", opt.proto));
+  if (opt.topology.empty() && opt.num_ranks < 1) return fail("give the ranks with -n N (N >= 1) or a --topology");
+
+  std::optional<Topology> topology;
+  if (!opt.topology.empty()) {
+    std::string path = opt.topology;
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      Result<std::string> shipped = findShippedTopology(opt.topology);
+      if (!shipped) return fail(shipped.status().message());
+      path = *shipped;
+    }
+    Result<Topology> loaded = loadTopology(path);
+    if (!loaded) return fail(loaded.status().message());
+    topology = std::move(*loaded);
+    if (opt.num_ranks > 0 && opt.num_ranks != topology->numGpus()) {
+      return fail(fmt::format("-n {} does not match topology '{}' with {} GPUs", opt.num_ranks, topology->name,
+                              topology->numGpus()));
+    }
+  }
+
+  ClassicRequest request;
+  request.algo = *algo;
+  request.spec.kind = *kind;
+  request.spec.num_ranks = topology ? topology->numGpus() : opt.num_ranks;
+  request.spec.chunk_factor = 0;
+  request.spec.in_place = opt.in_place;
+  request.topology = topology ? &*topology : nullptr;
+  request.protocol = *proto;
+  request.num_channels = opt.channels;
+  Result<Algorithm> built = buildClassic(request);
+  if (!built) return fail(built.status().message());
+  Algorithm& algorithm = *built;
+
+  VerifyReport report = verify(algorithm);
+  if (!report.ok) {
+    return fail(fmt::format("{} failed verification; not written:\n{}", algorithm.name, report.toString()));
+  }
+  if (opt.output.empty()) {
+    std::cout << summary(algorithm, report);
+    return 0;
+  }
+  const std::string text =
+      endsWith(opt.output, ".json") ? writeAlgorithmJson(algorithm) : writeMscclXml(algorithm, MscclFlavour::kBoth);
+  Status written = writeFileAtomic(opt.output, text);
+  if (!written) return fail(written.message());
+  std::cout << fmt::format("wrote {} ({} on {} ranks, verified)\n", opt.output, algorithm.name, algorithm.num_ranks);
+  return 0;
+}
+
+}  // namespace
+
+void registerAlgoCommand(CLI::App& app, int* exit_code) {
+  auto opt = std::make_shared<AlgoOptions>();
+  CLI::App* cmd = app.add_subcommand(
+      "algo",
+      "Build a classical algorithm (ring, multiring, direct, recursive, tree, pairwise, hierarchical), "
+      "verify it and write it as MSCCL XML or Braid JSON");
+  cmd->add_option("name", opt->name, "ring | multiring | direct | recursive | tree | pairwise | hierarchical")
+      ->required();
+  cmd->add_option("--coll,-c", opt->coll, "allgather | reducescatter | allreduce | alltoall")->required();
+  cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx1-v100)");
+  cmd->add_option("-n,--ranks", opt->num_ranks, "number of ranks when no topology is given");
+  cmd->add_flag("--inplace", opt->in_place, "build for in-place calls");
+  cmd->add_option("--proto", opt->proto, "Simple | LL | LL128 (default Simple)");
+  cmd->add_option("--channels", opt->channels, "channels (0 = the algorithm's choice)");
+  cmd->add_option("-o,--output", opt->output, "output file: .json writes Braid JSON, anything else MSCCL XML");
+  cmd->callback([opt, exit_code]() { *exit_code = runAlgo(*opt); });
+}
+
+}  // namespace braid::cli
