@@ -82,7 +82,7 @@ std::string routeClass(const Topology& t, int a, int b) {
 }  // namespace
 
 std::string topologyToJson(const Topology& t) {
-  using nlohmann::json;
+  using json = nlohmann::ordered_json;
   json j;
   j["name"] = t.name;
   j["source"] = t.source;

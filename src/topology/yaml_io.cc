@@ -20,7 +20,7 @@ namespace braid {
 namespace {
 
 // Guards against inputs that would build absurdly large models (and take minutes or all memory).
-constexpr long kMaxNodes = 100000;
+constexpr long kMaxNodes = 16384;
 constexpr long kMaxPerNodeCount = 4096;
 constexpr size_t kMaxVertices = 4000000;
 constexpr size_t kMaxLinks = 16000000;
@@ -54,6 +54,37 @@ struct NodeTemplate {
   std::string nic_model;
   std::vector<TemplateSwitch> switches;
   std::vector<LinkSpec> links;
+};
+
+// Adds vertices exactly as Topology::addVertex does (same id, rank, name, local index and node lists) but in
+// logarithmic time: addVertex rescans all vertices, which is quadratic for clusters with thousands of nodes.
+class VertexAdder {
+ public:
+  int add(Topology& t, VertexKind kind, int node, const std::string& name) {
+    Vertex v;
+    v.id = static_cast<int>(t.vertices.size());
+    v.kind = kind;
+    v.node = node;
+    v.local = local_count_[{node, static_cast<int>(kind)}]++;
+    if (kind == VertexKind::kGpu) {
+      v.rank = gpus_++;
+      v.name = fmt::format("gpu{}", v.rank);
+    } else {
+      v.name = name;
+    }
+    if (node >= 0 && node < t.numNodes()) {
+      if (kind == VertexKind::kGpu) t.nodes[node].gpus.push_back(v.id);
+      if (kind == VertexKind::kNic) t.nodes[node].nics.push_back(v.id);
+    }
+    t.vertices.push_back(std::move(v));
+    return static_cast<int>(t.vertices.size()) - 1;
+  }
+
+  int gpus() const { return gpus_; }
+
+ private:
+  std::map<std::pair<int, int>, int> local_count_;
+  int gpus_ = 0;
 };
 
 class YamlTopologyReader {
@@ -97,6 +128,7 @@ class YamlTopologyReader {
   std::string file_;
   YAML::Node root_;
   std::map<std::string, NodeTemplate> templates_;
+  mutable VertexAdder adder_;
 };
 
 Status YamlTopologyReader::checkKeys(const YAML::Node& map, const std::string& path,
@@ -159,8 +191,10 @@ Result<std::vector<std::string>> YamlTopologyReader::getNameList(const YAML::Nod
   if (n.IsScalar()) {
     out.push_back(n.Scalar());
   } else if (n.IsSequence()) {
-    for (size_t i = 0; i < n.size(); ++i) {
-      BRAID_ASSIGN_OR_RETURN(std::string s, getString(n[i], fmt::format("{}[{}]", path, i)));
+    size_t i = 0;
+    for (auto it = n.begin(); it != n.end(); ++it, ++i) {
+      const YAML::Node item = *it;
+      BRAID_ASSIGN_OR_RETURN(std::string s, getString(item, fmt::format("{}[{}]", path, i)));
       out.push_back(s);
     }
   } else {
@@ -337,9 +371,11 @@ Result<NodeTemplate> YamlTopologyReader::parseTemplate(const std::string& name, 
   std::set<std::string> local_names;
   if (const YAML::Node sw = n["switches"]) {
     if (!sw.IsSequence()) return error(sw, path + ".switches", "expected a list");
-    for (size_t i = 0; i < sw.size(); ++i) {
+    size_t i = 0;
+    for (auto it = sw.begin(); it != sw.end(); ++it, ++i) {
+      const YAML::Node item = *it;
       const std::string field = fmt::format("{}.switches[{}]", path, i);
-      const YAML::Node s = sw[i];
+      const YAML::Node s = item;
       BRAID_RETURN_IF_ERROR(requireMap(s, field));
       BRAID_RETURN_IF_ERROR(checkKeys(s, field, {"name", "kind", "model", "numa"}));
       TemplateSwitch ts;
@@ -374,8 +410,10 @@ Result<NodeTemplate> YamlTopologyReader::parseTemplate(const std::string& name, 
   }
   if (const YAML::Node ls = n["links"]) {
     if (!ls.IsSequence()) return error(ls, path + ".links", "expected a list");
-    for (size_t i = 0; i < ls.size(); ++i) {
-      BRAID_ASSIGN_OR_RETURN(LinkSpec spec, parseLink(ls[i], fmt::format("{}.links[{}]", path, i)));
+    size_t i = 0;
+    for (auto it = ls.begin(); it != ls.end(); ++it, ++i) {
+      const YAML::Node item = *it;
+      BRAID_ASSIGN_OR_RETURN(LinkSpec spec, parseLink(item, fmt::format("{}.links[{}]", path, i)));
       tmpl.links.push_back(std::move(spec));
     }
   }
@@ -386,17 +424,17 @@ Status YamlTopologyReader::instantiate(const NodeTemplate& tmpl, const std::stri
   const int node = t.addNode(node_name, tmpl.name);
   std::vector<std::pair<std::string, int>> local;  // template-local name -> vertex id
   for (int i = 0; i < tmpl.gpus; ++i) {
-    const int id = t.addVertex(VertexKind::kGpu, node);
+    const int id = adder_.add(t, VertexKind::kGpu, node, "");
     t.vertices[id].model = tmpl.gpu_model;
     local.emplace_back(fmt::format("gpu{}", i), id);
   }
   for (int i = 0; i < tmpl.nics; ++i) {
-    const int id = t.addVertex(VertexKind::kNic, node, fmt::format("{}.nic{}", node_name, i));
+    const int id = adder_.add(t, VertexKind::kNic, node, fmt::format("{}.nic{}", node_name, i));
     t.vertices[id].model = tmpl.nic_model;
     local.emplace_back(fmt::format("nic{}", i), id);
   }
   for (const TemplateSwitch& s : tmpl.switches) {
-    const int id = t.addVertex(s.kind, node, fmt::format("{}.{}", node_name, s.name));
+    const int id = adder_.add(t, s.kind, node, fmt::format("{}.{}", node_name, s.name));
     t.vertices[id].model = s.model;
     t.vertices[id].numa = s.numa;
     local.emplace_back(s.name, id);
@@ -429,8 +467,10 @@ Status YamlTopologyReader::buildNodes(const YAML::Node& nodes, Topology& t) cons
     entries.push_back(nodes);
     paths.push_back("nodes");
   } else if (nodes.IsSequence()) {
-    for (size_t i = 0; i < nodes.size(); ++i) {
-      entries.push_back(nodes[i]);
+    size_t i = 0;
+    for (auto it = nodes.begin(); it != nodes.end(); ++it, ++i) {
+      const YAML::Node item = *it;
+      entries.push_back(item);
       paths.push_back(fmt::format("nodes[{}]", i));
     }
   } else {
@@ -522,7 +562,7 @@ Status YamlTopologyReader::buildNetwork(const YAML::Node& net, Topology& t) cons
   if (total_nics == 0) return error(net, path, "a network needs NICs, but the nodes have none");
 
   auto addSwitch = [&](const std::string& name) {
-    const int id = t.addVertex(VertexKind::kNetSwitch, -1, name);
+    const int id = adder_.add(t, VertexKind::kNetSwitch, -1, name);
     t.vertices[id].model = model;
     return id;
   };
@@ -596,9 +636,11 @@ Status YamlTopologyReader::buildVertices(const YAML::Node& list, Topology& t) {
   for (int k = 0; k < t.numNodes(); ++k) node_index[t.nodes[k].name] = k;
   std::set<std::string> names;
   for (const Vertex& v : t.vertices) names.insert(v.name);
-  for (size_t i = 0; i < list.size(); ++i) {
+  size_t i = 0;
+  for (auto it = list.begin(); it != list.end(); ++it, ++i) {
+    const YAML::Node item = *it;
     const std::string path = fmt::format("vertices[{}]", i);
-    const YAML::Node v = list[i];
+    const YAML::Node v = item;
     BRAID_RETURN_IF_ERROR(requireMap(v, path));
     BRAID_RETURN_IF_ERROR(checkKeys(v, path, {"name", "kind", "node", "model", "busid", "numa"}));
     if (!v["kind"]) return error(v, path + ".kind", "missing (gpu, nic, nvswitch, pcie_switch, cpu, net_switch)");
@@ -623,7 +665,7 @@ Status YamlTopologyReader::buildVertices(const YAML::Node& list, Topology& t) {
       BRAID_ASSIGN_OR_RETURN(name, getString(v["name"], path + ".name"));
     }
     if (*kind == VertexKind::kGpu) {
-      const std::string expected = fmt::format("gpu{}", t.numGpus());
+      const std::string expected = fmt::format("gpu{}", adder_.gpus());
       if (!name.empty() && name != expected) {
         return error(
             v["name"], path + ".name",
@@ -640,7 +682,7 @@ Status YamlTopologyReader::buildVertices(const YAML::Node& list, Topology& t) {
     }
     if (!names.insert(name).second)
       return error(v["name"] ? v["name"] : v, path + ".name", fmt::format("vertex name '{}' is already used", name));
-    const int id = t.addVertex(*kind, node, name);
+    const int id = adder_.add(t, *kind, node, name);
     if (v["model"]) {
       BRAID_ASSIGN_OR_RETURN(t.vertices[id].model, getString(v["model"], path + ".model"));
     }
@@ -672,8 +714,10 @@ Result<Topology> YamlTopologyReader::read(const std::string& text) {
   BRAID_ASSIGN_OR_RETURN(t.name, getString(root_["name"], "name"));
   if (const YAML::Node notes = root_["notes"]) {
     if (!notes.IsSequence()) return error(notes, "notes", "expected a list of sentences");
-    for (size_t i = 0; i < notes.size(); ++i) {
-      BRAID_ASSIGN_OR_RETURN(std::string note, getString(notes[i], fmt::format("notes[{}]", i)));
+    size_t i = 0;
+    for (auto it = notes.begin(); it != notes.end(); ++it, ++i) {
+      const YAML::Node item = *it;
+      BRAID_ASSIGN_OR_RETURN(std::string note, getString(item, fmt::format("notes[{}]", i)));
       t.notes.push_back(note);
     }
   }
@@ -702,8 +746,10 @@ Result<Topology> YamlTopologyReader::read(const std::string& text) {
       by_name[v.name] = v.id;
       all.emplace_back(v.name, v.id);
     }
-    for (size_t i = 0; i < ls.size(); ++i) {
-      BRAID_ASSIGN_OR_RETURN(LinkSpec spec, parseLink(ls[i], fmt::format("links[{}]", i)));
+    size_t i = 0;
+    for (auto it = ls.begin(); it != ls.end(); ++it, ++i) {
+      const YAML::Node item = *it;
+      BRAID_ASSIGN_OR_RETURN(LinkSpec spec, parseLink(item, fmt::format("links[{}]", i)));
       BRAID_RETURN_IF_ERROR(addLinks(
           spec,
           [&](const std::string& pattern, const std::string& field) -> Result<std::vector<int>> {

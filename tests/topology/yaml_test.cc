@@ -316,3 +316,80 @@ TEST(TopologyYaml, RoundTripOfEveryShippedFile) {
 
 }  // namespace
 }  // namespace braid
+
+namespace braid {
+namespace {
+
+// The first YAML example of docs/formats/topology.md must stay valid and mean what the text says.
+TEST(TopologyYaml, DocumentationExample) {
+  Result<std::string> doc = readFile(std::string(BRAID_SOURCE_DIR) + "/docs/formats/topology.md");
+  ASSERT_TRUE(doc.isOk()) << doc.status().toString();
+  const size_t begin = doc->find("```yaml\n");
+  ASSERT_NE(begin, std::string::npos);
+  const size_t end = doc->find("```", begin + 8);
+  ASSERT_NE(end, std::string::npos);
+  Result<Topology> r = readTopologyYaml(doc->substr(begin + 8, end - begin - 8), "topology.md");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(t.numGpus(), 512);
+  EXPECT_EQ(t.numNodes(), 64);
+  EXPECT_GE(t.findVertex("leaf15"), 0);
+  EXPECT_EQ(t.findVertex("leaf16"), -1);
+  EXPECT_GE(t.findVertex("spine7"), 0);
+  EXPECT_EQ(t.vertices[t.gpuVertex(511)].node, 63);
+  // A leaf holds 4 nodes x 8 NICs x 25 GB/s = 800 GB/s; 2:1 -> 400 up, 50 to each of 8 spines.
+  const std::vector<int> up = t.linksBetween(t.findVertex("leaf3"), t.findVertex("spine5"));
+  ASSERT_EQ(up.size(), 1u);
+  EXPECT_DOUBLE_EQ(t.links[up[0]].bandwidth_gbps, 50);
+  // The explicit storage switch reaches all 8 spines at 400 Gb/s = 50 GB/s, both ways.
+  const int storage = t.findVertex("storage");
+  ASSERT_GE(storage, 0);
+  EXPECT_EQ(t.outLinks(storage).size(), 8u);
+  EXPECT_EQ(t.inLinks(storage).size(), 8u);
+  EXPECT_DOUBLE_EQ(t.links[t.outLinks(storage)[0]].bandwidth_gbps, 50);
+  // node12.nic3 hangs under leaf3 (nodes 12..15).
+  EXPECT_EQ(t.linksBetween(t.findVertex("node12.nic3"), t.findVertex("leaf3")).size(), 1u);
+  // Cross-leaf route: GPU -> PCIe -> NIC -> leaf -> spine -> leaf -> NIC -> PCIe -> GPU, bottleneck PCIe 24.
+  std::optional<Route> route = t.route(0, 511);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->links.size(), 8u);
+  EXPECT_DOUBLE_EQ(route->bandwidth_gbps, 24);
+}
+
+}  // namespace
+}  // namespace braid
+
+namespace braid {
+namespace {
+
+TEST(TopologyYaml, LargeClusterFromFewLines) {
+  // 512 nodes x 8 GPUs on 8 rails: 4096 ranks from a dozen lines, read, written and read back.
+  const std::string yaml = R"(name: big
+templates:
+  n:
+    gpus: 8
+    nics: 8
+    switches: [{name: nvs, kind: nvswitch}, {name: pci, kind: pcie_switch}]
+    links:
+      - {a: "gpu*", b: nvs, kind: nvlink, lanes: 18, lane_bandwidth: 20.6, alpha: 0.35}
+      - {a: ["gpu*", "nic*"], b: pci, kind: pcie, bandwidth: 48, alpha: 1}
+nodes: {template: n, count: 512}
+network: {kind: rail, speed_gbit: 400, alpha: 1.3}
+)";
+  Result<Topology> r = readTopologyYaml(yaml, "big.yaml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  EXPECT_EQ(r->numGpus(), 4096);
+  EXPECT_EQ(r->vertices.size(), 512u * 18u + 8u);
+  EXPECT_EQ(r->links.size(), 512u * (8u + 16u + 8u) * 2u);
+  const int g = r->gpuVertex(4095);
+  EXPECT_EQ(r->vertices[g].node, 511);
+  EXPECT_EQ(r->vertices[g].local, 7);
+  EXPECT_EQ(r->vertices[r->findVertex("node511.nic7")].local, 7);
+  Result<Topology> back = readTopologyYaml(writeTopologyYaml(*r), "big.yaml");
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ(back->links.size(), r->links.size());
+  EXPECT_EQ(back->vertices[g].name, "gpu4095");
+}
+
+}  // namespace
+}  // namespace braid
