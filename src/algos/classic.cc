@@ -116,10 +116,12 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
         int p2 = 1;
         while (p2 * 2 <= n) p2 *= 2;
         if (p2 != n) {
-          plan.notes.push_back(
-              fmt::format("{} ranks is not a power of two: {} even ranks fold into their odd "
-                          "neighbours before recursive {} over {} ranks and are served after it",
-                          n, n - p2, kind == CollectiveKind::kReduceScatter ? "halving" : "doubling", p2));
+          const int rem = n - p2;
+          plan.notes.push_back(fmt::format(
+              "{} ranks is not a power of two: {} even rank{} below {} fold{} into the odd neighbour above before "
+              "recursive {} over {} ranks and {} served after it",
+              n, rem, rem == 1 ? "" : "s", 2 * rem, rem == 1 ? "s" : "",
+              kind == CollectiveKind::kReduceScatter ? "halving" : "doubling", p2, rem == 1 ? "is" : "are"));
         }
       }
       break;

@@ -120,6 +120,17 @@ RingOrder hamiltonianCycle(int n, const std::function<bool(int, int)>& ok, const
     return false;
   };
   if (n == 1) return path;
+  // Necessary condition, checked first so hopeless searches end at once: every GPU has a way out
+  // and a way in.
+  for (int a = 0; a < n; ++a) {
+    bool out = false, in = false;
+    for (int b = 0; b < n; ++b) {
+      if (b == a) continue;
+      out = out || ok(a, b);
+      in = in || ok(b, a);
+    }
+    if (!out || !in) return {};
+  }
   if (extend()) return path;
   return {};
 }

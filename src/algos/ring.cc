@@ -111,9 +111,14 @@ void ringAllToAll(ProgramBuilder& b, const RingOrder& ring, int k, int num_rings
     for (int t = 1; t < n; ++t) {
       const int m = n - t;  // chunks in this round's message
       const int origin = ring[mod(p - t, n)];
+      const Loc mine = b.out(r, origin * num_rings + k);
+      if (m == 1) {  // the last message holds only this rank's chunk
+        b.recv(r, tb, mine, 1);
+        break;
+      }
       b.recv(r, tb, ProgramBuilder::scratch(base), m);
-      b.copy(r, tb, ProgramBuilder::scratch(base), b.out(r, origin * num_rings + k), 1);
-      if (m > 1) b.send(r, tb, ProgramBuilder::scratch(base + 1), m - 1);
+      b.copy(r, tb, ProgramBuilder::scratch(base), mine, 1);
+      b.send(r, tb, ProgramBuilder::scratch(base + 1), m - 1);
     }
   }
 }

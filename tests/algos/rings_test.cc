@@ -236,5 +236,42 @@ TEST(NvlinkRings, TwoGpusAndOneGpu) {
   EXPECT_TRUE(verify(*single).ok);
 }
 
+// The shipped machine descriptions (topologies/*.yaml, read by the topology layer): every ring,
+// multiring and hierarchical algorithm verifies; on the DGX-1 the ring hops are NVLink only; on
+// multi-node machines the ring crosses between nodes exactly once per node boundary.
+TEST(NvlinkRings, ShippedTopologies) {
+  const std::vector<std::string> names = {"dgx1-v100", "dgx-a100-x1", "dgx-a100-x2", "dgx-h100-x1",
+                                          "dgx2-x1",   "ndv2-x2",     "pcie-2s4g"};
+  int loaded = 0;
+  for (const std::string& name : names) {
+    Result<std::string> path = findShippedTopology(name);
+    if (!path) continue;
+    Result<Topology> t = loadTopology(*path);
+    ASSERT_TRUE(t.isOk()) << name << ": " << t.status().toString();
+    ++loaded;
+    for (ClassicAlgo algo : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kHierarchical}) {
+      for (CollectiveKind kind : classicCollectives(algo)) {
+        Result<Algorithm> a = build(algo, kind, *t, kind == CollectiveKind::kAllReduce);
+        ASSERT_TRUE(a.isOk()) << name << " " << classicAlgoName(algo) << ": " << a.status().toString();
+        VerifyReport report = verify(*a);
+        EXPECT_TRUE(report.ok) << name << " " << classicAlgoName(algo) << " " << collectiveName(kind) << "\n"
+                               << report.toString();
+      }
+    }
+    Result<Algorithm> ring = build(ClassicAlgo::kRing, CollectiveKind::kAllGather, *t);
+    ASSERT_TRUE(ring.isOk());
+    int node_crossings = 0;
+    for (const RankProgram& p : ring->ranks) {
+      const int peer = p.threadblocks[0].send_peer;
+      const Vertex& me = t->vertices[t->gpuVertex(p.rank)];
+      const Vertex& next = t->vertices[t->gpuVertex(peer)];
+      node_crossings += me.node != next.node ? 1 : 0;
+      if (name == "dgx1-v100") EXPECT_TRUE(directNvlink(*t, p.rank, peer)) << p.rank << " -> " << peer;
+    }
+    EXPECT_EQ(node_crossings, t->numNodes() > 1 ? t->numNodes() : 0) << name;
+  }
+  if (loaded == 0) GTEST_SKIP() << "no shipped topology found (topologies/ missing)";
+}
+
 }  // namespace
 }  // namespace braid
