@@ -307,14 +307,23 @@ class SmiImporter {
   }
 
   // Devices `members` all meet within class `level` below vertex `parent`; split them at level - 1.
-  void buildCluster(const std::vector<int>& members, int level, int parent, int numa) {
+  // `parent_is_switch`: `parent` is a PCIe switch made for exactly these members, so a PIX/PXB cluster equal to
+  // them needs no vertex of its own (one that hangs off a CPU or host bridge does).
+  void buildCluster(const std::vector<int>& members, int level, int parent, int numa, bool parent_is_switch) {
     if (members.size() == 1 || level <= kPix) {
       for (int d : members) attach(d, parent);
       return;
     }
     std::vector<std::vector<int>> groups = split(members, level - 1);
     if (groups.size() == 1) {
-      buildCluster(members, level - 1, parent, numa);
+      if (level - 1 <= kPxb && !parent_is_switch) {
+        const int v = topo_.addVertex(VertexKind::kPcieSwitch, node_, fmt::format("pcie_switch{}", switch_count_++));
+        topo_.vertices[v].numa = numa;
+        topo_.addDuplexLink(v, parent, LinkKind::kPcie, gen_.pcie_gbps, kPcieHopAlphaUs);
+        buildCluster(members, level - 1, v, numa, true);
+      } else {
+        buildCluster(members, level - 1, parent, numa, parent_is_switch);
+      }
       return;
     }
     for (const auto& g : groups) {
@@ -332,7 +341,7 @@ class SmiImporter {
       const int v = topo_.addVertex(VertexKind::kPcieSwitch, node_, fmt::format("{}{}", kind, switch_count_++));
       topo_.vertices[v].numa = numa;
       topo_.addDuplexLink(v, parent, LinkKind::kPcie, gen_.pcie_gbps, kPcieHopAlphaUs);
-      buildCluster(g, level - 1, v, numa);
+      buildCluster(g, level - 1, v, numa, widest <= kPxb);
     }
   }
 
@@ -515,7 +524,7 @@ class SmiImporter {
           "CPU model is not in an nvidia-smi matrix: inter-socket (SYS) links assumed 10 GB/s (NCCL's Skylake value)");
     }
     for (size_t s = 0; s < socket_members.size(); ++s) {
-      buildCluster(socket_members[s], kNode, cpu_vertex[s], topo_.vertices[cpu_vertex[s]].numa);
+      buildCluster(socket_members[s], kNode, cpu_vertex[s], topo_.vertices[cpu_vertex[s]].numa, false);
     }
 
     // NVLinks.

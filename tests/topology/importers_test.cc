@@ -1,0 +1,877 @@
+// Importer tests on small hand-written inputs: every leniency rule and every error of the NCCL topology XML,
+// nvidia-smi matrix and TACCL profile/sketch readers. Expected vertices, links and bandwidths are worked out by
+// hand from the inputs and NCCL's constants (../shared/reference/nccl_plugins.md §4.5).
+
+#include "topology/importers.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "braid/taccl.h"
+#include "braid/topology.h"
+
+namespace braid {
+namespace {
+
+bool hasNote(const Topology& t, const std::string& needle) {
+  for (const std::string& n : t.notes) {
+    if (n.find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string allNotes(const Topology& t) {
+  std::string s;
+  for (const std::string& n : t.notes) s += n + "\n";
+  return s;
+}
+
+// The single link a -> b (vertex names) of `kind`; fails the test when there is not exactly one.
+const Link* linkBetween(const Topology& t, const std::string& a, const std::string& b, LinkKind kind) {
+  const int va = t.findVertex(a), vb = t.findVertex(b);
+  if (va < 0 || vb < 0) {
+    ADD_FAILURE() << "no vertex " << (va < 0 ? a : b);
+    return nullptr;
+  }
+  const Link* found = nullptr;
+  int count = 0;
+  for (int li : t.linksBetween(va, vb)) {
+    if (t.links[li].kind == kind) found = &t.links[li], ++count;
+  }
+  if (count != 1) {
+    ADD_FAILURE() << count << " " << linkKindName(kind) << " links " << a << " -> " << b;
+    return nullptr;
+  }
+  return found;
+}
+
+int countKind(const Topology& t, VertexKind kind) {
+  int n = 0;
+  for (const Vertex& v : t.vertices) n += v.kind == kind ? 1 : 0;
+  return n;
+}
+
+int countLinks(const Topology& t, LinkKind kind) {
+  int n = 0;
+  for (const Link& l : t.links) n += l.kind == kind ? 1 : 0;
+  return n;
+}
+
+std::string neighbourOf(const Topology& t, const std::string& name, LinkKind kind) {
+  for (int li : t.outLinks(t.findVertex(name))) {
+    if (t.links[li].kind == kind) return t.vertices[t.links[li].dst].name;
+  }
+  return "";
+}
+
+void expectParseError(const Status& s, const std::string& file, int line, const std::string& field) {
+  EXPECT_EQ(s.code(), StatusCode::kParseError) << s.toString();
+  const std::string where = line > 0 ? file + ":" + std::to_string(line) + ":" : file + ":";
+  EXPECT_NE(s.message().find(where), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find(field), std::string::npos) << s.message();
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// NCCL topology XML
+
+// Two sockets (Intel model 85 = 0x55: Skylake, 10 GB/s SYS). Rank 1 sits behind a Gen4 switch with a 200 Gb/s NIC;
+// rank 0 (dev 0!) hangs off cpu 1 at Gen3 x16. Only rank 1 lists the NVLink to rank 0 (count 4, SM80: 80 GB/s).
+constexpr char kSmallDump[] = R"(<system version="1">
+  <!-- a comment the parser must skip -->
+  <cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+    <pci busid="0000:10:00.0" class="0x060400" link_speed="16.0 GT/s PCIe" link_width="16">
+      <pci busid="0000:11:00.0" class="0x030200" vendor="0x10de" device="0x20b2" link_speed="16 GT/s" link_width="8">
+        <gpu dev="1" sm="80" rank="1" gdr="1">
+          <nvlink target="0000:21:00.0" count="4" tclass="0x030200"/>
+        </gpu>
+      </pci>
+      <pci busid="0000:12:00.0" class="0x020000" link_speed="16 GT/s" link_width="16">
+        <nic>
+          <net name="mlx5_0" dev="0" speed="200000" port="1" latency="0.000000" guid="0x1" maxconn="1" gdr="1" coll="1" keep="1"/>
+        </nic>
+      </pci>
+    </pci>
+  </cpu>
+  <cpu numaid="1" affinity="ff00" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+    <pci busid="0000:21:00.0" class="0x030200" link_speed="8 GT/s" link_width="16">
+      <gpu dev="0" sm="80" rank="0" gdr="1"/>
+    </pci>
+  </cpu>
+</system>
+)";
+
+TEST(NcclXmlTest, SmallDumpVerticesLinksAndBandwidths) {
+  auto r = importNcclTopoXml(kSmallDump, "small.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_TRUE(validateTopology(t).isOk());
+  ASSERT_EQ(t.numGpus(), 2);
+  // Ranks come from the rank attribute, not from dev or document order.
+  EXPECT_EQ(t.vertices[t.gpuVertex(0)].busid, "0000:21:00.0");
+  EXPECT_EQ(t.vertices[t.gpuVertex(1)].busid, "0000:11:00.0");
+  EXPECT_EQ(t.vertices[t.gpuVertex(1)].model, "A100-SXM4-80GB");
+  EXPECT_EQ(t.vertices[t.gpuVertex(1)].numa, 0);
+  EXPECT_EQ(t.vertices[t.gpuVertex(0)].numa, 1);
+  EXPECT_EQ(countKind(t, VertexKind::kCpu), 2);
+  EXPECT_EQ(countKind(t, VertexKind::kPcieSwitch), 1);
+  EXPECT_EQ(countKind(t, VertexKind::kNic), 1);
+  EXPECT_EQ(countKind(t, VertexKind::kNetSwitch), 1);
+  // NVLink 4 lanes × 20 GB/s both ways; the reverse was added and noted.
+  const Link* nv = linkBetween(t, "gpu1", "gpu0", LinkKind::kNvlink);
+  ASSERT_NE(nv, nullptr);
+  EXPECT_EQ(nv->lanes, 4);
+  EXPECT_DOUBLE_EQ(nv->bandwidth_gbps, 80.0);
+  const Link* back = linkBetween(t, "gpu0", "gpu1", LinkKind::kNvlink);
+  ASSERT_NE(back, nullptr);
+  EXPECT_DOUBLE_EQ(back->bandwidth_gbps, 80.0);
+  EXPECT_TRUE(hasNote(t, "listed by one GPU only")) << allNotes(t);
+  // PCIe: Gen4 x16 switch uplink 16*120/80 = 24; Gen4 x8 GPU 12; Gen3 x16 GPU 12; NIC Gen4 x16 24.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "pcie_0000:10:00.0", "cpu0", LinkKind::kPcie)->bandwidth_gbps, 24.0);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "gpu1", "pcie_0000:10:00.0", LinkKind::kPcie)->bandwidth_gbps, 12.0);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "gpu0", "cpu1", LinkKind::kPcie)->bandwidth_gbps, 12.0);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "mlx5_0", "pcie_0000:10:00.0", LinkKind::kPcie)->bandwidth_gbps, 24.0);
+  // NET 200000 Mb/s / 8000 = 25 GB/s; SYS Skylake 10 GB/s.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "mlx5_0", "net", LinkKind::kNet)->bandwidth_gbps, 25.0);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "cpu0", "cpu1", LinkKind::kSys)->bandwidth_gbps, 10.0);
+  EXPECT_EQ(t.links.size(), 2u /*nvlink*/ + 2 * 4 /*pcie*/ + 2 /*net*/ + 2 /*sys*/);
+  // GPU-GPU traffic takes NVLink (80 GB/s beats the PCIe/SYS path).
+  auto route = t.route(0, 1);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->links.size(), 1u);
+  EXPECT_DOUBLE_EQ(route->bandwidth_gbps, 80.0);
+}
+
+TEST(NcclXmlTest, NvswitchLanesAreSummedAndInvisibleSwitchIsNoted) {
+  // SM90: 20.6 GB/s per lane. gpu0 lists two switch targets (9 + 9 = 18 lanes); gpu1 has the VM-style invisible
+  // target fffffff:ff:ff.0 with count 18 (BUG-08); gpu2 lists only 8 lanes and is named in a note.
+  const std::string xml = R"(<system version="1"><cpu numaid="0" vendor="AuthenticAMD">
+    <pci busid="0000:01:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="90" rank="0">
+      <nvlink target="0000:c0:00.0" count="9" tclass="0x068000"/><nvlink target="0000:c1:00.0" count="9" tclass="0x068000"/>
+    </gpu></pci>
+    <pci busid="0000:02:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="1" sm="90" rank="1">
+      <nvlink target="fffffff:ff:ff.0" count="18" tclass="0x068000"/>
+    </gpu></pci>
+    <pci busid="0000:03:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"><gpu dev="2" sm="90" rank="2">
+      <nvlink target="0000:c0:00.0" count="8" tclass="0x068000"/>
+    </gpu></pci>
+  </cpu></system>)";
+  auto r = importNcclTopoXml(xml, "nvs.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(countKind(t, VertexKind::kNvSwitch), 1);
+  const Link* l0 = linkBetween(t, "gpu0", "nvswitch", LinkKind::kNvlink);
+  const Link* l1 = linkBetween(t, "nvswitch", "gpu1", LinkKind::kNvlink);
+  const Link* l2 = linkBetween(t, "gpu2", "nvswitch", LinkKind::kNvlink);
+  ASSERT_TRUE(l0 && l1 && l2);
+  EXPECT_EQ(l0->lanes, 18);
+  EXPECT_NEAR(l0->bandwidth_gbps, 18 * 20.6, 1e-9);
+  EXPECT_EQ(l1->lanes, 18);
+  EXPECT_EQ(l2->lanes, 8);
+  EXPECT_NEAR(l2->bandwidth_gbps, 8 * 20.6, 1e-9);
+  EXPECT_TRUE(hasNote(t, "fffffff:ff:ff.0")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "gpu2 has 8")) << allNotes(t);
+  // Gen5 x16 = 16*240/80 = 48 GB/s, AMD CPU.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "gpu0", "cpu0", LinkKind::kPcie)->bandwidth_gbps, 48.0);
+  auto route = t.route(0, 2);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->links.size(), 2u);
+  EXPECT_NEAR(route->bandwidth_gbps, 8 * 20.6, 1e-9);
+}
+
+TEST(NcclXmlTest, SelfLoopNvlinkEmptySpeedAndWidthZero) {
+  // RC-04 shape: self-loop NVLink, link_speed="" and link_width="0" ⇒ NCCL's Gen3 fallback x16 = 12 GB/s.
+  const std::string xml = R"(<system version="1">
+  <cpu numaid="0" vendor="AuthenticAMD">
+    <pci busid="0001:00:00.0" class="0x030200" link_speed="" link_width="0">
+      <gpu dev="0" sm="80" rank="0" gdr="1"><nvlink target="0001:00:00.0" count="12" tclass="0x030200"/></gpu>
+    </pci>
+    <pci busid="0002:00:00.0" class="0x030200" link_speed="" link_width="0">
+      <gpu dev="1" sm="80" rank="1" gdr="1"><nvlink target="0002:00:00.0" count="12" tclass="0x030200"/></gpu>
+    </pci>
+  </cpu>
+</system>)";
+  auto r = importNcclTopoXml(xml, "selfloop.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(countLinks(t, LinkKind::kNvlink), 0);
+  EXPECT_EQ(countKind(t, VertexKind::kNvSwitch), 0);
+  EXPECT_TRUE(hasNote(t, "self-loops")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "link_speed missing or empty")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "link_width 0 read as x16")) << allNotes(t);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "gpu0", "cpu0", LinkKind::kPcie)->bandwidth_gbps, 12.0);
+  auto route = t.route(0, 1);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_EQ(route->slowest_kind, LinkKind::kPcie);
+  EXPECT_DOUBLE_EQ(route->bandwidth_gbps, 12.0);
+}
+
+TEST(NcclXmlTest, MalformedSpeedUnitClasslessChildrenHexAndExtraAttributes) {
+  // "32 GT/s PCIe/s" read as 32 GT/s: x16 → 48 GB/s; x4 of 8 GT/s → 4*60/80 = 3 GB/s. A class-less <pci> with
+  // <pci> children is a switch; a class-less leaf is ignored. rank="0x1" is hex. Unknown attributes are ignored.
+  const std::string xml = R"(<system version="1">
+  <cpu numaid="0x0" arch="x86_64" vendor="GenuineIntel" modelid="143" extra="yes">
+    <pci busid="0000:45:00.0">
+      <pci busid="0000:4f:00.0" class="0x030200" link_speed="32 GT/s PCIe/s" link_width="16">
+        <gpu dev="0x0" sm="90" rank="0x1" gdr="1" keep="1"/>
+      </pci>
+      <pci busid="0000:50:00.0" link_speed="32 GT/s PCIe/s" link_width="16"/>
+      <pci busid="0000:51:00.0" class="0x030200" link_speed="8 GT/s" link_width="4">
+        <gpu dev="1" sm="90" rank="0"/>
+      </pci>
+    </pci>
+  </cpu>
+</system>)";
+  auto r = importNcclTopoXml(xml, "lenient.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  ASSERT_EQ(t.numGpus(), 2);
+  EXPECT_EQ(t.vertices[t.gpuVertex(1)].busid, "0000:4f:00.0");
+  EXPECT_EQ(t.vertices[t.gpuVertex(0)].busid, "0000:51:00.0");
+  EXPECT_EQ(countKind(t, VertexKind::kPcieSwitch), 1);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "gpu1", "pcie_0000:45:00.0", LinkKind::kPcie)->bandwidth_gbps, 48.0);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "gpu0", "pcie_0000:45:00.0", LinkKind::kPcie)->bandwidth_gbps, 3.0);
+  EXPECT_TRUE(hasNote(t, "malformed unit")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "without class and without <gpu>/<nic> child")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "without class but with <pci> children")) << allNotes(t);
+  // The class-less switch carries no speed: Gen3 fallback x16 = 12 GB/s to the CPU.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "pcie_0000:45:00.0", "cpu0", LinkKind::kPcie)->bandwidth_gbps, 12.0);
+}
+
+TEST(NcclXmlTest, HintFileFakeBusIdsZeroVendorAndNvlinkUnknownNote) {
+  // RC-02/RC-03 shape: hint file, fake ffff:ff bridge, vendor 0x0000, GPUs and NICs by class only.
+  const std::string xml = R"(<system version="1">
+  <cpu numaid="0" affinity="ff" arch="x86_64" vendor="GenuineIntel" modelid="143">
+    <pci busid="ffff:ff:01.0" class="0x060400" link_speed="32.0 GT/s PCIe" link_width="16" vendor="0x0000" device="0x0000">
+      <pci busid="0002:00:00.0" class="0x030200" link_speed="32.0 GT/s PCIe" link_width="16"/>
+      <pci busid="0102:00:00.0" class="0x020700" link_speed="32.0 GT/s PCIe" link_width="16"/>
+    </pci>
+    <pci busid="0001:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>
+  </cpu>
+  <cpu numaid="1" vendor="GenuineIntel" modelid="143">
+    <pci busid="0003:00:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"/>
+  </cpu>
+</system>)";
+  auto r = importNcclTopoXml(xml, "hint.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  ASSERT_EQ(t.numGpus(), 3);
+  // Document order: 0002 (under the switch), 0001, 0003.
+  EXPECT_EQ(t.vertices[t.gpuVertex(0)].busid, "0002:00:00.0");
+  EXPECT_EQ(t.vertices[t.gpuVertex(1)].busid, "0001:00:00.0");
+  EXPECT_EQ(t.vertices[t.gpuVertex(2)].busid, "0003:00:00.0");
+  EXPECT_EQ(countKind(t, VertexKind::kNic), 1);
+  EXPECT_EQ(neighbourOf(t, "nic0", LinkKind::kPcie), "pcie_ffff:ff:01.0");
+  EXPECT_EQ(countLinks(t, LinkKind::kNvlink), 0);
+  EXPECT_EQ(countLinks(t, LinkKind::kNet), 0);
+  EXPECT_TRUE(hasNote(t, "no NVLink info in this hint file")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "PCIe links only")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "ffff:ff:01.0")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "vendor id 0x0000")) << allNotes(t);
+  // Sapphire Rapids (model 143 = 0x8F): 22 GB/s SYS.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "cpu0", "cpu1", LinkKind::kSys)->bandwidth_gbps, 22.0);
+  // GPU 0 and 2 are on different sockets: the route crosses the SYS link.
+  auto route = t.route(0, 2);
+  ASSERT_TRUE(route.has_value());
+  bool crosses_sys = false;
+  for (int li : route->links) crosses_sys = crosses_sys || t.links[li].kind == LinkKind::kSys;
+  EXPECT_TRUE(crosses_sys);
+}
+
+TEST(NcclXmlTest, NicsWithoutPciParentAndDualPortNic) {
+  // RC-14/RC-13 shape: veth/bridge NICs dropped, eth0 kept at its speed; a dual-port NIC gives two NICs.
+  const std::string xml = R"(<system version="1">
+  <cpu numaid="3" vendor="AuthenticAMD">
+    <pci busid="0000:01:00.0" class="0x030000" link_speed="16.0 GT/s PCIe" link_width="16"><gpu dev="0" sm="89" rank="0" gdr="0"/></pci>
+    <pci busid="0000:02:00.0" class="0x020700" link_speed="8.0 GT/s PCIe" link_width="16">
+      <nic>
+        <net name="mlx5_0" dev="0" speed="100000" port="1"/>
+        <net name="mlx5_1" dev="1" speed="100000" port="2"/>
+      </nic>
+    </pci>
+    <nic>
+      <net name="eth0" dev="2" speed="50000"/>
+      <net name="veth1234" dev="3" speed="10000"/>
+      <net name="br-abcdef" dev="4" speed="10000"/>
+    </nic>
+  </cpu>
+</system>)";
+  auto r = importNcclTopoXml(xml, "nics.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(countKind(t, VertexKind::kNic), 3);
+  EXPECT_GE(t.findVertex("mlx5_0"), 0);
+  EXPECT_GE(t.findVertex("mlx5_1"), 0);
+  EXPECT_GE(t.findVertex("eth0"), 0);
+  EXPECT_LT(t.findVertex("veth1234"), 0);
+  EXPECT_TRUE(hasNote(t, "veth1234")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "br-abcdef")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "2 ports")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "gdr=0")) << allNotes(t);
+  // Each port: Gen3 x16 = 12 GB/s PCIe to the CPU, 100000/8000 = 12.5 GB/s to the network.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "mlx5_1", "cpu3", LinkKind::kPcie)->bandwidth_gbps, 12.0);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "mlx5_1", "net", LinkKind::kNet)->bandwidth_gbps, 12.5);
+  // eth0 has no PCI parent: attached to its CPU at 50000/8000 = 6.25 GB/s.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "eth0", "cpu3", LinkKind::kPcie)->bandwidth_gbps, 6.25);
+  EXPECT_EQ(t.vertices[t.findVertex("cpu3")].numa, 3);
+}
+
+TEST(NcclXmlTest, NvlinkTargetMatchingNothingIsNoted) {
+  const std::string xml = R"(<system version="1"><cpu numaid="0">
+    <pci busid="0000:01:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"><gpu dev="0" sm="70" rank="0">
+      <nvlink target="0000:99:00.0" count="2" tclass="0x030200"/>
+      <nvlink target="0000:02:00.0" count="1" tclass="0x030200"/>
+    </gpu></pci>
+    <pci busid="0000:02:00.0" class="0x030200" link_speed="16 GT/s" link_width="16"><gpu dev="1" sm="70" rank="1">
+      <nvlink target="0000:01:00.0" count="1" tclass="0x030200"/>
+    </gpu></pci>
+  </cpu></system>)";
+  auto r = importNcclTopoXml(xml, "dangling.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(countLinks(t, LinkKind::kNvlink), 2);
+  EXPECT_DOUBLE_EQ(linkBetween(t, "gpu0", "gpu1", LinkKind::kNvlink)->bandwidth_gbps, 20.0);  // SM70
+  EXPECT_TRUE(hasNote(t, "0000:99:00.0")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "vendor/arch unknown")) << allNotes(t);
+}
+
+TEST(NcclXmlTest, DenseRanksAndManyNodesWithoutCap) {
+  // BUG-07: no fixed node cap. 1 GPU (rank 8: renumbered 0) + 300 NICs.
+  std::string xml = "<system version=\"1\"><cpu numaid=\"0\" vendor=\"AuthenticAMD\">\n";
+  xml +=
+      "<pci busid=\"0000:01:00.0\" class=\"0x030200\" link_speed=\"16 GT/s\" link_width=\"16\"><gpu dev=\"0\" "
+      "sm=\"80\" rank=\"8\"/></pci>\n";
+  for (int i = 0; i < 300; ++i) {
+    xml += "<pci busid=\"0001:" + std::to_string(i) +
+           ":00.0\" class=\"0x020000\" link_speed=\"16 GT/s\" link_width=\"8\"><nic><net name=\"n" + std::to_string(i) +
+           "\" dev=\"" + std::to_string(i) + "\" speed=\"100000\"/></nic></pci>\n";
+  }
+  xml += "</cpu></system>\n";
+  auto r = importNcclTopoXml(xml, "big.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  EXPECT_EQ(r->numGpus(), 1);
+  EXPECT_EQ(countKind(*r, VertexKind::kNic), 300);
+  EXPECT_TRUE(hasNote(*r, "renumbered")) << allNotes(*r);
+}
+
+TEST(NcclXmlTest, GraphFileIsRefusedClearly) {
+  const std::string xml =
+      "<!-- c -->\n<graphs version=\"1\">\n  <graph id=\"0\"><channel><gpu "
+      "dev=\"0x1\"/></channel></graph>\n</graphs>\n";
+  auto r = importNcclTopoXml(xml, "g.xml");
+  ASSERT_FALSE(r.isOk());
+  expectParseError(r.status(), "g.xml", 2, "graphs");
+  EXPECT_NE(r.status().message().find("NCCL graph file (NCCL_GRAPH_FILE), not a topology"), std::string::npos);
+}
+
+TEST(NcclXmlTest, Errors) {
+  {
+    auto r = importNcclTopoXml("<topology>\n</topology>\n", "root.xml");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "root.xml", 1, "topology");
+  }
+  {
+    auto r = importNcclTopoXml("<system version=\"1\">\n<cpu numaid=\"0\">\n<pci busid=\"1\">\n</cpu>\n</system>\n",
+                               "bad.xml");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "bad.xml", 4, "xml");
+  }
+  {
+    auto r = importNcclTopoXml("<system version=\"2\"><cpu/></system>", "v.xml");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "v.xml", 1, "version");
+  }
+  {
+    const std::string xml =
+        "<system version=\"1\">\n<cpu numaid=\"0\">\n"
+        "<pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"0\" sm=\"80\" rank=\"0\"/></pci>\n"
+        "<pci busid=\"0000:02:00.0\" class=\"0x030200\"><gpu dev=\"1\" sm=\"80\" rank=\"0\"/></pci>\n"
+        "</cpu>\n</system>\n";
+    auto r = importNcclTopoXml(xml, "dup.xml");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "dup.xml", 4, "rank");
+  }
+  {
+    const std::string xml =
+        "<system version=\"1\">\n<cpu numaid=\"0\">\n"
+        "<pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"0\" sm=\"80\" rank=\"two\"/></pci>\n"
+        "</cpu>\n</system>\n";
+    auto r = importNcclTopoXml(xml, "rank.xml");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "rank.xml", 3, "rank");
+  }
+  {
+    const std::string xml = "<system version=\"1\">\n<cpu numaid=\"zero\">\n</cpu>\n</system>\n";
+    auto r = importNcclTopoXml(xml, "numa.xml");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "numa.xml", 2, "numaid");
+  }
+  {
+    // g5-style minimal hint: no class, no GPU.
+    const std::string xml =
+        "<system version=\"1\">\n  <cpu numaid=\"0\">\n    <pci busid=\"0000:00:16.0\"/>\n  </cpu>\n</system>\n";
+    auto r = importNcclTopoXml(xml, "min.xml");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "min.xml", 3, "class");
+  }
+  {
+    auto r = importNcclTopoXml("", "empty.xml");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kParseError);
+    EXPECT_NE(r.status().message().find("empty.xml"), std::string::npos);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// nvidia-smi topo -m
+
+constexpr char kSmallSmi[] =
+    "\x1b[4m\tGPU0\tGPU1\tGPU2\tNIC0\tCPU Affinity\tNUMA Affinity\x1b[0m\n"
+    "GPU0\t X \tNV2\tSYS\tPIX\t0-7\t0\n"
+    "GPU1\tNV2\t X \tSYS\tPIX\t0-7\t0\n"
+    "GPU2\tSYS\tSYS\t X \tSYS\t8-15\t1\n"
+    "NIC0\tPIX\tPIX\tSYS\t X \n"
+    "\n"
+    "Legend:\n"
+    "  X    = Self\n"
+    "\n"
+    "NIC Legend:\n"
+    "\n"
+    "  NIC0: mlx5_3\n";
+
+TEST(NvidiaSmiTest, SmallMatrixStructureAndRoutes) {
+  auto r = importNvidiaSmiTopo(kSmallSmi, "small.txt");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_TRUE(validateTopology(t).isOk());
+  ASSERT_EQ(t.numGpus(), 3);
+  EXPECT_EQ(countKind(t, VertexKind::kNic), 1);
+  ASSERT_GE(t.findVertex("mlx5_3"), 0);  // name from the NIC legend
+  EXPECT_EQ(countKind(t, VertexKind::kCpu), 2);
+  EXPECT_EQ(countKind(t, VertexKind::kPcieSwitch), 1);  // GPU0, GPU1, NIC0 behind one PIX switch
+  const std::string sw = neighbourOf(t, "gpu0", LinkKind::kPcie);
+  EXPECT_EQ(neighbourOf(t, "gpu1", LinkKind::kPcie), sw);
+  EXPECT_EQ(neighbourOf(t, "mlx5_3", LinkKind::kPcie), sw);
+  EXPECT_EQ(neighbourOf(t, "gpu2", LinkKind::kPcie), "cpu1");
+  EXPECT_EQ(t.vertices[t.gpuVertex(2)].numa, 1);
+  // NV2: 2 lanes; 2 lanes per GPU is no known generation ⇒ 20 GB/s per lane (noted).
+  const Link* nv = linkBetween(t, "gpu0", "gpu1", LinkKind::kNvlink);
+  ASSERT_NE(nv, nullptr);
+  EXPECT_EQ(nv->lanes, 2);
+  EXPECT_DOUBLE_EQ(nv->bandwidth_gbps, 40.0);
+  EXPECT_TRUE(hasNote(t, "not recognised")) << allNotes(t);
+  auto r01 = t.route(0, 1);
+  ASSERT_TRUE(r01.has_value());
+  EXPECT_EQ(r01->slowest_kind, LinkKind::kNvlink);
+  auto r02 = t.route(0, 2);
+  ASSERT_TRUE(r02.has_value());
+  // gpu0 -> switch -> cpu0 -> cpu1 -> gpu2, crossing the SYS link (10 GB/s, the bottleneck).
+  EXPECT_EQ(r02->links.size(), 4u);
+  EXPECT_EQ(r02->slowest_kind, LinkKind::kSys);
+  EXPECT_DOUBLE_EQ(r02->bandwidth_gbps, 10.0);
+}
+
+TEST(NvidiaSmiTest, PixPxbPhbNodeNesting) {
+  // One socket: 0-1 PIX, {0,1}-2 PXB, 3 on another host bridge (NODE). Hop counts follow the classes.
+  const std::string smi =
+      "        GPU0    GPU1    GPU2    GPU3    CPU Affinity\n"
+      "GPU0     X      PIX     PXB     NODE    0-15\n"
+      "GPU1    PIX      X      PXB     NODE    0-15\n"
+      "GPU2    PXB     PXB      X      NODE    0-15\n"
+      "GPU3    NODE    NODE    NODE     X      0-15\n";
+  auto r = importNvidiaSmiTopo(smi, "nest.txt");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(countKind(t, VertexKind::kCpu), 1);
+  EXPECT_EQ(countKind(t, VertexKind::kPcieSwitch), 2);
+  EXPECT_EQ(t.route(0, 1)->links.size(), 2u);  // gpu0 -> PIX switch -> gpu1
+  EXPECT_EQ(t.route(0, 2)->links.size(), 3u);  // gpu0 -> PIX -> PXB switch -> gpu2
+  EXPECT_EQ(t.route(0, 3)->links.size(), 4u);  // gpu0 -> PIX -> PXB -> cpu -> gpu3
+  EXPECT_EQ(t.route(2, 3)->links.size(), 3u);
+  EXPECT_EQ(countLinks(t, LinkKind::kSys), 0);
+  EXPECT_EQ(t.route(0, 3)->slowest_kind, LinkKind::kPcie);
+  EXPECT_DOUBLE_EQ(t.route(0, 3)->bandwidth_gbps, 24.0);  // no NVLink: Gen4 x16 assumed and noted
+  EXPECT_TRUE(hasNote(t, "PCIe assumed Gen4")) << allNotes(t);
+}
+
+TEST(NvidiaSmiTest, HashPrefixSocTokenOldNicNameAndNvswitch) {
+  // Lines with '#' and without leading spaces, old SOC token, NIC column named mlx5_0, NV18 everywhere ⇒ NVSwitch.
+  const std::string smi =
+      "# GPU0 GPU1 GPU2 GPU3 mlx5_0 CPU Affinity\n"
+      "# GPU0 X NV18 NV18 NV18 PHB 0-9\n"
+      "# GPU1 NV18 X NV18 NV18 PHB 0-9\n"
+      "# GPU2 NV18 NV18 X NV18 SOC 10-19\n"
+      "# GPU3 NV18 NV18 NV18 X SOC 10-19\n"
+      "# mlx5_0 PHB PHB SOC SOC X\n";
+  auto r = importNvidiaSmiTopo(smi, "nvs.txt");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(countKind(t, VertexKind::kNvSwitch), 1);
+  EXPECT_EQ(countKind(t, VertexKind::kCpu), 2);
+  const Link* l = linkBetween(t, "gpu3", "nvswitch", LinkKind::kNvlink);
+  ASSERT_NE(l, nullptr);
+  EXPECT_EQ(l->lanes, 18);
+  EXPECT_NEAR(l->bandwidth_gbps, 18 * 20.6, 1e-9);
+  EXPECT_EQ(countLinks(t, LinkKind::kNvlink), 8);
+  EXPECT_GE(t.findVertex("mlx5_0"), 0);
+  EXPECT_EQ(neighbourOf(t, "mlx5_0", LinkKind::kPcie), neighbourOf(t, "gpu0", LinkKind::kPcie));
+  // PCIe Gen5 x16 for an 18-lane (SM90) GPU: 48 GB/s.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "mlx5_0", neighbourOf(t, "mlx5_0", LinkKind::kPcie), LinkKind::kPcie)->bandwidth_gbps,
+                   48.0);
+}
+
+TEST(NvidiaSmiTest, Errors) {
+  {
+    auto r = importNvidiaSmiTopo("hello\nworld\n", "none.txt");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "none.txt", 0, "header");
+  }
+  {
+    const std::string smi = "\tGPU0\tGPU1\n GPU0\t X\tQQ\n GPU1\tNV1\t X\n";
+    auto r = importNvidiaSmiTopo(smi, "cell.txt");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "cell.txt", 2, "GPU1");
+    EXPECT_NE(r.status().message().find("QQ"), std::string::npos);
+  }
+  {
+    const std::string smi = "\tGPU0\tGPU1\tGPU2\nGPU0\t X\tNV1\nGPU1\tNV1\t X\tSYS\nGPU2\tSYS\tSYS\tX\n";
+    auto r = importNvidiaSmiTopo(smi, "short.txt");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "short.txt", 2, "GPU2");
+  }
+  {
+    const std::string smi = "\tGPU0\tGPU1\nGPU0\t X\tPIX\n";
+    auto r = importNvidiaSmiTopo(smi, "rows.txt");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "rows.txt", 1, "GPU1");
+  }
+  {
+    const std::string smi = "\tGPU0\tGPU1\nGPU0\tPIX\tPIX\nGPU1\tPIX\tX\n";
+    auto r = importNvidiaSmiTopo(smi, "diag.txt");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "diag.txt", 2, "GPU0");
+  }
+  {
+    const std::string smi = "\tGPU0\tGPU0\nGPU0\tX\tPIX\n";
+    auto r = importNvidiaSmiTopo(smi, "dupcol.txt");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "dupcol.txt", 1, "GPU0");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// TACCL
+
+constexpr char kNdv2Profile[] = R"({
+  "name": "NDv2_1MB", "gpus_per_node": 8, "nics_per_node": 1, "alpha": 0.3,
+  "node_betas_list": [23, 46], "node_invbws_list": [23, 46],
+  "remote_invbw": 107, "remote_alpha": 2.6, "remote_beta": 105
+})";
+
+TEST(TacclProfileTest, Ndv2HybridCubeMeshExactly) {
+  auto r = importTacclProfile(kNdv2Profile, "ndv2.json", nullptr);
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_TRUE(validateTopology(t).isOk());
+  ASSERT_EQ(t.numGpus(), 8);
+  const std::set<std::pair<int, int>> two = {{0, 1}, {0, 4}, {1, 3}, {2, 3}, {2, 6}, {4, 5}, {5, 7}, {6, 7}};
+  const std::set<std::pair<int, int>> one = {{0, 2}, {0, 3}, {1, 2}, {1, 5}, {3, 7}, {4, 6}, {4, 7}, {5, 6}};
+  EXPECT_EQ(t.links.size(), 32u);
+  for (const Link& l : t.links) {
+    const int a = std::min(t.vertices[l.src].rank, t.vertices[l.dst].rank);
+    const int b = std::max(t.vertices[l.src].rank, t.vertices[l.dst].rank);
+    ASSERT_EQ(l.kind, LinkKind::kNvlink);
+    if (two.count({a, b})) {
+      EXPECT_EQ(l.lanes, 2);
+      EXPECT_NEAR(l.bandwidth_gbps, 1000.0 / 23, 1e-9);  // 43.478 GB/s
+    } else {
+      EXPECT_TRUE(one.count({a, b})) << a << "-" << b;
+      EXPECT_EQ(l.lanes, 1);
+      EXPECT_NEAR(l.bandwidth_gbps, 1000.0 / 46, 1e-9);
+    }
+    EXPECT_DOUBLE_EQ(l.alpha_us, 0.3);
+  }
+  EXPECT_NEAR(1000.0 / 23, 43.5, 0.05);  // the anchor "β 23 µs/MB ≈ 43.5 GB/s"
+  EXPECT_TRUE(hasNote(t, "inter-node links need a sketch")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "NDv2")) << allNotes(t);
+}
+
+TEST(TacclProfileTest, Dgx2AndHubAndSpoke) {
+  auto d = importTacclProfile(R"({"name":"DGX2_1MB","gpus_per_node":16,"nics_per_node":8,"alpha":0.3,
+    "node_betas_list":[8],"node_invbws_list":[8]})",
+                              "dgx2.json", nullptr);
+  ASSERT_TRUE(d.isOk()) << d.status().toString();
+  EXPECT_EQ(d->numGpus(), 16);
+  EXPECT_EQ(countKind(*d, VertexKind::kNvSwitch), 1);
+  EXPECT_EQ(d->links.size(), 32u);
+  EXPECT_DOUBLE_EQ(d->links[0].bandwidth_gbps, 125.0);  // 1000 / 8
+  auto route = d->route(3, 12);
+  ASSERT_TRUE(route.has_value());
+  EXPECT_DOUBLE_EQ(route->alpha_us, 0.3);  // α/2 per hop
+  auto h =
+      importTacclProfile(R"({"name":"box","gpus_per_node":3,"alpha":1,"node_betas_list":[50]})", "hub.json", nullptr);
+  ASSERT_TRUE(h.isOk()) << h.status().toString();
+  EXPECT_EQ(h->links.size(), 6u);
+  EXPECT_DOUBLE_EQ(h->links[0].bandwidth_gbps, 20.0);
+  EXPECT_TRUE(hasNote(*h, "HubAndSpoke")) << allNotes(*h);
+}
+
+TEST(TacclProfileTest, CustomMatrixIsDstSrcAndDiagonalIsNotALink) {
+  // links[dst][src]: 0 -> 1 has 2 links of β 50 (2 × 20 = 40 GB/s); 1 -> 0 one link of β 100 (10 GB/s);
+  // 2 -> 0 one link β 25 (40 GB/s); nothing into 2. The diagonal (5, α) makes no link.
+  const std::string json = R"({"name":"custom3","gpus_per_node":3,"nics_per_node":1,"alpha":5,
+    "links":[[5,1,1],[2,5,0],[0,0,5]],
+    "betas":[[5,100,25],[50,5,0],[0,0,5]],
+    "invbws":[[5,105,30],[55,5,0],[0,0,5]]})";
+  auto r = importTacclProfile(json, "custom.json", nullptr);
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(t.links.size(), 3u);
+  const Link* l01 = linkBetween(t, "gpu0", "gpu1", LinkKind::kPcie);
+  const Link* l10 = linkBetween(t, "gpu1", "gpu0", LinkKind::kPcie);
+  const Link* l20 = linkBetween(t, "gpu2", "gpu0", LinkKind::kPcie);
+  ASSERT_TRUE(l01 && l10 && l20);
+  EXPECT_EQ(l01->lanes, 2);
+  EXPECT_DOUBLE_EQ(l01->bandwidth_gbps, 40.0);
+  EXPECT_DOUBLE_EQ(l10->bandwidth_gbps, 10.0);
+  EXPECT_DOUBLE_EQ(l20->bandwidth_gbps, 40.0);
+  EXPECT_TRUE(t.linksBetween(t.gpuVertex(0), t.gpuVertex(2)).empty());
+  EXPECT_TRUE(t.linksBetween(t.gpuVertex(1), t.gpuVertex(2)).empty());
+}
+
+TEST(TacclProfileTest, ProfileErrors) {
+  {
+    auto r = importTacclProfile(
+        "{\"name\":\"c\",\"gpus_per_node\":2,\"alpha\":1,\n\"links\":[[0,1],[1,0]],\n\"betas\":[[0,0],[3,0]]}",
+        "b0.json", nullptr);
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "b0.json", 3, "betas[0][1]");
+  }
+  {
+    auto r =
+        importTacclProfile("{\n\"name\": \"NDv2\",\n\"gpus_per_node\": 8,\n\"alpha\": 1,\n\"node_betas_list\": [23]\n}",
+                           "nd.json", nullptr);
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "nd.json", 5, "node_betas_list");
+  }
+  {
+    auto r = importTacclProfile("{\n\"gpus_per_node\": \"8\",\n\"alpha\": 1\n}", "type.json", nullptr);
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "type.json", 2, "gpus_per_node");
+  }
+  {
+    auto r = importTacclProfile("{\n\"gpus_per_node\": 8,\n\"alpha\": 1,\n", "trunc.json", nullptr);
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "trunc.json", 4, "json");
+  }
+}
+
+constexpr char kSketchMap[] = R"({
+  "nnodes": 2,
+  "intranode_sketch": {"strategy": "switch", "switches": [[0,1,2,3],[4,5,6,7]], "switch_hyperedge_strategy": ["uc-min","uc-max"]},
+  "internode_sketch": {
+    "strategy": "relay",
+    "internode_conn": {"0": [1], "2": [3]},
+    "gpus_to_sender_rev_map": {"0": [0, 1], "2": [2, 3]},
+    "enforce_ordering": true
+  },
+  "symmetry_offsets": [[8, 16]],
+  "hyperparameters": {"input_chunkup": 3}
+})";
+
+TEST(TacclSketchTest, ReadsEveryKey) {
+  auto r = readTacclSketch(kSketchMap, "sk.json");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const TacclSketch& s = *r;
+  EXPECT_EQ(s.source, "sk.json");
+  EXPECT_EQ(s.nnodes, 2);
+  EXPECT_EQ(s.intranode_strategy, "switch");
+  ASSERT_EQ(s.switches.size(), 2u);
+  EXPECT_EQ(s.switches[1].gpus, (std::vector<int>{4, 5, 6, 7}));
+  EXPECT_EQ(s.switches[0].strategy, "uc-min");
+  EXPECT_EQ(s.switches[1].strategy, "uc-max");
+  EXPECT_TRUE(s.has_internode);
+  EXPECT_EQ(s.internode_strategy, "relay");
+  EXPECT_EQ(s.internode_conn_kind, "map");
+  EXPECT_EQ(s.internode_conn.at(0), std::vector<int>{1});
+  EXPECT_EQ(s.internode_conn.at(2), std::vector<int>{3});
+  EXPECT_EQ(s.gpus_to_sender_rev_map.at(2), (std::vector<int>{2, 3}));
+  EXPECT_TRUE(s.enforce_ordering);
+  ASSERT_EQ(s.symmetry_offsets.size(), 1u);
+  EXPECT_EQ(s.symmetry_offsets[0], std::make_pair(8, 16));
+  EXPECT_EQ(s.input_chunkup, 3);
+
+  auto single =
+      readTacclSketch(R"({"nnodes":1,"intranode_sketch":{"strategy":"none"},"symmetry_offsets":[]})", "one.json");
+  ASSERT_TRUE(single.isOk()) << single.status().toString();
+  EXPECT_FALSE(single->has_internode);
+  EXPECT_TRUE(single->symmetry_offsets.empty());
+  EXPECT_EQ(single->input_chunkup, 1);
+  auto full = readTacclSketch(R"({"nnodes":3,"intranode_sketch":{"strategy":"maxmin"},
+    "internode_sketch":{"strategy":"relay","internode_conn":"fully-connected"}})",
+                              "fc.json");
+  ASSERT_TRUE(full.isOk()) << full.status().toString();
+  EXPECT_EQ(full->internode_conn_kind, "fully-connected");
+  EXPECT_TRUE(full->internode_conn.empty());
+}
+
+TEST(TacclSketchTest, Errors) {
+  {
+    auto r = readTacclSketch("{\n  \"nnodes\": 1,\n  \"intranode_sketch\": {\n    \"strategy\": \"ring\"\n  }\n}",
+                             "s1.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s1.json", 4, "intranode_sketch.strategy");
+    EXPECT_NE(r.status().message().find("ring"), std::string::npos);
+  }
+  {
+    auto r = readTacclSketch(
+        "{\"nnodes\": 2,\n\"intranode_sketch\": {\"strategy\": \"none\"},\n\"internode_sketch\": "
+        "{\"strategy\": \"relay\",\n\"internode_conn\": \"star\"}}",
+        "s2.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s2.json", 4, "internode_sketch.internode_conn");
+  }
+  {
+    auto r = readTacclSketch("{\"nnodes\": 2,\n\"intranode_sketch\": {\"strategy\": \"none\"}}", "s3.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s3.json", 1, "internode_sketch");
+  }
+  {
+    auto r = readTacclSketch(
+        "{\"nnodes\": 2,\"intranode_sketch\": {\"strategy\": \"none\"},\n\"internode_sketch\": "
+        "{\"strategy\": \"scatter\", \"internode_conn\": \"direct-map\"}}",
+        "s4.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s4.json", 2, "internode_sketch.strategy");
+  }
+  {
+    auto r = readTacclSketch(
+        "{\"nnodes\": 2,\"intranode_sketch\": {\"strategy\": \"none\"},\n\"internode_sketch\": "
+        "{\"strategy\": \"relay\", \"internode_conn\": {\"0\": [1], \"1\": [0, 2]}}}",
+        "s5.json");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("same number"), std::string::npos) << r.status().message();
+  }
+  {
+    auto r = readTacclSketch(
+        "{\"nnodes\": 2,\"intranode_sketch\": {\"strategy\": \"none\"},\n\"internode_sketch\": "
+        "{\"strategy\": \"relay\", \"internode_conn\": \"direct-map\", \"enforce_ordering\": true}}",
+        "s6.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s6.json", 2, "enforce_ordering");
+  }
+  {
+    auto r = readTacclSketch(
+        "{\"nnodes\": 1,\n\"intranode_sketch\": {\"strategy\": \"switch\", \"switches\": [[0,1],[1,2]],\n"
+        "\"switch_hyperedge_strategy\": [\"uc-min\", \"uc-min\"]}}",
+        "s7.json");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("identical or disjoint"), std::string::npos) << r.status().message();
+  }
+  {
+    auto r = readTacclSketch(
+        "{\"nnodes\": 1,\n\"intranode_sketch\": {\"strategy\": \"switch\", \"switches\": [[0,1]],\n"
+        "\"switch_hyperedge_strategy\": [\"uc-mid\"]}}",
+        "s8.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s8.json", 3, "switch_hyperedge_strategy");
+  }
+  {
+    auto r = readTacclSketch("{\"nnodes\": 0, \"intranode_sketch\": {\"strategy\": \"none\"}}", "s9.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s9.json", 1, "nnodes");
+  }
+  {
+    auto r = readTacclSketch(
+        "{\"nnodes\": 1,\n\"intranode_sketch\": {\"strategy\": \"none\"},\n\"symmetry_offsets\": [[8]]}", "s10.json");
+    ASSERT_FALSE(r.isOk());
+    expectParseError(r.status(), "s10.json", 3, "symmetry_offsets");
+  }
+  {
+    auto r = readTacclSketch("[1, 2]", "s11.json");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kParseError);
+  }
+}
+
+TEST(TacclSketchTest, MissingFileIsNotFoundWithPath) {
+  const std::string path = std::string(BRAID_BINARY_DIR) + "/no-such-dir/sk3-dgx2-n2.json";
+  auto r = loadTacclSketch(path);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_EQ(r.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(r.status().message().find(path), std::string::npos);
+}
+
+TEST(TacclProfileTest, TwoNodesThroughNicsAndNetSwitch) {
+  auto sk = readTacclSketch(kSketchMap, "sk.json");
+  ASSERT_TRUE(sk.isOk());
+  auto r = importTacclProfile(kNdv2Profile, "ndv2.json", &*sk);
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_TRUE(validateTopology(t).isOk());
+  ASSERT_EQ(t.numGpus(), 16);
+  ASSERT_EQ(t.numNodes(), 2);
+  EXPECT_EQ(t.nodes[1].gpus.size(), 8u);
+  EXPECT_EQ(t.vertices[t.gpuVertex(9)].node, 1);  // ranks are node-major
+  EXPECT_EQ(countKind(t, VertexKind::kNic), 2);   // NDv2: 1 NIC per node
+  EXPECT_EQ(countKind(t, VertexKind::kNetSwitch), 1);
+  // Sender 0 of node 0 reaches receiver 1 of node 1 (rank 9): NIC links at 1000/105 GB/s, α 2.6 in total.
+  auto r09 = t.route(0, 9);
+  ASSERT_TRUE(r09.has_value());
+  EXPECT_EQ(r09->links.size(), 4u);
+  EXPECT_NEAR(r09->bandwidth_gbps, 1000.0 / 105, 1e-9);
+  EXPECT_NEAR(r09->alpha_us, 2.6, 1e-9);
+  EXPECT_EQ(t.links[r09->links[1]].kind, LinkKind::kNet);  // gpu -> nic -> net -> nic -> gpu
+  EXPECT_EQ(t.links[r09->links[2]].kind, LinkKind::kNet);
+  auto r11 = t.route(10, 3);  // sender 2 of node 1 -> receiver 3 of node 0
+  EXPECT_TRUE(r11.has_value());
+  // Not in internode_conn: GPU 0 of node 0 cannot reach GPU 0 of node 1 without relaying through a GPU.
+  EXPECT_FALSE(t.route(0, 8).has_value());
+  EXPECT_FALSE(t.route(1, 9).has_value());
+  // Inside a node the NDv2 links are unchanged.
+  EXPECT_EQ(t.route(8, 9)->slowest_kind, LinkKind::kNvlink);
+
+  // A sender beyond the profile's GPUs names the sketch file.
+  TacclSketch bad = *sk;
+  bad.internode_conn[9] = {1};
+  auto e = importTacclProfile(kNdv2Profile, "ndv2.json", &bad);
+  ASSERT_FALSE(e.isOk());
+  EXPECT_NE(e.status().message().find("sk.json"), std::string::npos);
+  EXPECT_NE(e.status().message().find("internode_conn"), std::string::npos);
+  // A multi-node sketch needs remote α/β in the profile.
+  auto no_remote =
+      importTacclProfile(R"({"name":"NDv2","gpus_per_node":8,"alpha":1,"node_betas_list":[23,46]})", "nr.json", &*sk);
+  ASSERT_FALSE(no_remote.isOk());
+  EXPECT_NE(no_remote.status().message().find("remote_alpha"), std::string::npos);
+}
+
+TEST(TacclProfileTest, FullyConnectedSketchGivesEveryGpuANicPath) {
+  auto sk = readTacclSketch(R"({"nnodes":3,"intranode_sketch":{"strategy":"none"},
+    "internode_sketch":{"strategy":"relay","internode_conn":"fully-connected"},"symmetry_offsets":[]})",
+                            "fc.json");
+  ASSERT_TRUE(sk.isOk());
+  auto r = importTacclProfile(R"({"name":"box","gpus_per_node":2,"nics_per_node":2,"alpha":1,"node_betas_list":[10],
+    "remote_alpha":4,"remote_beta":50,"remote_invbw":54})",
+                              "box.json", &*sk);
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  EXPECT_EQ(t.numGpus(), 6);
+  EXPECT_EQ(countKind(t, VertexKind::kNic), 6);
+  for (int a = 0; a < 6; ++a) {
+    for (int b = 0; b < 6; ++b) {
+      if (a / 2 == b / 2) continue;
+      auto route = t.route(a, b);
+      ASSERT_TRUE(route.has_value()) << a << "->" << b;
+      EXPECT_DOUBLE_EQ(route->bandwidth_gbps, 20.0);  // 1000 / 50
+      EXPECT_DOUBLE_EQ(route->alpha_us, 4.0);
+    }
+  }
+  // GPU 1 uses NIC 1 (g * nics / gpus).
+  EXPECT_FALSE(t.linksBetween(t.gpuVertex(1), t.findVertex("node0.nic1")).empty());
+}
+
+}  // namespace
+}  // namespace braid
