@@ -380,6 +380,45 @@ TEST(VerifyRaces, UnorderedWhenThePeerSendsBeforeReceiving) {
   EXPECT_EQ(ofKind(report, IssueKind::kRace).size(), 2u) << report.toString();
 }
 
+// ---- two threadblocks sharing one connection -----------------------------------------------------------
+// The Azure parser accepts two threadblocks of a rank on the same (peer, channel) (real msccl-tools output
+// does it: realcases msccltools_allreduce_ndv2_ar1.xml, rank 3 tbs 6 and 8). Their messages then share
+// one FIFO, so their order must be fixed by happens-before. Allgather n=2, c=2, out of place: rank 0 sends
+// i[0] from tb 0 and i[1] from tb 1, both to rank 1 on channel 0; rank 1 receives o[0] then o[1].
+Algorithm sharedConnection() {
+  Algorithm a = makeAlgorithm(CollectiveKind::kAllGather, 2, 4, false, true);
+  setChunks(a, 2, 4);
+  a.ranks[0].threadblocks = {tb(0, 1, -1, {send(B::kInput, 0)}), tb(1, 1, -1, {send(B::kInput, 1)}),
+                             tb(2, -1, 1, {recv(B::kOutput, 2), recv(B::kOutput, 3)}),
+                             tb(3, -1, -1, {copy(B::kInput, 0, B::kOutput, 0, 2)})};
+  a.ranks[1].threadblocks = {tb(0, 0, 0,
+                                {send(B::kInput, 0), send(B::kInput, 1), recv(B::kOutput, 0), recv(B::kOutput, 1),
+                                 copy(B::kInput, 0, B::kOutput, 2, 2)})};
+  return a;
+}
+
+TEST(VerifyRaces, SharedConnectionNeedsOrderedSenders) {
+  Algorithm a = sharedConnection();
+  VerifyReport racy = verify(a);
+  EXPECT_TRUE(hasKindOnly(racy, IssueKind::kRace)) << racy.toString();
+  ASSERT_EQ(racy.issues.size(), 1u);
+  EXPECT_EQ(racy.issues[0].rank, 0);
+  EXPECT_NE(racy.issues[0].message.find("both send to rank 1 on channel 0"), std::string::npos)
+      << racy.issues[0].message;
+  // tb 1 sends only after tb 0 did: the FIFO order is fixed and the allgather is correct.
+  a.ranks[0].threadblocks[1].steps[0].deps = {Dependency{0, 0}};
+  a.ranks[0].threadblocks[0].steps[0].has_dep = true;
+  VerifyReport ordered = verify(a);
+  EXPECT_TRUE(ordered.ok) << ordered.toString();
+  // Ordered the other way round, i[1] arrives first and lands in o[0]: wrong data, named per chunk.
+  a.ranks[0].threadblocks[1].steps[0].deps.clear();
+  a.ranks[0].threadblocks[0].steps[0].deps = {Dependency{1, 0}};
+  VerifyReport swapped = verify(a);
+  EXPECT_EQ(rankChunks(swapped, IssueKind::kPostcondition), (std::vector<std::pair<int, int>>{{1, 0}, {1, 1}}))
+      << swapped.toString();
+  EXPECT_TRUE(ofKind(swapped, IssueKind::kRace).empty());
+}
+
 // ---- reducescatter, 2 ranks, c = 1 --------------------------------------------------------------------
 // Rank r sends i[p] (the piece p owns) to p, receives p's i[r], adds its own i[r] and stores it in o[0]:
 // o[0] = {(0,r),(1,r)}, which is the reducescatter postcondition for output chunk 0 of rank r.
