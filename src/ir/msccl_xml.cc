@@ -226,9 +226,9 @@ Status Reader::readHeader(const pugi::xml_node& algo, Algorithm* alg) {
   constexpr int kMaxInt = std::numeric_limits<int>::max();
   BRAID_RETURN_IF_ERROR(getInt(algo, "nchannels", 1, kMaxInt, &alg->num_channels));
   BRAID_RETURN_IF_ERROR(getInt(algo, "nchunksperloop", 1, kMaxInt, &alg->num_chunks));
-  // 1<<20 ranks is far beyond any MSCCL runtime (MAXCHANNELS x 32 threadblocks) and keeps a
-  // garbled ngpus from allocating gigabytes.
-  BRAID_RETURN_IF_ERROR(getInt(algo, "ngpus", 1, 1 << 20, &alg->num_ranks));
+  // 65536 ranks is far beyond any MSCCL runtime (one process per GPU, MAXCHANNELS x 32
+  // threadblocks) and keeps a garbled ngpus from allocating much memory.
+  BRAID_RETURN_IF_ERROR(getInt(algo, "ngpus", 1, 1 << 16, &alg->num_ranks));
 
   pugi::xml_attribute coll = algo.attribute("coll");
   if (!coll) {

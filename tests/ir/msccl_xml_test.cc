@@ -280,6 +280,25 @@ TEST(MscclXmlRead, ErrorsNameFileLineAndAttribute) {
   }
 }
 
+// Windows line ends and a UTF-8 byte order mark do not shift the reported line.
+TEST(MscclXmlRead, LineNumbersWithCrLfAndBom) {
+  std::string xml = header() + gpu0WithStep(stepXml("s", "zz")) + kGpu1;
+  std::string crlf;
+  for (char c : xml) {
+    if (c == '\n') crlf += '\r';
+    crlf += c;
+  }
+  for (const std::string& text : {crlf, std::string("\xEF\xBB\xBF") + crlf}) {
+    Result<Algorithm> r = readMscclXml(text, "crlf.xml");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("crlf.xml:4: <step> attribute 'srcoff': 'zz' is not an integer"),
+              std::string::npos)
+        << r.status().message();
+  }
+  Result<Algorithm> ok = readMscclXml("\xEF\xBB\xBF" + replaceAll(crlf, "\"zz\"", "\"0\""), "bom.xml");
+  EXPECT_TRUE(ok.isOk()) << ok.status().toString();
+}
+
 TEST(MscclXmlRead, UnknownAttributesAndElementsTolerated) {
   const char* xml =
       R"(<algo name="t" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="reducescatter" inplace="0" outofplace="1" minBytes="0" maxBytes="0" maxcount="4" nthreadblocks="2">
