@@ -108,7 +108,9 @@ void checkTable(Format format, const std::string& folder, const std::vector<Expe
   }
   // Every file of the folder is in the table.
   for (const auto& entry : fs::directory_iterator(kRealcases / folder)) {
-    if (entry.is_regular_file()) EXPECT_TRUE(listed.count(entry.path().filename().string())) << entry.path();
+    if (entry.is_regular_file()) {
+      EXPECT_TRUE(listed.count(entry.path().filename().string())) << entry.path();
+    }
   }
 }
 
