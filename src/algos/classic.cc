@@ -149,10 +149,12 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
                         "ranks share a node",
                         n));
       }
-      BRAID_ASSIGN_OR_RETURN(plan.grid, algos::nodeGrid(*topo, n));
+      std::vector<std::string> grid_notes;
+      BRAID_ASSIGN_OR_RETURN(plan.grid, algos::nodeGrid(*topo, n, &grid_notes));
       plan.base_factor = algos::hierarchicalBaseFactor(kind, plan.grid);
       plan.both_modes = n > 1 && kind != CollectiveKind::kAllGather;
       plan.notes.push_back(fmt::format("two levels: {} node(s) x {} GPU(s)", plan.grid.nodes, plan.grid.gpus_per_node));
+      if (kind != CollectiveKind::kAllToAll) plan.notes.insert(plan.notes.end(), grid_notes.begin(), grid_notes.end());
       break;
     }
   }

@@ -42,12 +42,15 @@ Status buildDoubleBinaryTree(ProgramBuilder& b, int replicas);
 
 // ---- hierarchical.cc: two-level node/GPU algorithms ----------------------------------------
 struct NodeGrid {
-  int nodes = 0;          // m
-  int gpus_per_node = 0;  // g; rank = node * g + local
+  int nodes = 0;                // m
+  int gpus_per_node = 0;        // g; rank = node * g + local
+  std::vector<int> local_ring;  // intra-node ring over local indices (empty = 0..g-1)
 };
-/// The grid of a topology's nodes. Errors when nodes hold different GPU counts or ranks are not
-/// numbered node by node, or when `num_ranks` differs from the topology's GPUs.
-Result<NodeGrid> nodeGrid(const Topology& topology, int num_ranks);
+/// The grid of a topology's nodes, with the intra-node ring following NVLink when the first node
+/// has an NVLink Hamiltonian cycle (notes say which order is used). Errors when nodes hold
+/// different GPU counts or ranks are not numbered node by node, or when `num_ranks` differs from
+/// the topology's GPUs.
+Result<NodeGrid> nodeGrid(const Topology& topology, int num_ranks, std::vector<std::string>* notes);
 /// Base chunk factor: allreduce g*m, the others 1.
 int hierarchicalBaseFactor(CollectiveKind kind, const NodeGrid& grid);
 Status buildHierarchical(ProgramBuilder& b, CollectiveKind kind, const NodeGrid& grid);

@@ -1,6 +1,7 @@
 // Two-level (hierarchical) algorithms over m nodes of g GPUs, rank = node*g + local.
 // Costs: ../shared/reference/anchors_algorithms.md §4 ("2D / hierarchical AllReduce", "2DH
-// All-to-All", Tutel, MLSys'23 §5). Rings inside a node run over local ranks 0..g-1; rings across
+// All-to-All", Tutel, MLSys'23 §5). Rings inside a node run over the local ranks in NVLink ring order
+// (NodeGrid::local_ring, found on the first node by findRings; local order otherwise); rings across
 // nodes join the GPUs with the same local index, so inter-node traffic of a rank goes to its
 // counterparts only (one NIC rail each, as NCCL's and Tutel's hierarchical schemes).
 //   all-reduce:     intra-node ring reduce-scatter of g blocks of m chunks -> inter-node ring
@@ -23,7 +24,44 @@ int mod(int a, int n) { return ((a % n) + n) % n; }
 
 }  // namespace
 
-Result<NodeGrid> nodeGrid(const Topology& topology, int num_ranks) {
+namespace {
+
+// The intra-node ring order of the first node that holds GPUs: its GPUs (local order) and NVSwitches
+// with the NVLink links among them, searched by findRings. Local order when no NVLink ring exists.
+std::vector<int> intraNodeRing(const Topology& topology, const Node& node, std::vector<std::string>* notes) {
+  const int g = static_cast<int>(node.gpus.size());
+  std::vector<int> identity(g);
+  for (int i = 0; i < g; ++i) identity[i] = i;
+  if (g < 3) return identity;  // every order is the same ring
+  Topology sub;
+  sub.name = topology.name + ":" + node.name;
+  const int sub_node = sub.addNode(node.name);
+  std::vector<int> map(topology.vertices.size(), -1);
+  for (int vid : node.gpus) map[vid] = sub.addVertex(VertexKind::kGpu, sub_node);
+  const int node_index = topology.vertices[node.gpus.front()].node;
+  for (const Vertex& v : topology.vertices) {
+    if (v.kind == VertexKind::kNvSwitch && v.node == node_index) map[v.id] = sub.addVertex(v.kind, sub_node, v.name);
+  }
+  for (const Link& l : topology.links) {
+    if (l.kind != LinkKind::kNvlink || l.src < 0 || l.dst < 0) continue;
+    if (l.src >= static_cast<int>(map.size()) || l.dst >= static_cast<int>(map.size())) continue;
+    if (map[l.src] < 0 || map[l.dst] < 0) continue;
+    sub.addLink(map[l.src], map[l.dst], l.kind, l.bandwidth_gbps, l.alpha_us, l.lanes);
+  }
+  Result<RingSearch> search = findRings(sub, 1);
+  std::string text;
+  if (search.isOk() && search->all_nvlink) {
+    for (int i : search->rings[0]) text += (text.empty() ? "" : " ") + std::to_string(i);
+    if (notes) notes->push_back(fmt::format("intra-node rings follow NVLink in local order {}", text));
+    return search->rings[0];
+  }
+  if (notes) notes->push_back("no NVLink ring inside a node: intra-node rings run in local order");
+  return identity;
+}
+
+}  // namespace
+
+Result<NodeGrid> nodeGrid(const Topology& topology, int num_ranks, std::vector<std::string>* notes) {
   NodeGrid grid;
   int expected_rank = 0;
   for (const Node& node : topology.nodes) {
@@ -51,6 +89,11 @@ Result<NodeGrid> nodeGrid(const Topology& topology, int num_ranks) {
   if (grid.nodes == 0) {
     return invalidArgument(fmt::format("hierarchical: topology '{}' has no node with GPUs", topology.name));
   }
+  for (const Node& node : topology.nodes) {
+    if (node.gpus.empty()) continue;
+    grid.local_ring = intraNodeRing(topology, node, notes);
+    break;
+  }
   if (grid.nodes * grid.gpus_per_node != num_ranks) {
     return invalidArgument(
         fmt::format("hierarchical: topology '{}' has {} GPUs in {} nodes but the collective has {} ranks",
@@ -67,26 +110,36 @@ Status buildHierarchical(ProgramBuilder& b, CollectiveKind kind, const NodeGrid&
   const int g = grid.gpus_per_node;
   const int m = grid.nodes;
   auto rankOf = [&](int q, int j) { return q * g + j; };
+  // Intra-node ring: local indices in ring order (the same on every node), and each one's position.
+  std::vector<int> ring = grid.local_ring;
+  if (static_cast<int>(ring.size()) != g) {
+    ring.resize(g);
+    for (int i = 0; i < g; ++i) ring[i] = i;
+  }
+  std::vector<int> pos(g);
+  for (int i = 0; i < g; ++i) pos[ring[i]] = i;
+  auto lr = [&](int t) { return ring[mod(t, g)]; };
   for (int r = 0; r < b.numRanks(); ++r) {
     const int q = r / g;
     const int j = r % g;
-    const int next_local = rankOf(q, mod(j + 1, g));
-    const int prev_local = rankOf(q, mod(j - 1, g));
+    const int pj = pos[j];  // this GPU's position in the intra-node ring
+    const int next_local = rankOf(q, lr(pj + 1));
+    const int prev_local = rankOf(q, lr(pj - 1));
     const int next_node = rankOf(mod(q + 1, m), j);
     const int prev_node = rankOf(mod(q - 1, m), j);
     switch (kind) {
       case CollectiveKind::kAllReduce: {
-        auto block = [&](int t) { return mod(t, g) * m; };  // first chunk of local t's block
+        auto block = [&](int t) { return mod(t, g) * m; };  // first chunk of the block owned by ring position t
         StepRef done;
         const int intra = g > 1 ? b.newTb(r, next_local, prev_local, 0) : -1;
         if (g > 1) {
-          b.send(r, intra, b.in(r, block(j - 1)), m);
-          for (int s = 1; s < g - 1; ++s) b.recvReduceSend(r, intra, b.in(r, block(j - 1 - s)), m);
-          done = b.recvReduceCopy(r, intra, b.in(r, block(j)), b.out(r, block(j)), m);
+          b.send(r, intra, b.in(r, block(pj - 1)), m);
+          for (int s = 1; s < g - 1; ++s) b.recvReduceSend(r, intra, b.in(r, block(pj - 1 - s)), m);
+          done = b.recvReduceCopy(r, intra, b.in(r, block(pj)), b.out(r, block(pj)), m);
         }
         if (m > 1) {
           auto cur = [&](int x) { return g > 1 ? b.out(r, x) : b.in(r, x); };
-          auto seg = [&](int t) { return block(j) + mod(t, m); };
+          auto seg = [&](int t) { return block(pj) + mod(t, m); };
           const int inter = b.newTb(r, next_node, prev_node, 0);
           b.send(r, inter, cur(seg(q - 1)), 1, {done});
           for (int s = 1; s < m - 1; ++s) b.recvReduceSend(r, inter, cur(seg(q - 1 - s)), 1);
@@ -95,9 +148,9 @@ Status buildHierarchical(ProgramBuilder& b, CollectiveKind kind, const NodeGrid&
           done = b.recv(r, inter, b.out(r, seg(q - (m - 1))), 1);
         }
         if (g > 1) {
-          b.send(r, intra, b.out(r, block(j)), m, {done});
-          for (int s = 1; s < g - 1; ++s) b.recvCopySend(r, intra, b.out(r, block(j - s)), m);
-          b.recv(r, intra, b.out(r, block(j - (g - 1))), m);
+          b.send(r, intra, b.out(r, block(pj)), m, {done});
+          for (int s = 1; s < g - 1; ++s) b.recvCopySend(r, intra, b.out(r, block(pj - s)), m);
+          b.recv(r, intra, b.out(r, block(pj - (g - 1))), m);
         }
         break;
       }
@@ -119,7 +172,7 @@ Status buildHierarchical(ProgramBuilder& b, CollectiveKind kind, const NodeGrid&
           for (int qq = 0; qq < m; ++qq) b.send(r, intra, b.out(r, rankOf(qq, j)), 1, {done});
           for (int s = 1; s < g; ++s) {
             for (int qq = 0; qq < m; ++qq) {
-              const Loc dst = b.out(r, rankOf(qq, mod(j - s, g)));
+              const Loc dst = b.out(r, rankOf(qq, lr(pj - s)));
               if (s < g - 1) {
                 b.recvCopySend(r, intra, dst, 1);
               } else {
@@ -134,9 +187,9 @@ Status buildHierarchical(ProgramBuilder& b, CollectiveKind kind, const NodeGrid&
         StepRef done;
         if (g > 1) {
           const int intra = b.newTb(r, next_local, prev_local, 0);
-          for (int qq = 0; qq < m; ++qq) b.send(r, intra, b.in(r, rankOf(qq, mod(j - 1, g))), 1);
+          for (int qq = 0; qq < m; ++qq) b.send(r, intra, b.in(r, rankOf(qq, lr(pj - 1))), 1);
           for (int s = 1; s < g - 1; ++s) {
-            for (int qq = 0; qq < m; ++qq) b.recvReduceSend(r, intra, b.in(r, rankOf(qq, mod(j - 1 - s, g))), 1);
+            for (int qq = 0; qq < m; ++qq) b.recvReduceSend(r, intra, b.in(r, rankOf(qq, lr(pj - 1 - s))), 1);
           }
           for (int qq = 0; qq < m; ++qq) {
             const Loc dst = m == 1 ? b.out(r, 0) : ProgramBuilder::scratch(qq);

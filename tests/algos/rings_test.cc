@@ -59,6 +59,19 @@ bool directNvlink(const Topology& t, int a, int b) {
   return false;
 }
 
+// Direct NVLink, or GPU -> NVSwitch -> GPU with both links NVLink.
+bool nvlinkConnected(const Topology& t, int a, int b) {
+  if (directNvlink(t, a, b)) return true;
+  for (int up : t.outLinks(t.gpuVertex(a))) {
+    const Link& l = t.links[up];
+    if (l.kind != LinkKind::kNvlink || t.vertices[l.dst].kind != VertexKind::kNvSwitch) continue;
+    for (int down : t.linksBetween(l.dst, t.gpuVertex(b))) {
+      if (t.links[down].kind == LinkKind::kNvlink) return true;
+    }
+  }
+  return false;
+}
+
 Result<Algorithm> build(ClassicAlgo algo, CollectiveKind kind, const Topology& t, bool in_place = false,
                         int channels = 0) {
   ClassicRequest request;
@@ -269,6 +282,23 @@ TEST(NvlinkRings, ShippedTopologies) {
       if (name == "dgx1-v100") EXPECT_TRUE(directNvlink(*t, p.rank, peer)) << p.rank << " -> " << peer;
     }
     EXPECT_EQ(node_crossings, t->numNodes() > 1 ? t->numNodes() : 0) << name;
+    // Hierarchical all-reduce: inside a node every ring hop is NVLink (NDv2 nodes are DGX-1s, whose
+    // local order 0..7 is not an NVLink ring); across nodes a GPU talks to the same local index only.
+    if (name == "ndv2-x2" || name == "dgx-a100-x2") {
+      Result<Algorithm> h = build(ClassicAlgo::kHierarchical, CollectiveKind::kAllReduce, *t);
+      ASSERT_TRUE(h.isOk());
+      for (const RankProgram& p : h->ranks) {
+        const Vertex& me = t->vertices[t->gpuVertex(p.rank)];
+        for (const Threadblock& tb : p.threadblocks) {
+          const Vertex& peer = t->vertices[t->gpuVertex(tb.send_peer)];
+          if (peer.node == me.node) {
+            EXPECT_TRUE(nvlinkConnected(*t, p.rank, tb.send_peer)) << name << ": " << p.rank << " -> " << tb.send_peer;
+          } else {
+            EXPECT_EQ(peer.local, me.local) << name;
+          }
+        }
+      }
+    }
   }
   if (loaded == 0) GTEST_SKIP() << "no shipped topology found (topologies/ missing)";
 }
