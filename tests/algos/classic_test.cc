@@ -47,6 +47,12 @@ void expectVerified(ClassicAlgo algo, CollectiveKind kind, int n, bool in_place,
   for (const RankProgram& p : a.ranks) {
     for (const Threadblock& tb : p.threadblocks) {
       EXPECT_LT(tb.channel, a.num_channels) << what;
+      if (static_cast<int>(tb.steps.size()) > algos::kAzureMaxSteps) {
+        const bool noted = std::any_of(a.notes.begin(), a.notes.end(), [](const std::string& note) {
+          return note.find("MSCCL_MAX_NUM_STEPS") != std::string::npos;
+        });
+        EXPECT_TRUE(noted) << what << ": a threadblock over 64 steps must be reported in the notes";
+      }
       for (const Step& s : tb.steps) {
         EXPECT_LT(s.count, 72) << what << ": MSCCL cnt limit";
         EXPECT_LE(s.deps.size(), 1u) << what << ": MSCCL carries one dependency per step";
@@ -111,6 +117,26 @@ TEST(ClassicSweep, Hierarchical) {
     const Topology t = grid(m, g);
     for (CollectiveKind kind : classicCollectives(ClassicAlgo::kHierarchical)) {
       for (bool in_place : {false, true}) expectVerified(ClassicAlgo::kHierarchical, kind, m * g, in_place, &t);
+    }
+  }
+}
+
+// With their default chunk factor and channels, every algorithm fits Azure's default of 64 steps per
+// threadblock up to 17 ranks.
+TEST(ClassicStructure, DefaultsFitAzureStepLimit) {
+  for (ClassicAlgo algo : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect,
+                           ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise}) {
+    for (CollectiveKind kind : classicCollectives(algo)) {
+      for (int n = 1; n <= kMaxRanks; ++n) {
+        Result<Algorithm> a = build(algo, kind, n, false);
+        ASSERT_TRUE(a.isOk());
+        for (const RankProgram& p : a->ranks) {
+          for (const Threadblock& tb : p.threadblocks) {
+            EXPECT_LE(static_cast<int>(tb.steps.size()), algos::kAzureMaxSteps)
+                << classicAlgoName(algo) << " " << collectiveName(kind) << " n=" << n;
+          }
+        }
+      }
     }
   }
 }
@@ -285,6 +311,18 @@ TEST(ClassicStructure, ChunkFactorMultiplesScaleEveryStep) {
   ASSERT_TRUE(big.isOk()) << big.status().toString();
   VerifyReport report = verify(*big);
   EXPECT_TRUE(report.ok) << report.toString();
+  // Ring all-to-all on 17 ranks with 10 chunks per piece: messages of up to 160 chunks split in
+  // three, which takes a threadblock past 64 steps; the notes say so.
+  Result<Algorithm> split = build(ClassicAlgo::kRing, CollectiveKind::kAllToAll, 17, false, nullptr, 0, 10);
+  ASSERT_TRUE(split.isOk()) << split.status().toString();
+  EXPECT_TRUE(verify(*split).ok) << verify(*split).toString();
+  size_t longest = 0;
+  for (const RankProgram& p : split->ranks) {
+    for (const Threadblock& tb : p.threadblocks) longest = std::max(longest, tb.steps.size());
+  }
+  EXPECT_GT(longest, 64u);
+  ASSERT_FALSE(split->notes.empty());
+  EXPECT_NE(split->notes.back().find("MSCCL_MAX_NUM_STEPS"), std::string::npos);
 }
 
 TEST(ClassicStructure, HierarchicalAllReduceUsesCounterpartsAcrossNodes) {
