@@ -37,10 +37,15 @@ std::string rankList(const Topology& t, const std::vector<int>& gpu_ids) {
   return out;
 }
 
-// Local part of a vertex name ("node0.nic3" -> "nic3").
-std::string shortName(const Vertex& v) {
-  const size_t dot = v.name.rfind('.');
-  return dot == std::string::npos ? v.name : v.name.substr(dot + 1);
+// A vertex's name without its node prefix ("node0.nic3" -> "nic3"; an imported "node0.pci0000:07:00.0" ->
+// "pci0000:07:00.0").
+std::string shortName(const Topology& t, const Vertex& v) {
+  if (v.node >= 0 && v.node < t.numNodes()) {
+    const std::string prefix = t.nodes[v.node].name + ".";
+    if (v.name.compare(0, prefix.size(), prefix) == 0 && v.name.size() > prefix.size())
+      return v.name.substr(prefix.size());
+  }
+  return v.name;
 }
 
 }  // namespace
@@ -498,8 +503,9 @@ std::string drawTopologySvg(const Topology& t) {
         "<title>{} ({}{}{})</title></rect>\n",
         b.x - b.w / 2, b.y - b.h / 2, b.w, b.h, round ? 12 : 3, vertexFill(v.kind), xmlEscape(v.name),
         vertexKindName(v.kind), v.model.empty() ? "" : ", ", xmlEscape(v.model));
-    std::string label = v.kind == VertexKind::kGpu ? v.name : shortName(v);
-    if (label.size() > 9) label = label.substr(0, 8) + "…";
+    std::string label = v.kind == VertexKind::kGpu ? v.name : shortName(t, v);
+    // Long names (PCI bus ids, bonded NICs) keep their head and their distinguishing tail.
+    if (label.size() > 10) label = label.substr(0, 3) + "…" + label.substr(label.size() - 6);
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", b.x,
                        b.y + 4, xmlEscape(label));
   }
