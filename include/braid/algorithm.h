@@ -31,11 +31,21 @@ enum class Protocol { kSimple, kLL, kLL128 };
 ///   kCopy:               local copy src -> dst
 ///   kReduce:             local dst <- dst (+) src
 ///   kNop:                no data; carries a dependency only
-enum class OpType { kSend, kRecv, kRecvCopySend, kRecvReduceSend, kRecvReduceCopy, kRecvReduceCopySend, kCopy, kReduce, kNop };
+enum class OpType {
+  kSend,
+  kRecv,
+  kRecvCopySend,
+  kRecvReduceSend,
+  kRecvReduceCopy,
+  kRecvReduceCopySend,
+  kCopy,
+  kReduce,
+  kNop
+};
 
-const char* bufferName(BufferKind b);   // "i", "o", "s"
-const char* protocolName(Protocol p);   // "Simple", "LL", "LL128"
-const char* opTypeName(OpType t);       // MSCCL short names: "s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"
+const char* bufferName(BufferKind b);  // "i", "o", "s"
+const char* protocolName(Protocol p);  // "Simple", "LL", "LL128"
+const char* opTypeName(OpType t);      // MSCCL short names: "s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"
 bool opSends(OpType t);
 bool opReceives(OpType t);
 bool opReadsSrc(OpType t);   // reads the src range locally
@@ -88,8 +98,8 @@ struct Provenance {
   std::string topology;   // topology name or file
   std::string sketch;
   std::string solver;
-  std::string created;    // ISO 8601 time
-  double lower_bound_us = -1;  // -1 = unknown
+  std::string created;                      // ISO 8601 time
+  double lower_bound_us = -1;               // -1 = unknown
   std::map<uint64_t, double> predicted_us;  // message bytes -> predicted time
   std::map<std::string, std::string> extra;
 };
@@ -104,13 +114,13 @@ struct Algorithm {
   int num_chunks = 1;           // nchunksperloop
   int num_channels = 1;         // nchannels
   Protocol protocol = Protocol::kSimple;
-  bool in_place = false;        // usable for in-place calls
-  bool out_of_place = true;     // usable for out-of-place calls
-  uint64_t min_bytes = 0;               // inclusive
-  uint64_t max_bytes = kUnlimitedBytes; // inclusive; kUnlimitedBytes = no upper limit
-  int root = 0;                 // broadcast / reduce
-  std::string redop;            // as written (TACCL "nop"), informational
-  std::vector<RankProgram> ranks;  // ranks[r].rank == r
+  bool in_place = false;                 // usable for in-place calls
+  bool out_of_place = true;              // usable for out-of-place calls
+  uint64_t min_bytes = 0;                // inclusive
+  uint64_t max_bytes = kUnlimitedBytes;  // inclusive; kUnlimitedBytes = no upper limit
+  int root = 0;                          // broadcast / reduce
+  std::string redop;                     // as written (TACCL "nop"), informational
+  std::vector<RankProgram> ranks;        // ranks[r].rank == r
   Provenance provenance;
   /// What a reader assumed or defaulted (missing attributes, ...), one sentence each.
   std::vector<std::string> notes;

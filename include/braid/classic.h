@@ -13,26 +13,28 @@
 namespace braid {
 
 enum class ClassicAlgo {
-  kRing,              // ring (Patarasuk & Yuan 2009); rank order, or NCCL-style NVLink rings with a topology
-  kMultiRing,         // several rings over disjoint/duplicated NVLink cycles, data split across them
-  kDirect,            // direct / all-pairs: every rank exchanges with every other rank in one step
-  kRecursiveDoubling, // recursive doubling (all-gather, all-reduce) / halving (reduce-scatter); non-powers of two handled
-  kDoubleBinaryTree,  // NCCL's double binary tree all-reduce (Sanders et al. 2009)
-  kPairwise,          // pairwise-exchange all-to-all: in round k rank r sends to r+k, receives from r-k
-  kHierarchical,      // two-level: intra-node then inter-node then intra-node (needs nodes in the topology)
+  kRing,               // ring (Patarasuk & Yuan 2009); rank order, or NCCL-style NVLink rings with a topology
+  kMultiRing,          // several rings over disjoint/duplicated NVLink cycles, data split across them
+  kDirect,             // direct / all-pairs: every rank exchanges with every other rank in one step
+  kRecursiveDoubling,  // recursive doubling (all-gather, all-reduce) / halving (reduce-scatter); non-powers of two
+                       // handled
+  kDoubleBinaryTree,   // NCCL's double binary tree all-reduce (Sanders et al. 2009)
+  kPairwise,           // pairwise-exchange all-to-all: in round k rank r sends to r+k, receives from r-k
+  kHierarchical,       // two-level: intra-node then inter-node then intra-node (needs nodes in the topology)
 };
 
-const char* classicAlgoName(ClassicAlgo algo);  // "ring", "multiring", "direct", "recursive", "tree", "pairwise", "hierarchical"
+const char* classicAlgoName(
+    ClassicAlgo algo);  // "ring", "multiring", "direct", "recursive", "tree", "pairwise", "hierarchical"
 Result<ClassicAlgo> parseClassicAlgo(const std::string& name);
 /// The collectives an algorithm applies to.
 std::vector<CollectiveKind> classicCollectives(ClassicAlgo algo);
 
 struct ClassicRequest {
   ClassicAlgo algo = ClassicAlgo::kRing;
-  CollectiveSpec spec;            // num_ranks and in_place; chunk_factor is chosen by the builder when 0
+  CollectiveSpec spec;                 // num_ranks and in_place; chunk_factor is chosen by the builder when 0
   const Topology* topology = nullptr;  // optional: rings follow NVLink, hierarchy follows nodes
   Protocol protocol = Protocol::kSimple;
-  int num_channels = 0;           // 0 = builder's choice (multiring: one per ring found)
+  int num_channels = 0;  // 0 = builder's choice (multiring: one per ring found)
 };
 
 /// Builds the algorithm. Errors: kInvalidArgument when the algorithm does not apply to the

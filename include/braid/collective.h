@@ -49,9 +49,9 @@ struct CollectiveSpec {
   int root = 0;          // broadcast / reduce
   bool in_place = false;
 
-  int inputChunks() const;   // per rank
-  int outputChunks() const;  // per rank
-  int chunksPerLoop() const; // MSCCL nchunksperloop
+  int inputChunks() const;    // per rank
+  int outputChunks() const;   // per rank
+  int chunksPerLoop() const;  // MSCCL nchunksperloop
 
   /// Expected value of output chunk `index` on `rank`; nullopt when unconstrained
   /// (e.g. non-root ranks of reduce).

@@ -20,11 +20,11 @@ enum class StatusCode : int {
   kRemoteError = 6,
   kInProgress = 7,
   // Braid-only codes.
-  kParseError = 100,  // input file malformed: message names file, line and field
-  kNotFound = 101,    // file, name or entity does not exist
-  kInfeasible = 102,  // the solver proved that no algorithm satisfies the constraints
-  kTimeout = 103,     // a blocking wait exceeded its limit
-  kUnsupported = 104, // well-formed input that Braid does not handle (says what and why)
+  kParseError = 100,   // input file malformed: message names file, line and field
+  kNotFound = 101,     // file, name or entity does not exist
+  kInfeasible = 102,   // the solver proved that no algorithm satisfies the constraints
+  kTimeout = 103,      // a blocking wait exceeded its limit
+  kUnsupported = 104,  // well-formed input that Braid does not handle (says what and why)
 };
 
 /// Name of a code, e.g. "invalid argument".
@@ -85,17 +85,16 @@ class [[nodiscard]] Result {
 }  // namespace braid
 
 /// Propagate a non-ok Status from an expression returning Status.
-#define BRAID_RETURN_IF_ERROR(expr)            \
-  do {                                         \
-    ::braid::Status braid_status_ = (expr);    \
+#define BRAID_RETURN_IF_ERROR(expr)                  \
+  do {                                               \
+    ::braid::Status braid_status_ = (expr);          \
     if (!braid_status_.isOk()) return braid_status_; \
   } while (0)
 
 #define BRAID_CONCAT_INNER_(a, b) a##b
 #define BRAID_CONCAT_(a, b) BRAID_CONCAT_INNER_(a, b)
 /// `BRAID_ASSIGN_OR_RETURN(auto x, f());` — unwrap a Result or return its Status.
-#define BRAID_ASSIGN_OR_RETURN(lhs, expr)                                   \
-  auto BRAID_CONCAT_(braid_result_, __LINE__) = (expr);                    \
-  if (!BRAID_CONCAT_(braid_result_, __LINE__).isOk())                      \
-    return BRAID_CONCAT_(braid_result_, __LINE__).status();                \
+#define BRAID_ASSIGN_OR_RETURN(lhs, expr)                                                                     \
+  auto BRAID_CONCAT_(braid_result_, __LINE__) = (expr);                                                       \
+  if (!BRAID_CONCAT_(braid_result_, __LINE__).isOk()) return BRAID_CONCAT_(braid_result_, __LINE__).status(); \
   lhs = std::move(BRAID_CONCAT_(braid_result_, __LINE__)).value()

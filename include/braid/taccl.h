@@ -10,22 +10,22 @@
 namespace braid {
 
 struct TacclSwitch {
-  std::vector<int> gpus;      // local GPU ids sharing one switch hyperedge
-  std::string strategy;       // "uc-max" or "uc-min"
+  std::vector<int> gpus;  // local GPU ids sharing one switch hyperedge
+  std::string strategy;   // "uc-max" or "uc-min"
 };
 
 struct TacclSketch {
-  std::string source;         // file name
+  std::string source;  // file name
   int nnodes = 1;
   std::string intranode_strategy = "none";  // none | switch | maxmin | minmax
   std::vector<TacclSwitch> switches;
   bool has_internode = false;
-  std::string internode_strategy;           // "relay"
-  std::string internode_conn_kind;          // "map", "fully-connected" or "direct-map"
-  std::map<int, std::vector<int>> internode_conn;           // local sender -> local receivers (kind "map")
-  std::map<int, std::vector<int>> gpus_to_sender_rev_map;   // sender -> local GPUs it relays for
+  std::string internode_strategy;                          // "relay"
+  std::string internode_conn_kind;                         // "map", "fully-connected" or "direct-map"
+  std::map<int, std::vector<int>> internode_conn;          // local sender -> local receivers (kind "map")
+  std::map<int, std::vector<int>> gpus_to_sender_rev_map;  // sender -> local GPUs it relays for
   bool enforce_ordering = false;
-  std::vector<std::pair<int, int>> symmetry_offsets;        // [offset, size]
+  std::vector<std::pair<int, int>> symmetry_offsets;  // [offset, size]
   int input_chunkup = 1;
 };
 

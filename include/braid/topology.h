@@ -39,13 +39,13 @@ std::optional<LinkKind> parseLinkKind(const std::string& name);
 struct Vertex {
   int id = -1;  // index into Topology::vertices
   VertexKind kind = VertexKind::kGpu;
-  std::string name;  // unique; GPUs are "gpu<rank>"
-  int node = -1;     // index into Topology::nodes; -1 for vertices outside any node (network switches)
-  int rank = -1;     // GPUs only: the collective rank
-  int local = -1;    // index among vertices of the same kind inside the node (GPU i, NIC i, ...)
-  std::string model;   // e.g. "V100-SXM2-16GB", "ConnectX-7"; may be empty
-  std::string busid;   // PCI bus id when known (imported topologies)
-  int numa = -1;       // NUMA node / CPU socket when known
+  std::string name;   // unique; GPUs are "gpu<rank>"
+  int node = -1;      // index into Topology::nodes; -1 for vertices outside any node (network switches)
+  int rank = -1;      // GPUs only: the collective rank
+  int local = -1;     // index among vertices of the same kind inside the node (GPU i, NIC i, ...)
+  std::string model;  // e.g. "V100-SXM2-16GB", "ConnectX-7"; may be empty
+  std::string busid;  // PCI bus id when known (imported topologies)
+  int numa = -1;      // NUMA node / CPU socket when known
 };
 
 struct Link {
@@ -58,10 +58,10 @@ struct Link {
 };
 
 struct Node {
-  std::string name;      // e.g. "node0"
-  std::string tmpl;      // template it was built from (YAML), may be empty
-  std::vector<int> gpus; // vertex ids, in local order
-  std::vector<int> nics; // vertex ids, in local order
+  std::string name;       // e.g. "node0"
+  std::string tmpl;       // template it was built from (YAML), may be empty
+  std::vector<int> gpus;  // vertex ids, in local order
+  std::vector<int> nics;  // vertex ids, in local order
 };
 
 /// A path between two vertices: the links in order, its bottleneck bandwidth and summed alpha.

@@ -18,9 +18,9 @@ const char* classicAlgoName(ClassicAlgo algo) {
 }
 
 Result<ClassicAlgo> parseClassicAlgo(const std::string& name) {
-  for (ClassicAlgo a : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect,
-                        ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise,
-                        ClassicAlgo::kHierarchical}) {
+  for (ClassicAlgo a :
+       {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect, ClassicAlgo::kRecursiveDoubling,
+        ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise, ClassicAlgo::kHierarchical}) {
     if (name == classicAlgoName(a)) return a;
   }
   return invalidArgument(fmt::format(

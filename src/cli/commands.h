@@ -7,9 +7,9 @@
 
 namespace braid::cli {
 
-void registerTopoCommands(CLI::App& app, int* exit_code);    // topo_cmd.cc: braid topo import|show|draw
-void registerVerifyCommand(CLI::App& app, int* exit_code);   // verify_cmd.cc: braid verify
-void registerAlgoCommand(CLI::App& app, int* exit_code);     // algo_cmd.cc: braid algo
-void registerDemoCommand(CLI::App& app, int* exit_code);     // demo_cmd.cc: braid demo (the README's main job)
+void registerTopoCommands(CLI::App& app, int* exit_code);   // topo_cmd.cc: braid topo import|show|draw
+void registerVerifyCommand(CLI::App& app, int* exit_code);  // verify_cmd.cc: braid verify
+void registerAlgoCommand(CLI::App& app, int* exit_code);    // algo_cmd.cc: braid algo
+void registerDemoCommand(CLI::App& app, int* exit_code);    // demo_cmd.cc: braid demo (the README's main job)
 
 }  // namespace braid::cli

@@ -1,11 +1,11 @@
 // `braid demo`: the README's main job on a bundled default topology. Until the synthesizer lands it
 // shows the topology, builds the classical NVLink-ring algorithms for it, verifies them and writes
 // them as MSCCL XML.
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <iostream>
 #include <string>
-
-#include <fmt/format.h>
 
 #include "braid/algorithm.h"
 #include "braid/classic.h"
@@ -50,10 +50,9 @@ int runDemo(const DemoOptions& opt) {
     ClassicAlgo algo;
     CollectiveKind coll;
   };
-  for (const Job& job : {Job{ClassicAlgo::kRing, CollectiveKind::kAllGather},
-                         Job{ClassicAlgo::kRing, CollectiveKind::kReduceScatter},
-                         Job{ClassicAlgo::kRing, CollectiveKind::kAllReduce},
-                         Job{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll}}) {
+  for (const Job& job :
+       {Job{ClassicAlgo::kRing, CollectiveKind::kAllGather}, Job{ClassicAlgo::kRing, CollectiveKind::kReduceScatter},
+        Job{ClassicAlgo::kRing, CollectiveKind::kAllReduce}, Job{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll}}) {
     ClassicRequest req;
     req.algo = job.algo;
     req.spec.kind = job.coll;
@@ -68,8 +67,8 @@ int runDemo(const DemoOptions& opt) {
     }
     VerifyReport report = verify(*algo);
     const std::string file =
-        (std::filesystem::path(opt.out_dir) / fmt::format("{}_{}_{}.xml", topo->name, collectiveName(job.coll),
-                                                          classicAlgoName(job.algo)))
+        (std::filesystem::path(opt.out_dir) /
+         fmt::format("{}_{}_{}.xml", topo->name, collectiveName(job.coll), classicAlgoName(job.algo)))
             .string();
     if (!report.ok) {
       std::cerr << fmt::format("braid demo: {} FAILED verification:\n{}\n", algo->name, report.toString());

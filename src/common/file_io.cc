@@ -1,6 +1,7 @@
 #include "braid/file_io.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,14 +11,13 @@
 #include <fstream>
 #include <sstream>
 
-#include <fmt/format.h>
-
 namespace braid {
 
 Result<std::string> readFile(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return notFound(fmt::format("{}: no such file", path));
-  if (std::filesystem::is_directory(path, ec)) return invalidArgument(fmt::format("{}: is a directory, not a file", path));
+  if (std::filesystem::is_directory(path, ec))
+    return invalidArgument(fmt::format("{}: is a directory, not a file", path));
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   std::ostringstream ss;
@@ -32,7 +32,9 @@ Status writeFileAtomic(const std::string& path, const std::string& content) {
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
   int fd = mkstemp(tmpl.data());
-  if (fd < 0) return Status(StatusCode::kSystemError, fmt::format("{}: cannot create a temporary file in {}: {}", path, dir.string(), std::strerror(errno)));
+  if (fd < 0)
+    return Status(StatusCode::kSystemError, fmt::format("{}: cannot create a temporary file in {}: {}", path,
+                                                        dir.string(), std::strerror(errno)));
   size_t done = 0;
   while (done < content.size()) {
     ssize_t n = ::write(fd, content.data() + done, content.size() - done);

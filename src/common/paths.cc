@@ -1,12 +1,19 @@
 #include "common/paths.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <system_error>
 
 namespace braid {
 
 std::vector<std::string> topologySearchDirs() {
   std::vector<std::string> dirs;
   if (const char* env = std::getenv("BRAID_TOPOLOGY_DIR"); env != nullptr && env[0] != '\0') dirs.emplace_back(env);
+  // Relative to the running executable (<prefix>/bin/braid -> <prefix>/share/braid/topologies), so an
+  // installation moved or installed with `cmake --install --prefix` still finds its data.
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) dirs.push_back((exe.parent_path().parent_path() / "share" / "braid" / "topologies").string());
 #ifdef BRAID_INSTALL_TOPOLOGY_DIR
   dirs.emplace_back(BRAID_INSTALL_TOPOLOGY_DIR);
 #endif

@@ -6,8 +6,9 @@
 
 namespace braid {
 
-/// Directories searched for shipped topologies, in order: $BRAID_TOPOLOGY_DIR (when set and non-empty),
-/// the install location (<prefix>/share/braid/topologies) and the source tree's topologies/ folder.
+/// Directories searched for shipped topologies, in order: $BRAID_TOPOLOGY_DIR (when set and non-empty), <exe
+/// dir>/../share/braid/topologies, the install location (<prefix>/share/braid/topologies) and the source tree's
+/// topologies/ folder.
 std::vector<std::string> topologySearchDirs();
 
 }  // namespace braid

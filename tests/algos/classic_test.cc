@@ -334,7 +334,9 @@ TEST(ClassicStructure, HierarchicalAllReduceUsesCounterpartsAcrossNodes) {
     for (const Threadblock& tb : p.threadblocks) {
       const bool crosses = tb.send_peer / 4 != p.rank / 4;
       // Across nodes a rank only talks to the GPU with the same local index.
-      if (crosses) EXPECT_EQ(tb.send_peer % 4, p.rank % 4);
+      if (crosses) {
+        EXPECT_EQ(tb.send_peer % 4, p.rank % 4);
+      }
     }
   }
   // Inter-node: ring all-reduce of m = 2 chunks: 2(m-1) = 2 sends; intra: 2(g-1) = 6.

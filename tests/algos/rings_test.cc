@@ -279,7 +279,9 @@ TEST(NvlinkRings, ShippedTopologies) {
       const Vertex& me = t->vertices[t->gpuVertex(p.rank)];
       const Vertex& next = t->vertices[t->gpuVertex(peer)];
       node_crossings += me.node != next.node ? 1 : 0;
-      if (name == "dgx1-v100") EXPECT_TRUE(directNvlink(*t, p.rank, peer)) << p.rank << " -> " << peer;
+      if (name == "dgx1-v100") {
+        EXPECT_TRUE(directNvlink(*t, p.rank, peer)) << p.rank << " -> " << peer;
+      }
     }
     EXPECT_EQ(node_crossings, t->numNodes() > 1 ? t->numNodes() : 0) << name;
     // Hierarchical all-reduce: inside a node every ring hop is NVLink (NDv2 nodes are DGX-1s, whose

@@ -13,6 +13,7 @@
 
 #include "braid/algorithm.h"
 #include "braid/file_io.h"
+#include "support/algorithm_diff.h"
 
 namespace braid {
 namespace {
@@ -35,54 +36,12 @@ std::vector<fs::path> corpusXml() {
   return files;
 }
 
+// XML written as "reduce_scatter" reads back as "reducescatter", old-format notes are not repeated, and
+// MSCCL XML carries no provenance.
+constexpr testing::DiffOptions kLenient{.collective_name = false, .notes = false, .provenance = false};
+
 #define SKIP_WITHOUT_REALCASES() \
   if (!fs::is_directory(kRealcases)) GTEST_SKIP() << kRealcases.string() << " is absent: corpus tests skipped"
-
-// First difference, "" when equal. collective_name and notes are compared only when asked: a file
-// written as "reduce_scatter" comes back as "reducescatter", and old-format notes are not repeated.
-std::string firstDifference(const Algorithm& a, const Algorithm& b, bool strict) {
-#define BRAID_CMP(expr) \
-  if (!((a.expr) == (b.expr))) return fmt::format("{} differs", #expr);
-  BRAID_CMP(name)
-  BRAID_CMP(collective) BRAID_CMP(num_ranks) BRAID_CMP(num_chunks) BRAID_CMP(num_channels) BRAID_CMP(protocol)
-      BRAID_CMP(in_place) BRAID_CMP(out_of_place) BRAID_CMP(min_bytes) BRAID_CMP(max_bytes) BRAID_CMP(root)
-          BRAID_CMP(redop) BRAID_CMP(ranks.size())
-#undef BRAID_CMP
-              if (strict && a.collective_name != b.collective_name) return "collective_name differs";
-  if (strict && a.notes != b.notes) return "notes differ";
-  for (size_t r = 0; r < a.ranks.size(); ++r) {
-    const RankProgram& p = a.ranks[r];
-    const RankProgram& q = b.ranks[r];
-    if (p.rank != q.rank || p.input_chunks != q.input_chunks || p.output_chunks != q.output_chunks ||
-        p.scratch_chunks != q.scratch_chunks || p.precopies.size() != q.precopies.size() ||
-        p.threadblocks.size() != q.threadblocks.size()) {
-      return fmt::format("rank {} differs", r);
-    }
-    for (size_t i = 0; i < p.precopies.size(); ++i) {
-      if (p.precopies[i].input_off != q.precopies[i].input_off ||
-          p.precopies[i].output_off != q.precopies[i].output_off || p.precopies[i].count != q.precopies[i].count) {
-        return fmt::format("rank {} precopy {} differs", r, i);
-      }
-    }
-    for (size_t t = 0; t < p.threadblocks.size(); ++t) {
-      const Threadblock& x = p.threadblocks[t];
-      const Threadblock& y = q.threadblocks[t];
-      if (x.id != y.id || x.send_peer != y.send_peer || x.recv_peer != y.recv_peer || x.channel != y.channel ||
-          x.steps.size() != y.steps.size()) {
-        return fmt::format("rank {} tb {} differs", r, t);
-      }
-      for (size_t s = 0; s < x.steps.size(); ++s) {
-        const Step& u = x.steps[s];
-        const Step& v = y.steps[s];
-        if (u.type != v.type || u.src_buf != v.src_buf || u.src_off != v.src_off || u.dst_buf != v.dst_buf ||
-            u.dst_off != v.dst_off || u.count != v.count || u.deps != v.deps || u.has_dep != v.has_dep) {
-          return fmt::format("rank {} tb {} step {} differs", r, t, s);
-        }
-      }
-    }
-  }
-  return "";
-}
 
 // Every attribute the Azure executor (msccl_parser.cc) and microsoft/msccl (topo.cc) read as required.
 std::string missingRequiredAttribute(const std::string& xml) {
@@ -141,11 +100,11 @@ TEST(MscclCorpus, EveryFileLoadsRoundTripsAndIsComplete) {
       EXPECT_EQ(missingRequiredAttribute(xml), "");
       Result<Algorithm> a2 = readMscclXml(xml, "written.xml");
       ASSERT_TRUE(a2.isOk()) << a2.status().toString();
-      EXPECT_EQ(firstDifference(*a1, *a2, /*strict=*/false), "") << static_cast<int>(flavour);
+      EXPECT_EQ(testing::algorithmDifference(*a1, *a2, kLenient), "") << static_cast<int>(flavour);
       // A file Braid wrote reads back exactly, notes and names included.
       Result<Algorithm> a3 = readMscclXml(writeMscclXml(*a2, flavour), "again.xml");
       ASSERT_TRUE(a3.isOk());
-      EXPECT_EQ(firstDifference(*a2, *a3, /*strict=*/true), "");
+      EXPECT_EQ(testing::algorithmDifference(*a2, *a3), "");
     }
   }
   EXPECT_EQ(loaded, static_cast<int>(files.size()) - 1);
@@ -270,10 +229,10 @@ TEST(TacclCorpus, AlgorithmJsonConvertsAndVerifies) {
     EXPECT_TRUE(report.ok) << report.toString();
     Result<Algorithm> back = readMscclXml(writeMscclXml(*a), "taccl.xml");
     ASSERT_TRUE(back.isOk()) << back.status().toString();
-    EXPECT_EQ(firstDifference(*a, *back, false), "");
+    EXPECT_EQ(testing::algorithmDifference(*a, *back, kLenient), "");
     Result<Algorithm> json = readAlgorithmJson(writeAlgorithmJson(*a), "taccl.json");
     ASSERT_TRUE(json.isOk()) << json.status().toString();
-    EXPECT_EQ(firstDifference(*a, *json, true), "");
+    EXPECT_EQ(testing::algorithmDifference(*a, *json), "");
   }
   EXPECT_EQ(converted, 2);
 }

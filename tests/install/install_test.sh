@@ -12,6 +12,8 @@ test -f "$tmp/prefix/share/braid/topologies/dgx1-v100.yaml"
 cmake -S "$src_dir/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
 "$tmp/consumer/consumer"
-# The installed CLI finds the installed topologies by itself.
-"$tmp/prefix/bin/braid" topo show dgx1-v100 --json | grep -q '"gpus": *8'
+# The installed CLI finds the installed topologies by itself (not the source tree's copy).
+json=$(env -u BRAID_TOPOLOGY_DIR "$tmp/prefix/bin/braid" topo show dgx1-v100 --json)
+echo "$json" | grep -q '"gpus": *8'
+echo "$json" | grep -q "\"source\": *\"$tmp/prefix/share/braid/topologies/dgx1-v100.yaml\""
 echo "install test passed"
