@@ -1,5 +1,5 @@
 // `braid demo`: the README's main job on a bundled default topology. Until the synthesizer lands it
-// shows the topology, builds the classical NVLink-ring algorithms for it, verifies them and writes
+// shows the topology, builds the classical NVLink multi-ring and pairwise algorithms for it, verifies them and writes
 // them as MSCCL XML.
 #include <fmt/format.h>
 
@@ -51,8 +51,8 @@ int runDemo(const DemoOptions& opt) {
     CollectiveKind coll;
   };
   for (const Job& job :
-       {Job{ClassicAlgo::kRing, CollectiveKind::kAllGather}, Job{ClassicAlgo::kRing, CollectiveKind::kReduceScatter},
-        Job{ClassicAlgo::kRing, CollectiveKind::kAllReduce}, Job{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll}}) {
+       {Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllGather}, Job{ClassicAlgo::kMultiRing, CollectiveKind::kReduceScatter},
+        Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllReduce}, Job{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll}}) {
     ClassicRequest req;
     req.algo = job.algo;
     req.spec.kind = job.coll;

@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# End-to-end tests of the `braid` CLI as a user runs it: exit codes, outputs, errors.
+# Usage: cli_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
+set -uo pipefail
+braid=$1
+src=$2
+shared=$3
+rc_dir=$shared/realcases
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+passed=0
+
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+ok() { passed=$((passed + 1)); }
+# expect_rc WANT DESCRIPTION -- command...
+expect_rc() {
+  local want=$1 what=$2
+  shift 3
+  "$@" >"$tmp/out" 2>"$tmp/err"
+  local got=$?
+  if [ "$got" -ne "$want" ]; then
+    fail "$what: exit $got, want $want"
+    sed 's/^/    | /' "$tmp/err" | head -5
+  else
+    ok
+  fi
+}
+json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
+
+# Version and usage errors.
+expect_rc 0 "--version" -- "$braid" --version
+expect_rc 2 "no subcommand" -- "$braid"
+expect_rc 2 "unknown option" -- "$braid" topo show --no-such-flag x
+
+# Shipped topologies: show --json parses and has the right GPU count.
+declare -A gpus=([dgx1-v100]=8 [ndv2-x1]=8 [ndv2-x2]=16 [ndv2-x4]=32 [dgx2-x1]=16 [dgx2-x2]=32 [dgx-a100-x1]=8
+  [dgx-a100-x2]=16 [dgx-a100-x4]=32 [dgx-h100-x1]=8 [dgx-h100-x2]=16 [dgx-h100-x4]=32 [pcie-2s4g]=8)
+for name in "${!gpus[@]}"; do
+  "$braid" topo show "$name" --json >"$tmp/t.json" 2>"$tmp/err" || { fail "topo show $name"; continue; }
+  got=$(json_get "$tmp/t.json" 'd["gpus"]')
+  [ "$got" = "${gpus[$name]}" ] && ok || fail "topo show $name: gpus=$got, want ${gpus[$name]}"
+done
+
+# Draw: a well-formed SVG with one element per GPU label.
+expect_rc 0 "topo draw dgx2-x1" -- "$braid" topo draw dgx2-x1 -o "$tmp/d.svg"
+python3 -c "import xml.etree.ElementTree as E,sys; E.parse(sys.argv[1])" "$tmp/d.svg" && ok || fail "draw: SVG does not parse"
+grep -q 'gpu15' "$tmp/d.svg" && ok || fail "draw: gpu15 missing from the SVG"
+
+# Missing file and unknown format: exit 1, message names the file, nothing written.
+expect_rc 1 "topo show missing" -- "$braid" topo show "$tmp/nope.yaml"
+grep -q "nope.yaml" "$tmp/err" && ok || fail "missing file not named in the error"
+printf 'this is not a topology\n' >"$tmp/garbage.txt"
+expect_rc 1 "topo import garbage" -- "$braid" topo import "$tmp/garbage.txt" -o "$tmp/garbage.yaml"
+[ ! -e "$tmp/garbage.yaml" ] && ok || fail "a failed import left an output file"
+printf 'name: x\nnodes:\n  - template: dgx\n' >"$tmp/bad.yaml"
+expect_rc 1 "bad yaml" -- "$braid" topo show "$tmp/bad.yaml"
+grep -q "bad.yaml:3: nodes\[0\].template" "$tmp/err" && ok || fail "YAML error does not name file:line ($(cat "$tmp/err"))"
+
+if [ -d "$rc_dir" ]; then
+  # Every nvidia-smi matrix imports to YAML, and the YAML reads back with the same GPU count.
+  for f in "$rc_dir"/smi/*.txt; do
+    b=$(basename "$f" .txt)
+    if "$braid" topo import "$f" -o "$tmp/$b.yaml" 2>"$tmp/err"; then
+      "$braid" topo show "$f" --json >"$tmp/a.json" && "$braid" topo show "$tmp/$b.yaml" --json >"$tmp/b.json" || {
+        fail "show $b"
+        continue
+      }
+      [ "$(json_get "$tmp/a.json" 'd["gpus"]')" = "$(json_get "$tmp/b.json" 'd["gpus"]')" ] && ok ||
+        fail "$b: GPU count changed through YAML"
+    else
+      fail "import $f: $(head -1 "$tmp/err")"
+    fi
+  done
+  # DGX-1 matrix: 16 NVLink pairs = 32 directed GPU-GPU links; 8 of the pairs have 2 lanes.
+  "$braid" topo show "$rc_dir/smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt" --json >"$tmp/dgx1.json"
+  n=$(json_get "$tmp/dgx1.json" 'sum(1 for l in d["links"] if l["kind"]=="nvlink" and l["src"].startswith("gpu") and l["dst"].startswith("gpu"))')
+  [ "$n" = 32 ] && ok || fail "DGX-1 matrix: $n directed NVLink links, want 32"
+  n=$(json_get "$tmp/dgx1.json" 'sum(1 for l in d["links"] if l["kind"]=="nvlink" and l["lanes"]==2)')
+  [ "$n" = 16 ] && ok || fail "DGX-1 matrix: $n directed NV2 links, want 16"
+
+  # NCCL XML: a full dump imports; a graph file is refused with a message naming it.
+  expect_rc 0 "import HGX A100 dump" -- "$braid" topo import "$rc_dir/topo/hgx-8x-a100-80g-nvswitch-5cx6bond.xml" -o "$tmp/hgx.yaml"
+  expect_rc 1 "graph file refused" -- "$braid" topo show "$rc_dir/topo/azure-ncv4-a100pcie-graph.xml"
+  grep -q "azure-ncv4-a100pcie-graph.xml" "$tmp/err" && ok || fail "graph-file refusal does not name the file"
+
+  # TACCL profile + sketch: 2 NDv2 nodes.
+  "$braid" topo import "$rc_dir/taccl/topo/topo-ndv2-1MB.json" --sketch "$rc_dir/taccl/sketch/sk1-ndv2-n2.json" \
+    -o "$tmp/ndv2n2.yaml" 2>"$tmp/err" && "$braid" topo show "$tmp/ndv2n2.yaml" --json >"$tmp/n2.json" &&
+    [ "$(json_get "$tmp/n2.json" 'd["gpus"]')" = 16 ] && ok || fail "TACCL profile + sketch: $(head -1 "$tmp/err")"
+
+  # braid verify: verdicts as exit codes.
+  expect_rc 0 "verify ring r48ll" -- "$braid" verify "$rc_dir/msccl/ndv4_allreduce_ring_r48ll.xml"
+  expect_rc 0 "verify a2a with cpy --json" -- "$braid" verify "$rc_dir/msccl/ndv4_alltoall_allpairs_a2a2ll.xml" --json
+  python3 -c "import json,sys; d=json.load(open(sys.argv[1])); sys.exit(0 if d['verified'] else 1)" "$tmp/out" && ok ||
+    fail "verify --json does not say verified=true"
+  expect_rc 1 "verify alltoall missing self chunk" -- "$braid" verify "$rc_dir/taccl/outputs_xml/mi300x-dumb_alltoall_n8_original.xml"
+  expect_rc 0 "verify alltoall with copy" -- "$braid" verify "$rc_dir/taccl/outputs_xml/mi300x_alltoall_n24_withcopy.xml"
+  expect_rc 1 "verify custom" -- "$braid" verify "$rc_dir/msccl/msccltools_custom_alltonext_24gpu.xml"
+  expect_rc 1 "verify broadcast without coll" -- "$braid" verify "$rc_dir/taccl/outputs_xml/mcrl_A_broadcast.A.n2.gpu2.i3.xml"
+  grep -q "coll" "$tmp/err" && ok || fail "missing-coll error does not name the attribute"
+  expect_rc 0 "verify ndv2 ar with topology" -- "$braid" verify "$rc_dir/msccl/msccl_allreduce_small_LL.xml" --topology dgx-a100-x1
+  expect_rc 1 "verify with wrong-size topology" -- "$braid" verify "$rc_dir/msccl/ndv4_allreduce_ring_r48ll.xml" --topology dgx2-x1
+else
+  echo "realcases absent ($rc_dir): corpus CLI checks skipped"
+fi
+
+# braid algo: every algorithm x collective it applies to, on 5 ranks, verifies and re-verifies from XML.
+for spec in ring:allgather ring:reducescatter ring:allreduce ring:alltoall direct:allgather direct:allreduce \
+  recursive:allgather recursive:reducescatter recursive:allreduce tree:allreduce pairwise:alltoall; do
+  a=${spec%%:*}
+  c=${spec##*:}
+  expect_rc 0 "algo $a $c" -- "$braid" algo "$a" --coll "$c" -n 5 -o "$tmp/$a-$c.xml"
+  expect_rc 0 "verify algo $a $c" -- "$braid" verify "$tmp/$a-$c.xml"
+done
+expect_rc 0 "algo hierarchical on dgx-a100-x2" -- "$braid" algo hierarchical --coll allreduce --topology dgx-a100-x2 -o "$tmp/h.json"
+expect_rc 0 "verify Braid JSON" -- "$braid" verify "$tmp/h.json" --topology dgx-a100-x2
+expect_rc 1 "tree does not do allgather" -- "$braid" algo tree --coll allgather -n 4 -o "$tmp/x.xml"
+[ ! -e "$tmp/x.xml" ] && ok || fail "a refused algo left an output file"
+expect_rc 1 "hierarchical without topology" -- "$braid" algo hierarchical --coll allreduce -n 8
+
+# The README's main job.
+(cd "$tmp" && "$braid" demo >demo.out 2>demo.err) && ok || fail "demo: $(head -3 "$tmp/demo.err")"
+n=$(ls "$tmp"/braid-out/*.xml 2>/dev/null | wc -l)
+[ "$n" = 4 ] && ok || fail "demo wrote $n XML files, want 4"
+
+echo "$passed passed, $failures failed"
+[ "$failures" -eq 0 ]
