@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "braid/collective.h"
@@ -45,7 +47,10 @@ enum class OpType {
 
 const char* bufferName(BufferKind b);  // "i", "o", "s"
 const char* protocolName(Protocol p);  // "Simple", "LL", "LL128"
-const char* opTypeName(OpType t);      // MSCCL short names: "s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"
+const char* opTypeName(OpType t);
+/// Inverse of opTypeName (exact MSCCL spelling); nullopt for anything else.
+std::optional<OpType> parseOpType(
+    std::string_view name);  // MSCCL short names: "s", "r", "rcs", "rrs", "rrc", "rrcs", "cpy", "re", "nop"
 bool opSends(OpType t);
 bool opReceives(OpType t);
 bool opReadsSrc(OpType t);   // reads the src range locally

@@ -50,9 +50,10 @@ int runDemo(const DemoOptions& opt) {
     ClassicAlgo algo;
     CollectiveKind coll;
   };
-  for (const Job& job :
-       {Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllGather}, Job{ClassicAlgo::kMultiRing, CollectiveKind::kReduceScatter},
-        Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllReduce}, Job{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll}}) {
+  for (const Job& job : {Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllGather},
+                         Job{ClassicAlgo::kMultiRing, CollectiveKind::kReduceScatter},
+                         Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllReduce},
+                         Job{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll}}) {
     ClassicRequest req;
     req.algo = job.algo;
     req.spec.kind = job.coll;

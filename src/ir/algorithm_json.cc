@@ -505,24 +505,14 @@ class BraidJsonReader {
   }
 
   Status readStep(const Json& j, const Path& path, Step* step) {
-    static const std::map<std::string, OpType> kTypes = {{"s", OpType::kSend},
-                                                         {"r", OpType::kRecv},
-                                                         {"rcs", OpType::kRecvCopySend},
-                                                         {"rrs", OpType::kRecvReduceSend},
-                                                         {"rrc", OpType::kRecvReduceCopy},
-                                                         {"rrcs", OpType::kRecvReduceCopySend},
-                                                         {"cpy", OpType::kCopy},
-                                                         {"re", OpType::kReduce},
-                                                         {"nop", OpType::kNop}};
     constexpr int kMaxInt = std::numeric_limits<int>::max();
     const Json* v = nullptr;
     BRAID_RETURN_IF_ERROR(acc_.need(j, path, "type", &v));
     std::string type;
     BRAID_RETURN_IF_ERROR(acc_.getString(*v, JsonAccess::child(path, "type"), &type));
-    auto it = kTypes.find(type);
-    if (it == kTypes.end())
-      return acc_.error(JsonAccess::child(path, "type"), fmt::format("unknown step type \"{}\"", type));
-    step->type = it->second;
+    std::optional<OpType> op = parseOpType(type);
+    if (!op) return acc_.error(JsonAccess::child(path, "type"), fmt::format("unknown step type \"{}\"", type));
+    step->type = *op;
     BRAID_RETURN_IF_ERROR(acc_.need(j, path, "src_buf", &v));
     BRAID_RETURN_IF_ERROR(readBuffer(*v, JsonAccess::child(path, "src_buf"), &step->src_buf));
     BRAID_RETURN_IF_ERROR(acc_.need(j, path, "src_off", &v));

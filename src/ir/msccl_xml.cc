@@ -20,6 +20,7 @@
 
 #include "braid/algorithm.h"
 #include "braid/file_io.h"
+#include "common/text.h"
 
 namespace braid {
 namespace {
@@ -401,22 +402,13 @@ Status Reader::readStep(const pugi::xml_node& node, int index, Step* step) {
     return error(node, "s", fmt::format("step {} where {} was expected (steps must be 0..n-1 in order)", s, index));
   pugi::xml_attribute type = node.attribute("type");
   if (!type) return missing(node, "type");
-  static const std::map<std::string, OpType, std::less<>> kTypes = {{"s", OpType::kSend},
-                                                                    {"r", OpType::kRecv},
-                                                                    {"rcs", OpType::kRecvCopySend},
-                                                                    {"rrs", OpType::kRecvReduceSend},
-                                                                    {"rrc", OpType::kRecvReduceCopy},
-                                                                    {"rrcs", OpType::kRecvReduceCopySend},
-                                                                    {"cpy", OpType::kCopy},
-                                                                    {"re", OpType::kReduce},
-                                                                    {"nop", OpType::kNop}};
-  auto it = kTypes.find(std::string_view(type.value()));
-  if (it == kTypes.end()) {
+  std::optional<OpType> op = parseOpType(type.value());
+  if (!op) {
     return error(
         node, "type",
         fmt::format("unknown step type '{}' (expected s, r, rcs, rrs, rrc, rrcs, cpy, re or nop)", type.value()));
   }
-  step->type = it->second;
+  step->type = *op;
   BRAID_RETURN_IF_ERROR(getBuffer(node, "srcbuf", &step->src_buf));
   BRAID_RETURN_IF_ERROR(getInt(node, "srcoff", -1, kMaxInt, &step->src_off));
   BRAID_RETURN_IF_ERROR(getBuffer(node, "dstbuf", &step->dst_buf));
@@ -436,22 +428,6 @@ Status Reader::readStep(const pugi::xml_node& node, int index, Step* step) {
 }
 
 // ---- writer --------------------------------------------------------------------------------
-
-std::string escapeXml(const std::string& s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&apos;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
 
 const char* collName(const Algorithm& alg, MscclFlavour flavour) {
   if (alg.collective == CollectiveKind::kReduceScatter && flavour == MscclFlavour::kMicrosoft) return "reduce_scatter";

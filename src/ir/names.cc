@@ -36,6 +36,15 @@ const char* opTypeName(OpType t) {
   return "?";
 }
 
+std::optional<OpType> parseOpType(std::string_view name) {
+  for (OpType t :
+       {OpType::kSend, OpType::kRecv, OpType::kRecvCopySend, OpType::kRecvReduceSend, OpType::kRecvReduceCopy,
+        OpType::kRecvReduceCopySend, OpType::kCopy, OpType::kReduce, OpType::kNop}) {
+    if (name == opTypeName(t)) return t;
+  }
+  return std::nullopt;
+}
+
 bool opSends(OpType t) {
   return t == OpType::kSend || t == OpType::kRecvCopySend || t == OpType::kRecvReduceSend ||
          t == OpType::kRecvReduceCopySend;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "braid/topology.h"
+#include "common/text.h"
 
 namespace braid {
 
@@ -244,20 +245,6 @@ const char* vertexFill(VertexKind k) {
   return "#ffffff";
 }
 
-std::string xmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 struct Box {
   double x = 0, y = 0;  // centre
   double w = 0, h = 0;
@@ -435,7 +422,7 @@ std::string drawTopologySvg(const Topology& t) {
       width, height);
   svg += "<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
   svg += fmt::format("<text x=\"{}\" y=\"26\" font-size=\"17\" font-weight=\"bold\">{} — {} GPUs, {} node(s)</text>\n",
-                     kPad, xmlEscape(t.name), t.numGpus(), num_nodes);
+                     kPad, escapeXml(t.name), t.numGpus(), num_nodes);
   for (int k = 0; k < num_nodes; ++k) {
     const NodeFrame& f = frames[k];
     svg += fmt::format(
@@ -444,7 +431,7 @@ std::string drawTopologySvg(const Topology& t) {
         f.x, f.y, f.w, f.h);
     const Node& n = t.nodes[k];
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"13\" fill=\"#444444\">{}{}</text>\n", f.x + 8,
-                       f.y + 18, xmlEscape(n.name), n.tmpl.empty() ? "" : xmlEscape(" (" + n.tmpl + ")"));
+                       f.y + 18, escapeXml(n.name), n.tmpl.empty() ? "" : escapeXml(" (" + n.tmpl + ")"));
   }
   // Links under the vertices. Links within one row bend upward as arcs so that they do not run through boxes.
   svg += "<g fill=\"none\" stroke-linecap=\"round\">\n";
@@ -455,8 +442,8 @@ std::string drawTopologySvg(const Topology& t) {
     const double stroke = std::clamp(1.0 + 1.3 * std::log2(1.0 + d.bw / 12.5), 1.0, 7.0);
     const char* color = linkColor(d.kind);
     const std::string title = fmt::format(
-        "{} {} {} : {} lanes, {} GB/s, alpha {} us{}", xmlEscape(t.vertices[d.a].name), d.both ? "&lt;-&gt;" : "-&gt;",
-        xmlEscape(t.vertices[d.b].name), d.lanes, fmtNum(d.bw), fmtNum(d.alpha), d.both ? " each way" : "");
+        "{} {} {} : {} lanes, {} GB/s, alpha {} us{}", escapeXml(t.vertices[d.a].name), d.both ? "&lt;-&gt;" : "-&gt;",
+        escapeXml(t.vertices[d.b].name), d.lanes, fmtNum(d.bw), fmtNum(d.alpha), d.both ? " each way" : "");
     double lx = (p.x + q.x) / 2, ly = (p.y + q.y) / 2;
     if (std::abs(p.y - q.y) < 1e-6) {
       // GPU and NVSwitch rows bend up into the room reserved above them; lower rows bend down a little.
@@ -501,13 +488,13 @@ std::string drawTopologySvg(const Topology& t) {
     svg += fmt::format(
         "<rect x=\"{:.1f}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{:.1f}\" rx=\"{}\" fill=\"{}\" stroke=\"#333333\">"
         "<title>{} ({}{}{})</title></rect>\n",
-        b.x - b.w / 2, b.y - b.h / 2, b.w, b.h, round ? 12 : 3, vertexFill(v.kind), xmlEscape(v.name),
-        vertexKindName(v.kind), v.model.empty() ? "" : ", ", xmlEscape(v.model));
+        b.x - b.w / 2, b.y - b.h / 2, b.w, b.h, round ? 12 : 3, vertexFill(v.kind), escapeXml(v.name),
+        vertexKindName(v.kind), v.model.empty() ? "" : ", ", escapeXml(v.model));
     std::string label = v.kind == VertexKind::kGpu ? v.name : shortName(t, v);
     // Long names (PCI bus ids, bonded NICs) keep their head and their distinguishing tail.
     if (label.size() > 10) label = label.substr(0, 3) + "…" + label.substr(label.size() - 6);
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", b.x,
-                       b.y + 4, xmlEscape(label));
+                       b.y + 4, escapeXml(label));
   }
   // Legend: one line per link kind with its bandwidth classes.
   double ly = bottom + kPad + 10;
@@ -524,7 +511,7 @@ std::string drawTopologySvg(const Topology& t) {
     svg += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"{}\" stroke-width=\"4\"/>\n",
                        kPad, ly - 4, kPad + 28, ly - 4, linkColor(kind));
     svg += fmt::format("<text x=\"{}\" y=\"{:.1f}\" font-size=\"12\">{}: {}</text>\n", kPad + 36, ly,
-                       linkKindName(kind), xmlEscape(text));
+                       linkKindName(kind), escapeXml(text));
   }
   svg += "</svg>\n";
   return svg;
