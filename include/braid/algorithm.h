@@ -17,6 +17,7 @@
 
 #include "braid/collective.h"
 #include "braid/status.h"
+#include "braid/topology.h"
 
 namespace braid {
 
@@ -184,6 +185,24 @@ VerifyReport verify(const Algorithm& algorithm, const CollectiveSpec& spec);
 /// Verifies every mode the algorithm declares (in-place and/or out-of-place) against its own
 /// collective. Custom collectives give a kUnverifiable issue (ok = false).
 VerifyReport verify(const Algorithm& algorithm, const VerifyOptions& options = {});
+
+// ---- placement on a topology ---------------------------------------------------------------
+
+/// One sending connection (rank src -> rank dst) of an algorithm.
+struct Transfer {
+  int src = 0;
+  int dst = 0;
+  long long chunks = 0;        // chunks sent over it per loop, all channels together
+  std::optional<Route> route;  // the topology's route; nullopt without a topology, or when none exists
+};
+
+/// The algorithm's sending connections in (src, dst) order. With a topology, each gets
+/// Topology::route(src, dst) (ranks outside the topology get none).
+std::vector<Transfer> algorithmTransfers(const Algorithm& algorithm, const Topology* topology = nullptr);
+
+/// Ok when the topology has algorithm.num_ranks GPUs and every transfer has a route; otherwise
+/// kInvalidArgument naming the GPU counts or the first pairs without a route.
+Status checkPlacement(const Algorithm& algorithm, const Topology& topology);
 
 // ---- serialization ------------------------------------------------------------------------
 

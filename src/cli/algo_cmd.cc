@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -68,37 +67,47 @@ std::string summary(const Algorithm& a, const VerifyReport& report) {
   return text;
 }
 
+// Exit status 2: the command line asks for something that cannot be (usage error); 1: it failed.
+constexpr int kUsageError = 2;
+constexpr int kFailure = 1;
+
 int runAlgo(const AlgoOptions& opt) {
-  auto fail = [](const std::string& message) {
+  auto fail = [](int code, const std::string& message) {
     std::cerr << "braid algo: " << message << "\n";
-    return 1;
+    return code;
   };
   Result<ClassicAlgo> algo = parseClassicAlgo(opt.name);
-  if (!algo) return fail(algo.status().message());
+  if (!algo) return fail(kUsageError, algo.status().message());
   std::optional<CollectiveKind> kind = parseCollective(opt.coll);
   if (!kind) {
-    return fail(fmt::format("--coll: unknown collective '{}': expected allgather, reducescatter, allreduce or alltoall",
+    return fail(kUsageError,
+                fmt::format("--coll: unknown collective '{}': expected allgather, reducescatter, allreduce or alltoall",
                             opt.coll));
   }
+  const std::vector<CollectiveKind> applies = classicCollectives(*algo);
+  if (std::find(applies.begin(), applies.end(), *kind) == applies.end()) {
+    std::string names;
+    for (CollectiveKind k : applies) names += fmt::format("{}{}", names.empty() ? "" : ", ", collectiveName(k));
+    return fail(kUsageError, fmt::format("{} does not implement {}; it implements {}", classicAlgoName(*algo),
+                                         collectiveName(*kind), names));
+  }
   std::optional<Protocol> proto = parseProtocol(opt.proto);
-  if (!proto) return fail(fmt::format("--proto: unknown protocol '{}': expected Simple, LL or LL128", opt.proto));
-  if (opt.topology.empty() && opt.num_ranks < 1) return fail("give the ranks with -n N (N >= 1) or a --topology");
+  if (!proto) {
+    return fail(kUsageError, fmt::format("--proto: unknown protocol '{}': expected Simple, LL or LL128", opt.proto));
+  }
+  if (opt.channels < 0) return fail(kUsageError, fmt::format("--channels: {} is negative", opt.channels));
+  if (opt.topology.empty() && opt.num_ranks < 1) {
+    return fail(kUsageError, "give the number of ranks with -n N (N >= 1) or a --topology");
+  }
 
   std::optional<Topology> topology;
   if (!opt.topology.empty()) {
-    std::string path = opt.topology;
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-      Result<std::string> shipped = findShippedTopology(opt.topology);
-      if (!shipped) return fail(shipped.status().message());
-      path = *shipped;
-    }
-    Result<Topology> loaded = loadTopology(path);
-    if (!loaded) return fail(loaded.status().message());
+    Result<Topology> loaded = loadTopologyOrShipped(opt.topology);
+    if (!loaded) return fail(kFailure, loaded.status().message());
     topology = std::move(*loaded);
     if (opt.num_ranks > 0 && opt.num_ranks != topology->numGpus()) {
-      return fail(fmt::format("-n {} does not match topology '{}' with {} GPUs", opt.num_ranks, topology->name,
-                              topology->numGpus()));
+      return fail(kUsageError, fmt::format("-n {} does not match topology '{}' with {} GPUs", opt.num_ranks,
+                                           topology->name, topology->numGpus()));
     }
   }
 
@@ -112,12 +121,16 @@ int runAlgo(const AlgoOptions& opt) {
   request.protocol = *proto;
   request.num_channels = opt.channels;
   Result<Algorithm> built = buildClassic(request);
-  if (!built) return fail(built.status().message());
+  if (!built) return fail(kFailure, built.status().message());
   Algorithm& algorithm = *built;
 
   VerifyReport report = verify(algorithm);
   if (!report.ok) {
-    return fail(fmt::format("{} failed verification; not written:\n{}", algorithm.name, report.toString()));
+    return fail(kFailure, fmt::format("{} failed verification; not written:\n{}", algorithm.name, report.toString()));
+  }
+  if (topology) {
+    Status placed = checkPlacement(algorithm, *topology);
+    if (!placed) return fail(kFailure, placed.message() + "; not written");
   }
   if (opt.output.empty()) {
     std::cout << summary(algorithm, report);
@@ -126,7 +139,7 @@ int runAlgo(const AlgoOptions& opt) {
   const std::string text =
       endsWith(opt.output, ".json") ? writeAlgorithmJson(algorithm) : writeMscclXml(algorithm, MscclFlavour::kBoth);
   Status written = writeFileAtomic(opt.output, text);
-  if (!written) return fail(written.message());
+  if (!written) return fail(kFailure, written.message());
   std::cout << fmt::format("wrote {} ({} on {} ranks, verified)\n", opt.output, algorithm.name, algorithm.num_ranks);
   return 0;
 }

@@ -22,16 +22,7 @@ struct DemoOptions {
 };
 
 int runDemo(const DemoOptions& opt) {
-  std::string path = opt.topology;
-  if (!std::filesystem::exists(path)) {
-    Result<std::string> shipped = findShippedTopology(opt.topology);
-    if (!shipped) {
-      std::cerr << "braid demo: " << shipped.status().message() << "\n";
-      return 1;
-    }
-    path = *shipped;
-  }
-  Result<Topology> topo = loadTopology(path);
+  Result<Topology> topo = loadTopologyOrShipped(opt.topology);
   if (!topo) {
     std::cerr << "braid demo: " << topo.status().message() << "\n";
     return 1;

@@ -23,20 +23,6 @@ struct TopoOptions {
   bool json = false;
 };
 
-// FILE may be a path or the name of a shipped topology (dgx1-v100, dgx-a100-x2.yaml, ...).
-Result<std::string> resolveTopologyPath(const std::string& file) {
-  std::error_code ec;
-  if (std::filesystem::exists(file, ec)) return file;
-  Result<std::string> shipped = findShippedTopology(file);
-  if (shipped) return shipped;
-  return notFound(fmt::format("{}: no such file, and not a shipped topology ({})", file, shipped.status().message()));
-}
-
-Result<Topology> loadFor(const std::string& file) {
-  BRAID_ASSIGN_OR_RETURN(std::string path, resolveTopologyPath(file));
-  return loadTopology(path);
-}
-
 int fail(const char* cmd, const Status& status) {
   std::cerr << fmt::format("braid topo {}: {}\n", cmd, status.message());
   return 1;
@@ -71,14 +57,14 @@ int runImport(const TopoOptions& opt) {
 }
 
 int runShow(const TopoOptions& opt) {
-  Result<Topology> topo = loadFor(opt.file);
+  Result<Topology> topo = loadTopologyOrShipped(opt.file);
   if (!topo) return fail("show", topo.status());
   std::cout << (opt.json ? topologyToJson(*topo) : describeTopology(*topo));
   return 0;
 }
 
 int runDraw(const TopoOptions& opt) {
-  Result<Topology> topo = loadFor(opt.file);
+  Result<Topology> topo = loadTopologyOrShipped(opt.file);
   if (!topo) return fail("draw", topo.status());
   Status written = writeFileAtomic(opt.out, drawTopologySvg(*topo));
   if (!written) return fail("draw", written);

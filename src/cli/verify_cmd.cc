@@ -28,14 +28,6 @@ struct VerifyCmdOptions {
   bool json = false;
 };
 
-// One sending connection (rank -> peer) of the algorithm and the route the topology gives it.
-struct Transfer {
-  int src = 0;
-  int dst = 0;
-  long long chunks = 0;  // chunks sent over it per loop, all channels together
-  std::optional<Route> route;
-};
-
 struct TopologyCheck {
   std::string name;
   std::string path;
@@ -57,45 +49,16 @@ std::string modesText(const Algorithm& a) {
   return "none (inplace=0, outofplace=0)";
 }
 
-// Sending connections in (src, dst) order with the chunks each carries.
-std::vector<Transfer> transfersOf(const Algorithm& a) {
-  std::map<std::pair<int, int>, long long> chunks;
-  for (const RankProgram& p : a.ranks) {
-    for (const Threadblock& tb : p.threadblocks) {
-      if (tb.send_peer < 0) continue;
-      for (const Step& s : tb.steps) {
-        if (opSends(s.type)) chunks[{p.rank, tb.send_peer}] += s.count;
-      }
-    }
-  }
-  std::vector<Transfer> out;
-  for (const auto& [pair, n] : chunks) out.push_back(Transfer{pair.first, pair.second, n, std::nullopt});
-  return out;
-}
-
 Result<TopologyCheck> checkTopology(const Algorithm& a, const std::string& spec) {
-  std::error_code ec;
-  std::string path = spec;
-  if (!std::filesystem::exists(spec, ec)) {
-    Result<std::string> shipped = findShippedTopology(spec);
-    if (!shipped) {
-      return notFound(
-          fmt::format("{}: no such file, and not a shipped topology ({})", spec, shipped.status().message()));
-    }
-    path = *shipped;
-  }
-  BRAID_ASSIGN_OR_RETURN(Topology topo, loadTopology(path));
+  BRAID_ASSIGN_OR_RETURN(Topology topo, loadTopologyOrShipped(spec));
   TopologyCheck check;
   check.name = topo.name;
-  check.path = path;
+  check.path = topo.source;
   check.gpus = topo.numGpus();
   check.gpu_count_matches = check.gpus == a.num_ranks;
-  check.transfers = transfersOf(a);
+  check.transfers = algorithmTransfers(a, &topo);
   bool all_routed = true;
-  for (Transfer& t : check.transfers) {
-    if (t.src < check.gpus && t.dst < check.gpus) t.route = topo.route(t.src, t.dst);
-    if (!t.route) all_routed = false;
-  }
+  for (const Transfer& t : check.transfers) all_routed = all_routed && t.route.has_value();
   check.ok = check.gpu_count_matches && all_routed;
   return check;
 }

@@ -174,4 +174,15 @@ Result<std::string> findShippedTopology(const std::string& name) {
                               searched.empty() ? "nothing" : searched, names.empty() ? "none" : names));
 }
 
+Result<Topology> loadTopologyOrShipped(const std::string& file_or_name) {
+  std::error_code ec;
+  if (std::filesystem::exists(file_or_name, ec)) return loadTopology(file_or_name);
+  Result<std::string> shipped = findShippedTopology(file_or_name);
+  if (!shipped) {
+    return notFound(
+        fmt::format("{}: no such file, and not a shipped topology ({})", file_or_name, shipped.status().message()));
+  }
+  return loadTopology(*shipped);
+}
+
 }  // namespace braid

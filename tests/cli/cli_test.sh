@@ -115,9 +115,27 @@ for spec in ring:allgather ring:reducescatter ring:allreduce ring:alltoall direc
 done
 expect_rc 0 "algo hierarchical on dgx-a100-x2" -- "$braid" algo hierarchical --coll allreduce --topology dgx-a100-x2 -o "$tmp/h.json"
 expect_rc 0 "verify Braid JSON" -- "$braid" verify "$tmp/h.json" --topology dgx-a100-x2
-expect_rc 1 "tree does not do allgather" -- "$braid" algo tree --coll allgather -n 4 -o "$tmp/x.xml"
+# Requests that cannot be satisfied as asked are usage errors (2); nothing is written.
+expect_rc 2 "tree does not do allgather" -- "$braid" algo tree --coll allgather -n 4 -o "$tmp/x.xml"
 [ ! -e "$tmp/x.xml" ] && ok || fail "a refused algo left an output file"
+expect_rc 2 "unknown collective" -- "$braid" algo ring --coll foo -n 4
+expect_rc 2 "unknown protocol" -- "$braid" algo ring --coll allgather -n 4 --proto XYZ
+expect_rc 2 "negative channels" -- "$braid" algo ring --coll allgather -n 4 --channels -1
+expect_rc 2 "zero ranks" -- "$braid" algo ring --coll allgather -n 0
+expect_rc 2 "rank count differs from topology" -- "$braid" algo ring --coll allgather -n 4 -t dgx1-v100
 expect_rc 1 "hierarchical without topology" -- "$braid" algo hierarchical --coll allreduce -n 8
+# Three nodes with no network between them: no algorithm may claim to run there.
+cat >"$tmp/nonet.yaml" <<'YAML'
+name: nonet
+templates:
+  t:
+    gpus: 2
+    links: [{a: gpu0, b: gpu1, kind: nvlink, bandwidth: 10, alpha: 1}]
+nodes: {template: t, count: 3}
+YAML
+expect_rc 1 "hierarchical on disconnected nodes" -- "$braid" algo hierarchical --coll allreduce -t "$tmp/nonet.yaml" -o "$tmp/nonet.xml"
+[ ! -e "$tmp/nonet.xml" ] && ok || fail "an unplaceable algorithm was written"
+grep -q "no route" "$tmp/err" && ok || fail "placement error does not say which transfers have no route"
 
 # The README's main job.
 (cd "$tmp" && "$braid" demo >demo.out 2>demo.err) && ok || fail "demo: $(head -3 "$tmp/demo.err")"
