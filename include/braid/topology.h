@@ -126,6 +126,10 @@ std::string describeTopology(const Topology& topology);
 /// SVG picture of GPUs, switches, NICs and links.
 std::string drawTopologySvg(const Topology& topology);
 
+/// loadTopology(path) when `file_or_name` is an existing file, otherwise the shipped topology of that
+/// name (findShippedTopology). kNotFound names both possibilities when neither exists.
+Result<Topology> loadTopologyOrShipped(const std::string& file_or_name);
+
 /// Shipped topologies by name (e.g. "dgx1-v100", "dgx-a100-x2"): looks in the topologies/
 /// directory (BRAID_TOPOLOGY_DIR, then the install and source locations).
 Result<std::string> findShippedTopology(const std::string& name);
