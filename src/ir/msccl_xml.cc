@@ -95,6 +95,34 @@ std::optional<int64_t> parseInt64(std::string_view s, bool* overflow) {
   return static_cast<int64_t>(magnitude);
 }
 
+// Byte offset of the second occurrence of attribute `name` in the start tag of the element at `offset` (pugixml's
+// offset of the element), scanned from the raw text; `offset` itself when the scan does not find it. pugixml keeps
+// repeated attributes and attribute() returns the first, so the reader looks for them itself.
+ptrdiff_t secondAttributeOffset(std::string_view text, ptrdiff_t offset, std::string_view name) {
+  if (offset < 0 || static_cast<size_t>(offset) >= text.size()) return offset;
+  size_t i = static_cast<size_t>(offset);
+  auto space = [&](size_t k) { return text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r'; };
+  if (text[i] == '<') ++i;
+  while (i < text.size() && !space(i) && text[i] != '/' && text[i] != '>') ++i;  // element name
+  int seen = 0;
+  while (i < text.size()) {
+    while (i < text.size() && space(i)) ++i;
+    if (i >= text.size() || text[i] == '/' || text[i] == '>') break;
+    const size_t name_start = i;
+    while (i < text.size() && !space(i) && text[i] != '=' && text[i] != '/' && text[i] != '>') ++i;
+    if (text.substr(name_start, i - name_start) == name && ++seen == 2) return static_cast<ptrdiff_t>(name_start);
+    while (i < text.size() && space(i)) ++i;
+    if (i >= text.size() || text[i] != '=') break;
+    ++i;
+    while (i < text.size() && space(i)) ++i;
+    if (i >= text.size() || (text[i] != '"' && text[i] != '\'')) break;
+    const size_t close = text.find(text[i], i + 1);
+    if (close == std::string_view::npos) break;
+    i = close + 1;
+  }
+  return offset;
+}
+
 class Reader {
  public:
   Reader(const std::string& text, const std::string& filename) : text_(text), file_(filename), lines_(text) {}
@@ -159,6 +187,7 @@ class Reader {
     return Status::ok();
   }
 
+  Status rejectDuplicateAttributes(const pugi::xml_document& doc) const;
   Status readHeader(const pugi::xml_node& algo, Algorithm* alg);
   Status readGpu(const pugi::xml_node& gpu, Algorithm* alg, std::vector<bool>* seen);
   Status readThreadblock(const pugi::xml_node& tb_node, int rank, const Algorithm& alg, Threadblock* tb);
@@ -176,6 +205,7 @@ Result<Algorithm> Reader::read() {
   if (!parsed) {
     return parseError(file_, lines_.line(parsed.offset), "", fmt::format("malformed XML: {}", parsed.description()));
   }
+  BRAID_RETURN_IF_ERROR(rejectDuplicateAttributes(doc));
   pugi::xml_node algo = doc.document_element();
   if (!algo) return parseError(file_, 0, "", "no XML element found (expected <algo>)");
   if (std::string_view(algo.name()) != "algo") {
@@ -204,6 +234,32 @@ Result<Algorithm> Reader::read() {
     alg.notes.push_back(fmt::format("ignored unknown element <{}> (both MSCCL runtimes skip it)", name));
   }
   return alg;
+}
+
+// Duplicate attributes make XML not well-formed (XML 1.0 §3.1, "Unique Att Spec"). Every element is checked, in
+// document order, the ones the reader skips included; the error names the line of the second occurrence.
+Status Reader::rejectDuplicateAttributes(const pugi::xml_document& doc) const {
+  pugi::xml_node node = doc.first_child();
+  while (node) {
+    if (node.type() == pugi::node_element) {
+      std::set<std::string_view> names;
+      for (pugi::xml_attribute a : node.attributes()) {
+        if (names.insert(a.name()).second) continue;
+        const int line = lines_.line(secondAttributeOffset(text_, node.offset_debug(), a.name()));
+        return parseError(file_, line, field(node, a.name()),
+                          fmt::format("appears twice (\"{}\" and \"{}\"): duplicate attributes make the XML not "
+                                      "well-formed",
+                                      node.attribute(a.name()).value(), a.value()));
+      }
+    }
+    if (node.first_child()) {
+      node = node.first_child();
+      continue;
+    }
+    while (node && !node.next_sibling()) node = node.parent();
+    if (node) node = node.next_sibling();
+  }
+  return Status::ok();
 }
 
 Status Reader::readHeader(const pugi::xml_node& algo, Algorithm* alg) {

@@ -9,12 +9,17 @@
 //   NET     speed (Mb/s) / 8000 GB/s, speed ≤ 0 ⇒ 10000 Mb/s;
 //   SYS     inter-socket bandwidth by CPU: Intel model ≥ 0xCF 40 (ERP), ≥ 0x8F 22 (SRP), ≥ 0x55 10 (SKL),
 //           else 6 (BDW); AMD 16; POWER9 32; ARM 6.
+// GPU ranks: a full dump's <gpu rank>; a hint file has no <gpu> elements, so its GPUs (<pci class="0x03....">) are
+// ranked by PCI bus id (domain, bus, device, function, numerically), the order of CUDA_DEVICE_ORDER=PCI_BUS_ID,
+// nvidia-smi and launchers; its NICs (class 0x02....) are numbered nic0.. the same way. Duplicate attributes are
+// rejected (not well-formed XML) with file, line, element and attribute.
 // Per-link latencies (µs) split NCCL's LL hardware latencies (§4.2: NVLink 0.6, PCI 1.0, NET 2.7) evenly over
 // the two hops of a typical path (GPU-switch-GPU), so a whole path costs what NCCL charges for it.
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cstdint>
 #include <cstdlib>
@@ -169,12 +174,67 @@ std::string normalizeBusId(const std::string& raw) {
   return s;
 }
 
-// GPU product names for PCI device ids that appear in the corpus (../shared/realcases/README.md §1).
+// Numeric PCI address (domain, bus, device, function) of a bus id "dddd:bb:dd.f" or "bb:dd.f" (hex fields).
+// nullopt when the id is empty or malformed.
+std::optional<std::array<unsigned long long, 4>> parseBusId(const std::string& raw) {
+  const std::string s = lower(trim(raw));
+  std::array<unsigned long long, 4> out{0, 0, 0, 0};
+  std::vector<std::string> fields;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i) {
+    if (i == s.size() || s[i] == ':' || s[i] == '.') {
+      fields.push_back(s.substr(start, i - start));
+      start = i + 1;
+    }
+  }
+  // "dddd:bb:dd.f" gives 4 fields, "bb:dd.f" 3; the last separator must be '.' and the others ':'.
+  const size_t dot = s.rfind('.');
+  if ((fields.size() != 4 && fields.size() != 3) || dot == std::string::npos || s.find(':', dot) != std::string::npos ||
+      std::count(s.begin(), s.end(), '.') != 1) {
+    return std::nullopt;
+  }
+  const size_t first = 4 - fields.size();
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const std::string& f = fields[i];
+    if (f.empty() || f.size() > 8) return std::nullopt;
+    for (char c : f) {
+      if (!std::isxdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    }
+    out[first + i] = std::stoull(f, nullptr, 16);
+  }
+  return out;
+}
+
+// Orders hint-file devices as CUDA (CUDA_DEVICE_ORDER=PCI_BUS_ID), nvidia-smi and launchers number them: by PCI
+// domain, bus, device and function; devices whose bus id is missing or unreadable follow in document order.
+// Returns how many had no readable bus id.
+template <typename Item>
+int sortByBusId(std::vector<Item*>& items) {
+  int unreadable = 0;
+  std::vector<std::pair<std::optional<std::array<unsigned long long, 4>>, Item*>> keyed;
+  for (Item* item : items) {
+    keyed.emplace_back(parseBusId(item->raw_busid), item);
+    if (!keyed.back().first) ++unreadable;
+  }
+  std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) {
+    if (a.first.has_value() != b.first.has_value()) return a.first.has_value();
+    return a.first.has_value() && *a.first < *b.first;
+  });
+  for (size_t i = 0; i < items.size(); ++i) items[i] = keyed[i].second;
+  return unreadable;
+}
+
+// GPU product names for PCI device ids (NVIDIA, pci.ids): those in the corpus (../shared/realcases/README.md §1)
+// plus the SXM parts of the machines the shipped topologies model.
 std::string gpuModelFromDevice(long long device, int sm) {
   switch (device) {
+    case 0x1db1: return "V100-SXM2-16GB";
+    case 0x1db5: return "V100-SXM2-32GB";
+    case 0x1db8: return "V100-SXM3-32GB";
     case 0x20b0: return "A100-SXM4-40GB";
     case 0x20b2: return "A100-SXM4-80GB";
     case 0x20b5: return "A100-PCIE-80GB";
+    case 0x2330: return "H100-SXM5-80GB";
     case 0x2324: return "H800";
     case 0x26ba: return "L20";
     case 0x2684: return "RTX-4090";
@@ -183,6 +243,50 @@ std::string gpuModelFromDevice(long long device, int sm) {
     default: break;
   }
   return sm > 0 ? fmt::format("sm{}", sm) : std::string();
+}
+
+// Shipped topology whose NVLink graph matches GPUs of this PCI device id; empty when none does (PCIe cards, H800
+// with 8 NVLinks, unknown ids). topologies/README.md describes the models.
+std::string nvlinkModelForDevice(long long device) {
+  switch (device) {
+    case 0x1db1:  // V100-SXM2: DGX-1 hybrid cube-mesh
+    case 0x1db5: return "topologies/dgx1-v100.yaml or topologies/ndv2-x1.yaml";
+    case 0x1db8: return "topologies/dgx2-x1.yaml";  // V100-SXM3: DGX-2 NVSwitch
+    case 0x20b0:
+    case 0x20b2: return "topologies/dgx-a100-x1.yaml";  // A100-SXM4: NVSwitch, 12 NVLinks
+    case 0x2330: return "topologies/dgx-h100-x1.yaml";  // H100-SXM5: NVSwitch, 18 NVLinks
+    default: return "";
+  }
+}
+
+// Duplicate attributes make XML not well-formed (XML 1.0 §3.1, "Unique Att Spec"); pugixml keeps them all and
+// attribute() returns the first, so they are looked for here. `offset` is the element's offset in `text`; the
+// start tag is scanned from there for the byte offset of the second occurrence of `name`.
+std::ptrdiff_t secondAttributeOffset(const std::string& text, std::ptrdiff_t offset, const std::string& name) {
+  if (offset < 0 || static_cast<size_t>(offset) >= text.size()) return offset;
+  size_t i = static_cast<size_t>(offset);
+  if (text[i] == '<') ++i;
+  auto space = [&](size_t k) { return std::isspace(static_cast<unsigned char>(text[k])) != 0; };
+  while (i < text.size() && !space(i) && text[i] != '/' && text[i] != '>') ++i;  // element name
+  int seen = 0;
+  while (i < text.size()) {
+    while (i < text.size() && space(i)) ++i;
+    if (i >= text.size() || text[i] == '/' || text[i] == '>') break;
+    const size_t name_start = i;
+    while (i < text.size() && !space(i) && text[i] != '=' && text[i] != '/' && text[i] != '>') ++i;
+    if (text.compare(name_start, i - name_start, name) == 0 && i - name_start == name.size() && ++seen == 2) {
+      return static_cast<std::ptrdiff_t>(name_start);
+    }
+    while (i < text.size() && space(i)) ++i;
+    if (i >= text.size() || text[i] != '=') break;
+    ++i;
+    while (i < text.size() && space(i)) ++i;
+    if (i >= text.size() || (text[i] != '"' && text[i] != '\'')) break;
+    const size_t close = text.find(text[i], i + 1);
+    if (close == std::string::npos) break;
+    i = close + 1;
+  }
+  return offset;
 }
 
 bool looksVirtualNetName(const std::string& name) {
@@ -225,6 +329,15 @@ struct NetInfo {
   bool from_hint = false;
 };
 
+// A hint-file NIC waiting to be added once every NIC's bus id is known.
+struct PendingNic {
+  const NetInfo* net = nullptr;
+  std::string raw_busid;
+  int parent = -1;
+  double up_gbps = 0;
+  int numa = -1;
+};
+
 enum class ItemKind { kBridge, kGpu, kNic, kOther };
 
 struct PciItem {
@@ -234,6 +347,7 @@ struct PciItem {
   ItemKind kind = ItemKind::kOther;
   double up_gbps = 0;  // PCIe link to the parent
   std::string model;
+  long long device = -1;  // PCI device id, -1 when not given
   bool has_gpu_element = false;
   GpuInfo gpu;
   std::vector<NetInfo> nets;
@@ -260,6 +374,7 @@ class XmlImporter {
       return parseError(filename_, lines_.line(parsed.offset), "xml",
                         fmt::format("malformed XML: {}", parsed.description()));
     }
+    BRAID_RETURN_IF_ERROR(rejectDuplicateAttributes(doc));
     const pugi::xml_node root = doc.document_element();
     if (!root) return parseError(filename_, 0, "system", "no root element: expected <system version=\"1\">");
     const std::string root_name = root.name();
@@ -321,6 +436,33 @@ class XmlImporter {
 
  private:
   int lineOf(const pugi::xml_node& node) const { return lines_.line(node.offset_debug()); }
+
+  // Every element of the document, in document order: the first attribute name that appears twice is an error
+  // naming the file, the line of its second occurrence, the element and the attribute.
+  Status rejectDuplicateAttributes(const pugi::xml_document& doc) const {
+    pugi::xml_node node = doc.first_child();
+    while (node) {
+      if (node.type() == pugi::node_element) {
+        std::set<std::string> names;
+        for (pugi::xml_attribute a : node.attributes()) {
+          if (names.insert(a.name()).second) continue;
+          const std::string first = node.attribute(a.name()).value();
+          return parseError(filename_, lines_.line(secondAttributeOffset(text_, node.offset_debug(), a.name())),
+                            a.name(),
+                            fmt::format("<{}> has attribute '{}' twice (\"{}\" and \"{}\"): duplicate attributes make "
+                                        "the XML not well-formed",
+                                        node.name(), a.name(), first, a.value()));
+        }
+      }
+      if (node.first_child()) {
+        node = node.first_child();
+        continue;
+      }
+      while (node && !node.next_sibling()) node = node.parent();
+      if (node) node = node.next_sibling();
+    }
+    return Status::ok();
+  }
 
   Status integerAttr(const pugi::xml_node& node, const char* attr, long long* out) const {
     auto v = parseInteger(node.attribute(attr).value());
@@ -611,6 +753,7 @@ class XmlImporter {
       notes_.add("<pci> without class and without <gpu>/<nic> child: device type unknown, ignored",
                  fmt::format("line {}", item.line));
     }
+    item.device = device;
     if (item.kind == ItemKind::kGpu) item.model = gpuModelFromDevice(device, item.gpu.sm);
     return Status::ok();
   }
@@ -660,9 +803,8 @@ class XmlImporter {
   }
 
   void addNic(const NetInfo& net, int parent, double up_gbps, int numa) {
-    const std::string base = net.from_hint ? fmt::format("nic{}", nic_count_) : net.name;
+    const std::string base = net.from_hint ? fmt::format("nic{}", hint_nic_count_++) : net.name;
     const int v = topo_.addVertex(VertexKind::kNic, node_, uniqueName(base));
-    ++nic_count_;
     topo_.vertices[v].numa = numa;
     topo_.addDuplexLink(v, parent, LinkKind::kPcie, up_gbps, kPcieHopAlphaUs);
     if (net.from_hint) {
@@ -710,12 +852,39 @@ class XmlImporter {
           notes_.add("multi-port NICs: every port is one NIC and the ports share the device's PCIe link",
                      fmt::format("{} ports at line {}", item.nets.size(), item.line));
         }
-        for (const NetInfo& net : item.nets) addNic(net, parent, item.up_gbps, numa);
+        for (const NetInfo& net : item.nets) {
+          if (net.from_hint) {
+            pending_hint_nics_.push_back({&net, item.raw_busid, parent, item.up_gbps, numa});
+          } else {
+            addNic(net, parent, item.up_gbps, numa);
+          }
+        }
         break;
       }
       case ItemKind::kOther: break;
     }
     for (const PciItem& child : item.children) buildItem(child, parent, numa);
+  }
+
+  // Which built-in NVLink model fits the hint file's GPUs, from their PCI device ids.
+  static std::string hintNvlinkNote(const std::vector<PciItem*>& gpus) {
+    std::set<long long> devices;
+    for (const PciItem* item : gpus) devices.insert(item->device);
+    const std::string head = "no NVLink info in this hint file; NVLink comes from detection or a built-in model";
+    const std::string tail = "; this topology has PCIe links only";
+    if (devices.size() != 1) {
+      return head + " matching the GPUs (they have different PCI device ids, so no single model fits)" + tail;
+    }
+    const long long device = *devices.begin();
+    if (device < 0) {
+      return head + " matching the GPU (the file gives no PCI device id, so no specific model is suggested)" + tail;
+    }
+    const std::string model = gpuModelFromDevice(device, 0);
+    const std::string file = nvlinkModelForDevice(device);
+    const std::string what = model.empty() ? fmt::format("PCI device {:#06x}", device)
+                                           : fmt::format("{} (PCI device {:#06x})", model, device);
+    if (file.empty()) return head + fmt::format(" matching the GPU; none is built in for {}", what) + tail;
+    return head + fmt::format(" matching the GPU: {}, so {}", what, file) + tail;
   }
 
   Result<Topology> build() {
@@ -724,7 +893,7 @@ class XmlImporter {
     topo_.source = filename_;
     node_ = topo_.addNode("node0");
 
-    // GPUs first, in rank order (full dump) or document order (hint file), so vertex ranks are dense.
+    // GPUs first, in rank order (full dump) or PCI bus-id order (hint file), so vertex ranks are dense.
     std::vector<PciItem*> gpus = hint_mode_ ? hint_gpus_ : full_gpus_;
     if (!hint_mode_) {
       std::stable_sort(gpus.begin(), gpus.end(),
@@ -741,12 +910,24 @@ class XmlImporter {
                                gpus.front()->gpu.rank, gpus.back()->gpu.rank, gpus.size() - 1));
       }
     } else {
+      const std::vector<PciItem*> document_order = gpus;
+      const int unreadable = sortByBusId(gpus);
       notes_.add(fmt::format(
-          "hint file (NCCL_TOPO_FILE): no <gpu> elements; {} GPUs taken from <pci> class 0x03.... in document order",
+          "hint file (NCCL_TOPO_FILE): no <gpu> elements; {} GPUs taken from <pci> class 0x03.... and ranked by "
+          "PCI bus id (domain:bus:device.function, numerically), as CUDA with CUDA_DEVICE_ORDER=PCI_BUS_ID, "
+          "nvidia-smi and launchers number them",
           gpus.size()));
-      notes_.add(
-          "no NVLink info in this hint file; NVLink comes from detection or a built-in model, e.g. "
-          "topologies/ndv2-x1.yaml; this topology has PCIe links only");
+      if (gpus != document_order) {
+        std::string order;
+        for (size_t r = 0; r < gpus.size(); ++r)
+          order += fmt::format("{}gpu{}={}", r ? ", " : "", r, gpus[r]->raw_busid.empty() ? "?" : gpus[r]->raw_busid);
+        notes_.add("GPU ranks differ from the file's document order", order);
+      }
+      for (size_t r = gpus.size() - static_cast<size_t>(unreadable); r < gpus.size(); ++r) {
+        notes_.add("GPUs with a missing or unreadable bus id ranked last, in document order",
+                   gpus[r]->raw_busid.empty() ? fmt::format("line {}", gpus[r]->line) : gpus[r]->raw_busid);
+      }
+      notes_.add(hintNvlinkNote(gpus));
     }
     std::set<std::string> seen_busids;
     for (PciItem* item : gpus) {
@@ -795,6 +976,13 @@ class XmlImporter {
         addNic(net, cpu_vertex[i], net.gbps, numa);
       }
     }
+    // Hint-file NICs (class 0x02....) are numbered nic0, nic1, ... by PCI bus id, as the GPUs are, so that GPU i
+    // and NIC i of a rail-paired machine (NDv4: 0001 with 0101, ...) line up.
+    std::vector<PendingNic*> hint_nics;
+    for (PendingNic& p : pending_hint_nics_) hint_nics.push_back(&p);
+    sortByBusId(hint_nics);
+    if (hint_nics.size() > 1) notes_.add("hint-file NICs numbered nic0.. by PCI bus id, as the GPUs are ranked");
+    for (const PendingNic* p : hint_nics) addNic(*p->net, p->parent, p->up_gbps, p->numa);
     if (cpus_.size() == 1 && gpus.size() > 4) {
       notes_.add(
           fmt::format("all {} GPUs sit under one <cpu> (NUMA node); on a 2-socket machine the inter-socket "
@@ -925,7 +1113,8 @@ class XmlImporter {
   Topology topo_;
   int node_ = -1;
   int net_switch_ = -1;
-  int nic_count_ = 0;
+  int hint_nic_count_ = 0;
+  std::vector<PendingNic> pending_hint_nics_;
   std::set<std::string> used_names_;
   std::map<const PciItem*, int> gpu_vertex_;
   std::map<std::string, int> gpu_by_busid_;

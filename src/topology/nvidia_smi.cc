@@ -14,6 +14,15 @@
 // lanes per GPU. The matrix carries no bandwidths: the GPU generation is inferred from the NVLink lane count
 // per GPU and NCCL's per-lane and PCIe constants are used (../shared/reference/nccl_plugins.md §4.5); every
 // such assumption is recorded in Topology::notes.
+//
+// Inter-socket (SYS) bandwidth: the matrix never names the CPU, so the CPU of NVIDIA's reference machine for the
+// inferred GPU generation is assumed and NCCL's per-CPU QPI/UPI/xGMI constant used (§4.5: BDW 6, SKL 10, SRP 22,
+// AMD 16): P100 and V100 with direct NVLinks = DGX-1 (Xeon E5-2698 v4, Broadwell) 6; V100 on NVSwitch = DGX-2
+// (Xeon Platinum 8168, Skylake) 10; A100 = DGX A100 (EPYC 7742) 16; H100/H800 = DGX H100 (Xeon Platinum 8480C,
+// Sapphire Rapids) 22. The shipped topologies/dgx1-v100.yaml, dgx2-x1.yaml, dgx-a100-x1.yaml and dgx-h100-x1.yaml
+// use the same values. When the generation is not recognised (PCIe only, NV4 bridges, odd lane counts) no
+// machine is implied and NCCL's Skylake class (10; it also covers Ice Lake, Intel's first PCIe Gen4 CPU) is
+// assumed. The note names the CPU; cloud machines of one GPU generation may differ (NDv2: Skylake, 10).
 
 #include <fmt/format.h>
 
@@ -39,7 +48,6 @@ constexpr double kNvlinkDirectAlphaUs = 0.6;  // NCCL hwLat NVLink (LL) for a di
 constexpr double kNvswitchHopAlphaUs = 0.3;   // half of it per GPU-NVSwitch hop
 constexpr double kPcieHopAlphaUs = 0.5;       // half of NCCL's PCI hwLat (1.0) per hop
 constexpr double kSysAlphaUs = 1.0;
-constexpr double kDefaultSysGbps = 10.0;   // NCCL's Skylake QPI value; the CPU is not in the matrix
 constexpr int kMaxNvlinkPortsPerGpu = 18;  // H100/B200 have 18 NVLink ports, no GPU has more
 
 // Relation levels; larger = farther.
@@ -140,38 +148,72 @@ class DisjointSets {
   std::vector<int> parent_;
 };
 
-// GPU generation guessed from NVLink lanes per GPU: per-lane NVLink and x16 PCIe bandwidth (GB/s).
+// NCCL's inter-socket bandwidths by CPU (nccl@2.28.9 src/graph/topo.h; nccl_plugins.md §4.5), GB/s.
+constexpr double kBroadwellSysGbps = 6.0;
+constexpr double kSkylakeSysGbps = 10.0;
+constexpr double kSapphireRapidsSysGbps = 22.0;
+constexpr double kAmdSysGbps = 16.0;
+
+// CPU assumed for the inter-socket link and NCCL's bandwidth for it.
+struct CpuGuess {
+  std::string what;
+  double sys_gbps;
+};
+
+// GPU generation guessed from NVLink lanes per GPU: per-lane NVLink and x16 PCIe bandwidth (GB/s), and the CPU of
+// the reference machine of that generation.
 struct Generation {
   std::string what;
   double lane_gbps;
   double pcie_gbps;
+  CpuGuess cpu;
 };
+
+const CpuGuess kDgx1Cpu{"Intel Xeon E5-2698 v4 (Broadwell) of the DGX-1: 6 GB/s (NCCL BDW)", kBroadwellSysGbps};
+const CpuGuess kDgx2Cpu{"Intel Xeon Platinum 8168 (Skylake) of the DGX-2: 10 GB/s (NCCL SKL)", kSkylakeSysGbps};
+const CpuGuess kDgxA100Cpu{"AMD EPYC 7742 of the DGX A100: 16 GB/s (NCCL AMD)", kAmdSysGbps};
+const CpuGuess kDgxH100Cpu{"Intel Xeon Platinum 8480C (Sapphire Rapids) of the DGX H100: 22 GB/s (NCCL SRP)",
+                           kSapphireRapidsSysGbps};
+const CpuGuess kUnknownCpu{
+    "no reference machine for this GPU generation: 10 GB/s (NCCL's Skylake class, which also covers Ice Lake)",
+    kSkylakeSysGbps};
 
 Generation inferGeneration(int lanes_per_gpu, int max_pair_lanes, bool nvswitch) {
   // NCCL per-lane: SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6; PCIe x16: Gen3 12, Gen4 24, Gen5 48.
-  if (lanes_per_gpu == 0) return {"no NVLink in the matrix: PCIe assumed Gen4 x16 (24 GB/s)", 20.0, 24.0};
+  if (lanes_per_gpu == 0) {
+    return {"no NVLink in the matrix: PCIe assumed Gen4 x16 (24 GB/s)", 20.0, 24.0, kUnknownCpu};
+  }
   if (lanes_per_gpu == 4 && max_pair_lanes == 1) {
-    return {"4 single NVLinks per GPU looks like P100 (SM60): 18 GB/s per lane, PCIe Gen3 x16 (12 GB/s)", 18.0, 12.0};
+    return {"4 single NVLinks per GPU looks like P100 (SM60): 18 GB/s per lane, PCIe Gen3 x16 (12 GB/s)", 18.0, 12.0,
+            kDgx1Cpu};
   }
   if (lanes_per_gpu == 6) {
-    return {"6 NVLinks per GPU looks like V100 (SM70): 20 GB/s per lane, PCIe Gen3 x16 (12 GB/s)", 20.0, 12.0};
+    if (nvswitch) {
+      return {
+          "6 NVLinks per GPU into an NVSwitch looks like V100 in a DGX-2 (SM70): 20 GB/s per lane, PCIe Gen3 "
+          "x16 (12 GB/s)",
+          20.0, 12.0, kDgx2Cpu};
+    }
+    return {"6 NVLinks per GPU looks like V100 (SM70): 20 GB/s per lane, PCIe Gen3 x16 (12 GB/s)", 20.0, 12.0,
+            kDgx1Cpu};
   }
   if (lanes_per_gpu == 4 && !nvswitch) {
     return {"NV4 bridges look like Ampere workstation GPUs (SM86): 12 GB/s per lane, PCIe Gen4 x16 (24 GB/s)", 12.0,
-            24.0};
+            24.0, kUnknownCpu};
   }
   if (lanes_per_gpu == 12) {
-    return {"12 NVLinks per GPU looks like A100 (SM80): 20 GB/s per lane, PCIe Gen4 x16 (24 GB/s)", 20.0, 24.0};
+    return {"12 NVLinks per GPU looks like A100 (SM80): 20 GB/s per lane, PCIe Gen4 x16 (24 GB/s)", 20.0, 24.0,
+            kDgxA100Cpu};
   }
   if (lanes_per_gpu == 18 || (lanes_per_gpu == 8 && nvswitch)) {
     return {fmt::format("{} NVLinks per GPU looks like H100/H800 (SM90): 20.6 GB/s per lane, PCIe Gen5 x16 (48 GB/s)",
                         lanes_per_gpu),
-            20.6, 48.0};
+            20.6, 48.0, kDgxH100Cpu};
   }
   return {fmt::format("GPU generation not recognised from {} NVLinks per GPU: 20 GB/s per lane (NCCL's SM80 value) and "
                       "PCIe Gen4 x16 (24 GB/s) assumed",
                       lanes_per_gpu),
-          20.0, 24.0};
+          20.0, 24.0, kUnknownCpu};
 }
 
 class SmiImporter {
@@ -516,12 +558,14 @@ class SmiImporter {
     }
     for (size_t a = 0; a < cpu_vertex.size(); ++a) {
       for (size_t b = a + 1; b < cpu_vertex.size(); ++b) {
-        topo_.addDuplexLink(cpu_vertex[a], cpu_vertex[b], LinkKind::kSys, kDefaultSysGbps, kSysAlphaUs);
+        topo_.addDuplexLink(cpu_vertex[a], cpu_vertex[b], LinkKind::kSys, gen_.cpu.sys_gbps, kSysAlphaUs);
       }
     }
     if (cpu_vertex.size() > 1) {
       notes_.push_back(
-          "CPU model is not in an nvidia-smi matrix: inter-socket (SYS) links assumed 10 GB/s (NCCL's Skylake value)");
+          "CPU model is not in an nvidia-smi matrix: inter-socket (SYS) links follow the CPU of the "
+          "reference machine for the GPU generation, " +
+          gen_.cpu.what);
     }
     for (size_t s = 0; s < socket_members.size(); ++s) {
       buildCluster(socket_members[s], kNode, cpu_vertex[s], topo_.vertices[cpu_vertex[s]].numa, false);

@@ -174,15 +174,61 @@ TEST(TopologyCorpusTest, XmlDetailsCheckedByHand) {
     const fs::path p = kRealcases / "topo" / name;
     return importNcclTopoXml(read(p), p.string());
   };
-  {  // RC-01: no NVLink info, said clearly.
+  {  // RC-01: no NVLink info, said clearly. No PCI device ids in the file: no specific model suggested.
     auto r = load("azure-ndv2-v100-topo.xml");
     ASSERT_TRUE(r.isOk());
     EXPECT_TRUE(hasNote(*r, "no NVLink info in this hint file; NVLink comes from detection or a built-in model"));
+    EXPECT_TRUE(hasNote(*r, "no specific model is suggested"));
     EXPECT_EQ(count(*r, VertexKind::kCpu), 2);
+    // Bus ids 0001..0008 are already in document order: gpu i = 000(i+1), GPU0-3 on NUMA 0.
+    for (int rank = 0; rank < 8; ++rank) {
+      EXPECT_EQ(r->vertices[r->gpuVertex(rank)].busid, "000" + std::to_string(rank + 1) + ":00:00.0");
+      EXPECT_EQ(r->vertices[r->gpuVertex(rank)].numa, rank < 4 ? 0 : 1);
+    }
+    EXPECT_TRUE(hasNote(*r, "ranked by PCI bus id"));
+    EXPECT_FALSE(hasNote(*r, "differ from the file's document order"));
+    // modelid="85" = 0x55: Skylake (NDv2's Xeon Platinum 8168), NCCL SKL 10 GB/s, as topologies/ndv2-x1.yaml.
+    EXPECT_DOUBLE_EQ(r->route(0, 4)->bandwidth_gbps, 10.0);
   }
-  {  // RC-02: each fake switch holds 2 GPUs and 2 NICs.
+  {  // RC-02: GPUs by bus id, not document order (0003, 0004, 0001, 0002, 000d, 000e, 000b, 000c); NICs too.
     auto r = load("azure-ndv4-a100-topo.xml");
     ASSERT_TRUE(r.isOk());
+    // Rail pairing, read off the file by hand: rank -> (bus id, switch, NUMA, NIC on that switch).
+    struct Rail {
+      std::string gpu_busid, sw;
+      int numa;
+      std::string nic;
+    };
+    const std::vector<Rail> rails = {
+        {"0001:00:00.0", "pcie_ffff:ff:02.0", 1, "nic0"},  // NIC 0101
+        {"0002:00:00.0", "pcie_ffff:ff:02.0", 1, "nic1"},  // NIC 0102
+        {"0003:00:00.0", "pcie_ffff:ff:01.0", 0, "nic2"},  // NIC 0103
+        {"0004:00:00.0", "pcie_ffff:ff:01.0", 0, "nic3"},  // NIC 0104
+        {"000b:00:00.0", "pcie_ffff:ff:04.0", 3, "nic4"},  // NIC 0105
+        {"000c:00:00.0", "pcie_ffff:ff:04.0", 3, "nic5"},  // NIC 0106
+        {"000d:00:00.0", "pcie_ffff:ff:03.0", 2, "nic6"},  // NIC 0107
+        {"000e:00:00.0", "pcie_ffff:ff:03.0", 2, "nic7"},  // NIC 0108
+    };
+    for (int rank = 0; rank < 8; ++rank) {
+      SCOPED_TRACE(rank);
+      const Vertex& g = r->vertices[r->gpuVertex(rank)];
+      EXPECT_EQ(g.name, "gpu" + std::to_string(rank));
+      EXPECT_EQ(g.busid, rails[rank].gpu_busid);
+      EXPECT_EQ(g.numa, rails[rank].numa);
+      EXPECT_EQ(pcieNeighbour(*r, g.id), rails[rank].sw);
+      const int nic = r->findVertex(rails[rank].nic);
+      ASSERT_GE(nic, 0);
+      EXPECT_EQ(pcieNeighbour(*r, nic), rails[rank].sw);
+      EXPECT_EQ(r->nodes[0].nics[rank], nic);  // local NIC order = bus-id order
+    }
+    EXPECT_TRUE(hasNote(*r,
+                        "gpu0=0001:00:00.0, gpu1=0002:00:00.0, gpu2=0003:00:00.0, gpu3=0004:00:00.0, "
+                        "gpu4=000b:00:00.0, gpu5=000c:00:00.0, gpu6=000d:00:00.0, gpu7=000e:00:00.0"));
+    // A100 machine: the V100 NDv2 model is not suggested; the file has no device ids, so none is.
+    EXPECT_FALSE(hasNote(*r, "ndv2-x1"));
+    EXPECT_TRUE(hasNote(*r, "no specific model is suggested"));
+    // AMD EPYC (vendor AuthenticAMD): NCCL AMD 16 GB/s between NUMA nodes.
+    EXPECT_DOUBLE_EQ(r->route(0, 2)->bandwidth_gbps, 16.0);
     std::map<std::string, std::pair<int, int>> per_switch;
     for (const Vertex& v : r->vertices) {
       if (v.kind == VertexKind::kGpu) ++per_switch[pcieNeighbour(*r, v.id)].first;
@@ -198,6 +244,19 @@ TEST(TopologyCorpusTest, XmlDetailsCheckedByHand) {
   {  // RC-03: 1:1 GPU-NIC per switch; PCIe Gen5 x16 = 48 GB/s.
     auto r = load("azure-ndv5-h100-topo.xml");
     ASSERT_TRUE(r.isOk());
+    // Bus-id order equals document order here: GPU 0001,0002,0003,0008 | 0009,000a,000b,000c with NIC 0101..0108
+    // on switch ffff:ff:0(i+1).0, so gpu i and nic i share a switch.
+    const std::vector<std::string> gpu_busids = {"0001:00:00.0", "0002:00:00.0", "0003:00:00.0", "0008:00:00.0",
+                                                 "0009:00:00.0", "000a:00:00.0", "000b:00:00.0", "000c:00:00.0"};
+    for (int rank = 0; rank < 8; ++rank) {
+      const std::string sw = "pcie_ffff:ff:0" + std::to_string(rank + 1) + ".0";
+      EXPECT_EQ(r->vertices[r->gpuVertex(rank)].busid, gpu_busids[rank]);
+      EXPECT_EQ(pcieNeighbour(*r, r->gpuVertex(rank)), sw) << rank;
+      EXPECT_EQ(pcieNeighbour(*r, r->findVertex("nic" + std::to_string(rank))), sw) << rank;
+    }
+    EXPECT_FALSE(hasNote(*r, "ndv2-x1"));
+    EXPECT_TRUE(hasNote(*r, "no specific model is suggested"));
+    EXPECT_DOUBLE_EQ(r->route(0, 4)->bandwidth_gbps, 22.0);  // modelid 143 = 0x8F: Sapphire Rapids, NCCL SRP
     for (int rank = 0; rank < 8; ++rank) {
       const std::string sw = pcieNeighbour(*r, r->gpuVertex(rank));
       int nics = 0;
@@ -214,6 +273,20 @@ TEST(TopologyCorpusTest, XmlDetailsCheckedByHand) {
     EXPECT_EQ(pcieNeighbour(*r, r->nodes[0].nics[0]), pcieNeighbour(*r, r->gpuVertex(0)));
     EXPECT_NE(pcieNeighbour(*r, r->gpuVertex(1)), pcieNeighbour(*r, r->gpuVertex(2)));
     EXPECT_DOUBLE_EQ(r->route(0, 1)->bandwidth_gbps, 12.0);
+    // Bus ids 10:1c 10:1d | 20:1c 20:1d | 90:1c 90:1d | a0:1c a0:1d (the file's "GPU 0".."GPU 7" comments);
+    // EFA NICs 10:1b, 20:1b, 90:1b, a0:1b: GPUs 2k and 2k+1 share switch k with nic k.
+    const std::vector<std::string> busids = {"0000:10:1c.0", "0000:10:1d.0", "0000:20:1c.0", "0000:20:1d.0",
+                                             "0000:90:1c.0", "0000:90:1d.0", "0000:a0:1c.0", "0000:a0:1d.0"};
+    for (int rank = 0; rank < 8; ++rank) {
+      EXPECT_EQ(r->vertices[r->gpuVertex(rank)].busid, busids[rank]);
+      EXPECT_EQ(pcieNeighbour(*r, r->gpuVertex(rank)), "pcie_ffff:ff:0" + std::to_string(rank / 2 + 1) + ".0");
+      EXPECT_EQ(pcieNeighbour(*r, r->findVertex("nic" + std::to_string(rank / 2))),
+                pcieNeighbour(*r, r->gpuVertex(rank)));
+    }
+    // device="0x20b0" on every GPU: A100-SXM4-40GB, so the DGX A100 model, not the V100 NDv2 one.
+    EXPECT_TRUE(hasNote(*r, "A100-SXM4-40GB (PCI device 0x20b0), so topologies/dgx-a100-x1.yaml"));
+    EXPECT_FALSE(hasNote(*r, "ndv2-x1"));
+    EXPECT_EQ(r->vertices[r->gpuVertex(0)].model, "A100-SXM4-40GB");
   }
   {  // RC-07 / BUG-07: 8 switch groups of 1 GPU + 4 NICs, all under one NUMA node (noted).
     auto r = load("aws-p5-48xl-topo-pr1226.xml");
@@ -311,6 +384,13 @@ TEST(TopologyCorpusTest, Dgx1MatrixGivesExactlyTheMatrixNvlinks) {
       }
     }
   }
+  // Inter-socket link: 6 NVLinks per GPU = V100 = DGX-1, whose CPUs are Xeon E5-2698 v4 (Broadwell): NCCL BDW
+  // 6 GB/s, the same value as topologies/dgx1-v100.yaml.
+  ASSERT_EQ(count(t, VertexKind::kCpu), 2);
+  for (const Link& l : t.links) {
+    if (l.kind == LinkKind::kSys) EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 6.0);
+  }
+  EXPECT_TRUE(hasNote(t, "Intel Xeon E5-2698 v4 (Broadwell) of the DGX-1: 6 GB/s (NCCL BDW)"));
   // The NIC (PIX to GPU2/3) shares their PCIe switch.
   const int nic = t.findVertex("mlx5_0");
   ASSERT_GE(nic, 0);
@@ -330,12 +410,36 @@ TEST(TopologyCorpusTest, SmiNumaAndNicLocality) {
   EXPECT_EQ(pcieNeighbour(*r, r->findVertex("mlx5_0")), pcieNeighbour(*r, r->gpuVertex(0)));
   EXPECT_EQ(pcieNeighbour(*r, r->findVertex("mlx5_2")), pcieNeighbour(*r, r->gpuVertex(3)));
   for (int nic : r->nodes[0].nics) EXPECT_NE(r->vertices[nic].numa, 2);
+  // NV12 = A100: the DGX A100's AMD EPYC 7742, NCCL AMD 16 GB/s on each of the 6 CPU pairs (both directions).
+  int sys_links = 0;
+  for (const Link& l : r->links) {
+    if (l.kind != LinkKind::kSys) continue;
+    ++sys_links;
+    EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 16.0);
+  }
+  EXPECT_EQ(sys_links, 12);
+  {
+    // p4d matrix: also NV12, so 16 (DGX A100). The real p4d has Intel Cascade Lake CPUs (NCCL SKL, 10, which its
+    // XML hint file RC-05 gives with modelid 85); the matrix cannot show that, and the note says which CPU it assumed.
+    const fs::path p4d = kRealcases / "smi" / "aws-p4d-24xl-nv12.txt";
+    auto q = importNvidiaSmiTopo(read(p4d), p4d.string());
+    ASSERT_TRUE(q.isOk());
+    EXPECT_EQ(count(*q, VertexKind::kCpu), 2);
+    for (const Link& l : q->links) {
+      if (l.kind == LinkKind::kSys) EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 16.0);
+    }
+    EXPECT_EQ(q->route(0, 4)->slowest_kind, LinkKind::kNvlink);  // GPU traffic takes the NVSwitch, not SYS
+    EXPECT_TRUE(hasNote(*q, "AMD EPYC 7742 of the DGX A100"));
+  }
   const fs::path l4 = kRealcases / "smi" / "pcie-8x-l4-phb-sys-2socket.txt";
   auto s = importNvidiaSmiTopo(read(l4), l4.string());
   ASSERT_TRUE(s.isOk());
   EXPECT_EQ(count(*s, VertexKind::kCpu), 2);
   EXPECT_EQ(s->route(0, 3)->slowest_kind, LinkKind::kPcie);
   EXPECT_EQ(s->route(3, 4)->slowest_kind, LinkKind::kSys);
+  // PCIe only: no GPU generation, no reference machine: NCCL's Skylake class, 10 GB/s.
+  EXPECT_DOUBLE_EQ(s->route(3, 4)->bandwidth_gbps, 10.0);
+  EXPECT_TRUE(hasNote(*s, "no reference machine for this GPU generation"));
 }
 
 TEST(TopologyCorpusTest, TacclSketchesAllRead) {

@@ -280,6 +280,71 @@ TEST(MscclXmlRead, ErrorsNameFileLineAndAttribute) {
   }
 }
 
+// Duplicate attributes make XML not well-formed: refused on every element, with the line of the second occurrence.
+TEST(MscclXmlRead, DuplicateAttributesAreRejected) {
+  const std::string good_step = stepXml("s", "0");
+  std::vector<BadCase> cases = {
+      {"ngpus twice on <algo> (the user's report: the first value used to win)",
+       header(" ngpus=\"3\"") + gpu0WithStep(good_step) + kGpu1,
+       {"bad.xml:1: <algo> attribute 'ngpus': appears twice (\"2\" and \"3\")", "not well-formed"}},
+      {"proto twice with the same value",
+       header(" proto=\"Simple\"") + gpu0WithStep(good_step) + kGpu1,
+       {"bad.xml:1: <algo> attribute 'proto': appears twice (\"Simple\" and \"Simple\")"}},
+      {"second occurrence on a later line of the start tag",
+       header("\n   coll=\"allreduce\"") + gpu0WithStep(good_step) + kGpu1,
+       {"bad.xml:2: <algo> attribute 'coll': appears twice (\"allgather\" and \"allreduce\")"}},
+      {"<gpu> i_chunks twice",
+       replaceAll(header() + gpu0WithStep(good_step) + kGpu1, "<gpu id=\"1\"", "<gpu id=\"1\" i_chunks=\"4\""),
+       {"bad.xml:7: <gpu> attribute 'i_chunks': appears twice (\"4\" and \"1\")"}},
+      {"<gpu> id twice",
+       header() + gpu0WithStep(good_step) + replaceAll(kGpu1, "id=\"1\"", "id=\"1\" id=\"0\""),
+       {"bad.xml:7: <gpu> attribute 'id': appears twice (\"1\" and \"0\")"}},
+      {"<tb> send twice",
+       header() + gpu0WithStep(good_step, "send=\"1\" recv=\"1\" chan=\"0\" send=\"-1\"") + kGpu1,
+       {"bad.xml:3: <tb> attribute 'send': appears twice (\"1\" and \"-1\")"}},
+      {"<step> srcoff twice",
+       header() + gpu0WithStep(stepXml("s", "0", " srcoff=\"1\"")) + kGpu1,
+       {"bad.xml:4: <step> attribute 'srcoff': appears twice (\"0\" and \"1\")"}},
+      {"value holding the name does not count",
+       header() + gpu0WithStep(stepXml("s", "0", " note='cnt=\"9\"' cnt=\"2\"")) + kGpu1,
+       {"bad.xml:4: <step> attribute 'cnt': appears twice (\"1\" and \"2\")"}},
+      {"<copy> o_off twice",
+       header() +
+           "  <gpu id=\"0\" i_chunks=\"1\" o_chunks=\"2\" s_chunks=\"0\">\n"
+           "    <copy i_off=\"0\" o_off=\"0\" o_off=\"1\"/>\n  </gpu>\n" +
+           kGpu1,
+       {"bad.xml:3: <copy> attribute 'o_off': appears twice (\"0\" and \"1\")"}},
+      {"element the reader skips",
+       header() + "  <meta key=\"a\" key=\"b\"/>\n" + gpu0WithStep(good_step) + kGpu1,
+       {"bad.xml:2: <meta> attribute 'key': appears twice (\"a\" and \"b\")"}},
+  };
+  for (const BadCase& c : cases) {
+    Result<Algorithm> r = readMscclXml(c.xml, "bad.xml");
+    ASSERT_FALSE(r.isOk()) << c.what << "\n" << c.xml;
+    EXPECT_EQ(r.status().code(), StatusCode::kParseError) << c.what;
+    for (const std::string& e : c.expect) {
+      EXPECT_NE(r.status().message().find(e), std::string::npos)
+          << c.what << ": expected '" << e << "' in: " << r.status().message();
+    }
+  }
+  // CRLF line ends and a byte order mark: same line.
+  std::string crlf;
+  for (char ch : header() + gpu0WithStep(stepXml("s", "0", "\n cnt=\"3\"")) + kGpu1) {
+    if (ch == '\n') crlf += '\r';
+    crlf += ch;
+  }
+  for (const std::string& text : {crlf, std::string("\xEF\xBB\xBF") + crlf}) {
+    Result<Algorithm> r = readMscclXml(text, "crlf.xml");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_NE(r.status().message().find("crlf.xml:5: <step> attribute 'cnt': appears twice (\"1\" and \"3\")"),
+              std::string::npos)
+        << r.status().message();
+  }
+  // The same attribute on different elements is fine, and the reader still loads the good file.
+  Result<Algorithm> ok = readMscclXml(header() + gpu0WithStep(good_step) + kGpu1, "ok.xml");
+  EXPECT_TRUE(ok.isOk()) << ok.status().toString();
+}
+
 // Windows line ends and a UTF-8 byte order mark do not shift the reported line.
 TEST(MscclXmlRead, LineNumbersWithCrLfAndBom) {
   std::string xml = header() + gpu0WithStep(stepXml("s", "zz")) + kGpu1;

@@ -259,10 +259,17 @@ TEST(NcclXmlTest, HintFileFakeBusIdsZeroVendorAndNvlinkUnknownNote) {
   ASSERT_TRUE(r.isOk()) << r.status().toString();
   const Topology& t = *r;
   ASSERT_EQ(t.numGpus(), 3);
-  // Document order: 0002 (under the switch), 0001, 0003.
-  EXPECT_EQ(t.vertices[t.gpuVertex(0)].busid, "0002:00:00.0");
-  EXPECT_EQ(t.vertices[t.gpuVertex(1)].busid, "0001:00:00.0");
+  // PCI bus-id order (document order is 0002, 0001, 0003): 0001, 0002 (under the switch), 0003.
+  EXPECT_EQ(t.vertices[t.gpuVertex(0)].busid, "0001:00:00.0");
+  EXPECT_EQ(t.vertices[t.gpuVertex(1)].busid, "0002:00:00.0");
   EXPECT_EQ(t.vertices[t.gpuVertex(2)].busid, "0003:00:00.0");
+  EXPECT_EQ(neighbourOf(t, "gpu1", LinkKind::kPcie), "pcie_ffff:ff:01.0");
+  EXPECT_EQ(neighbourOf(t, "gpu0", LinkKind::kPcie), "cpu0");
+  EXPECT_TRUE(hasNote(t, "ranked by PCI bus id")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "gpu0=0001:00:00.0, gpu1=0002:00:00.0, gpu2=0003:00:00.0")) << allNotes(t);
+  // No PCI device id in the file: no specific built-in model.
+  EXPECT_TRUE(hasNote(t, "no specific model is suggested")) << allNotes(t);
+  EXPECT_FALSE(hasNote(t, "topologies/")) << allNotes(t);
   EXPECT_EQ(countKind(t, VertexKind::kNic), 1);
   EXPECT_EQ(neighbourOf(t, "nic0", LinkKind::kPcie), "pcie_ffff:ff:01.0");
   EXPECT_EQ(countLinks(t, LinkKind::kNvlink), 0);
@@ -279,6 +286,156 @@ TEST(NcclXmlTest, HintFileFakeBusIdsZeroVendorAndNvlinkUnknownNote) {
   bool crosses_sys = false;
   for (int li : route->links) crosses_sys = crosses_sys || t.links[li].kind == LinkKind::kSys;
   EXPECT_TRUE(crosses_sys);
+}
+
+TEST(NcclXmlTest, HintFileRanksGpusAndNicsByNumericBusId) {
+  // Bus ids in document order: 1b:00.0 (no domain), 0000:1A:00.1 (upper case), 0000:1a:00.0, "gpu-x" (unreadable),
+  // 0001:00:00.0, 0000:1a:1f.0. Numerically (domain, bus, device, function): 0:1a:00.0 < 0:1a:00.1 < 0:1a:1f.0 <
+  // 0:1b:00.0 < 1:00:00.0, then the unreadable one last. NICs: 0000:30:00.0 (cpu0) before 0000:20:00.0 (cpu1) in
+  // the file, so nic0 = 20 (cpu1) and nic1 = 30 (cpu0).
+  const std::string xml = R"(<system version="1">
+  <cpu numaid="0" vendor="GenuineIntel" modelid="85">
+    <pci busid="1b:00.0" class="0x030200"/>
+    <pci busid="0000:1A:00.1" class="0x030200"/>
+    <pci busid="0000:30:00.0" class="0x020700"/>
+    <pci busid="0000:1a:00.0" class="0x030200"/>
+  </cpu>
+  <cpu numaid="1" vendor="GenuineIntel" modelid="85">
+    <pci busid="gpu-x" class="0x030200"/>
+    <pci busid="0001:00:00.0" class="0x030200"/>
+    <pci busid="0000:20:00.0" class="0x020700"/>
+    <pci busid="0000:1a:1f.0" class="0x030200"/>
+  </cpu>
+</system>)";
+  auto r = importNcclTopoXml(xml, "order.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  ASSERT_EQ(t.numGpus(), 6);
+  const std::vector<std::string> expected = {"0000:1a:00.0", "0000:1A:00.1", "0000:1a:1f.0",
+                                             "1b:00.0",      "0001:00:00.0", "gpu-x"};
+  for (int rank = 0; rank < 6; ++rank) EXPECT_EQ(t.vertices[t.gpuVertex(rank)].busid, expected[rank]) << rank;
+  EXPECT_EQ(t.vertices[t.gpuVertex(2)].numa, 1);  // 0000:1a:1f.0 sits under cpu1
+  EXPECT_TRUE(hasNote(t, "GPUs with a missing or unreadable bus id ranked last, in document order (gpu-x)"))
+      << allNotes(t);
+  ASSERT_EQ(t.nodes[0].nics.size(), 2u);
+  EXPECT_EQ(t.vertices[t.nodes[0].nics[0]].name, "nic0");
+  EXPECT_EQ(neighbourOf(t, "nic0", LinkKind::kPcie), "cpu1");
+  EXPECT_EQ(neighbourOf(t, "nic1", LinkKind::kPcie), "cpu0");
+  EXPECT_TRUE(hasNote(t, "hint-file NICs numbered nic0.. by PCI bus id")) << allNotes(t);
+}
+
+TEST(NcclXmlTest, FullDumpKeepsRankAttributeOverBusIdOrder) {
+  // Rank 0 has the larger bus id: a full dump keeps the rank attribute, no bus-id note.
+  const std::string xml = R"(<system version="1">
+  <cpu numaid="0" vendor="GenuineIntel" modelid="85">
+    <pci busid="0000:02:00.0" class="0x030200"><gpu dev="0" sm="80" rank="0"/></pci>
+    <pci busid="0000:01:00.0" class="0x030200"><gpu dev="1" sm="80" rank="1"/></pci>
+  </cpu>
+</system>)";
+  auto r = importNcclTopoXml(xml, "dump.xml");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  EXPECT_EQ(r->vertices[r->gpuVertex(0)].busid, "0000:02:00.0");
+  EXPECT_EQ(r->vertices[r->gpuVertex(1)].busid, "0000:01:00.0");
+  EXPECT_FALSE(hasNote(*r, "bus id")) << allNotes(*r);
+}
+
+TEST(NcclXmlTest, HintFileSuggestsTheNvlinkModelOfItsGpu) {
+  auto note = [](const std::string& devices) {
+    std::string xml = "<system version=\"1\"><cpu numaid=\"0\">";
+    int bus = 1;
+    for (size_t i = 0; i < devices.size(); i += 7) {  // "0x20b0 " per GPU; "-" for no device attribute
+      const std::string d = devices.substr(i, 6);
+      xml += "<pci busid=\"0000:0" + std::to_string(bus++) + ":00.0\" class=\"0x030200\"";
+      if (d[0] != '-') xml += " device=\"" + d + "\"";
+      xml += "/>";
+    }
+    xml += "</cpu></system>";
+    auto r = importNcclTopoXml(xml, "hint.xml");
+    EXPECT_TRUE(r.isOk()) << r.status().toString();
+    if (!r.isOk()) return std::string();
+    for (const std::string& n : r->notes) {
+      if (n.find("no NVLink info in this hint file") != std::string::npos) return n;
+    }
+    ADD_FAILURE() << "no NVLink note:\n" << allNotes(*r);
+    return std::string();
+  };
+  const std::string prefix = "no NVLink info in this hint file; NVLink comes from detection or a built-in model ";
+  const std::string suffix = "; this topology has PCIe links only";
+  // A100-SXM4 (p4d: 0x20b0) and A100-SXM4-80GB: DGX A100, not the V100 NDv2 model.
+  EXPECT_EQ(note("0x20b0 0x20b0 "),
+            prefix + "matching the GPU: A100-SXM4-40GB (PCI device 0x20b0), so topologies/dgx-a100-x1.yaml" + suffix);
+  EXPECT_EQ(note("0x20b2 "),
+            prefix + "matching the GPU: A100-SXM4-80GB (PCI device 0x20b2), so topologies/dgx-a100-x1.yaml" + suffix);
+  EXPECT_EQ(note("0x2330 "),
+            prefix + "matching the GPU: H100-SXM5-80GB (PCI device 0x2330), so topologies/dgx-h100-x1.yaml" + suffix);
+  EXPECT_EQ(note("0x1db5 "),
+            prefix +
+                "matching the GPU: V100-SXM2-32GB (PCI device 0x1db5), so topologies/dgx1-v100.yaml or "
+                "topologies/ndv2-x1.yaml" +
+                suffix);
+  EXPECT_EQ(note("0x1db8 "),
+            prefix + "matching the GPU: V100-SXM3-32GB (PCI device 0x1db8), so topologies/dgx2-x1.yaml" + suffix);
+  // H800 (8 NVLinks) and a PCIe A100: no shipped model fits; an unknown id is named.
+  EXPECT_EQ(note("0x2324 "), prefix + "matching the GPU; none is built in for H800 (PCI device 0x2324)" + suffix);
+  EXPECT_EQ(note("0x20b5 "),
+            prefix + "matching the GPU; none is built in for A100-PCIE-80GB (PCI device 0x20b5)" + suffix);
+  EXPECT_EQ(note("0x1234 "), prefix + "matching the GPU; none is built in for PCI device 0x1234" + suffix);
+  // No device id (Azure hint files) or mixed ids: no specific file.
+  EXPECT_EQ(note("------ "),
+            prefix + "matching the GPU (the file gives no PCI device id, so no specific model is suggested)" + suffix);
+  EXPECT_EQ(note("0x20b0 0x2330 "),
+            prefix + "matching the GPUs (they have different PCI device ids, so no single model fits)" + suffix);
+}
+
+TEST(NcclXmlTest, DuplicateAttributesAreRejected) {
+  struct Case {
+    std::string xml;
+    int line;
+    std::string attr, element, values;
+  };
+  const std::vector<Case> cases = {
+      // On <gpu>: first value would have been taken silently.
+      {"<system version=\"1\">\n<cpu numaid=\"0\">\n"
+       "<pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"0\" sm=\"80\" rank=\"0\" rank=\"1\"/></pci>\n"
+       "</cpu>\n</system>\n",
+       3, "rank", "<gpu>", "(\"0\" and \"1\")"},
+      // Start tag over several lines; a value that contains "rank=" does not count. The line is the second's.
+      {"<system version=\"1\">\n<cpu numaid=\"0\">\n"
+       "<pci busid=\"0000:01:00.0\" class=\"0x030200\"><gpu dev=\"0\" note='rank=\"5\"' rank=\"0\"\n"
+       "   sm=\"80\"\n   rank=\"2\"/></pci>\n</cpu>\n</system>\n",
+       5, "rank", "<gpu>", "(\"0\" and \"2\")"},
+      // The root, a hint <pci>, a <cpu> and an element the importer ignores (<pcilink>).
+      {"<system version=\"1\" version=\"1\">\n<cpu/>\n</system>\n", 1, "version", "<system>", ""},
+      {"<system version=\"1\">\n<cpu numaid=\"0\">\n<pci busid=\"0001:00:00.0\" class=\"0x030200\" "
+       "busid=\"0002:00:00.0\"/>\n</cpu>\n</system>\n",
+       3, "busid", "<pci>", "(\"0001:00:00.0\" and \"0002:00:00.0\")"},
+      {"<system version=\"1\">\n<cpu numaid=\"0\" numaid=\"1\">\n</cpu>\n</system>\n", 2, "numaid", "<cpu>", ""},
+      {"<system version=\"1\">\n<cpu numaid=\"0\">\n<pci busid=\"0000:01:00.0\" class=\"0x060400\">\n"
+       "<pcilink target=\"a\" target=\"b\"/>\n</pci>\n</cpu>\n</system>\n",
+       4, "target", "<pcilink>", ""},
+      // <net> of a NIC.
+      {"<system version=\"1\">\n<cpu numaid=\"0\">\n<nic>\n<net name=\"eth0\" dev=\"0\" speed=\"100\"\n"
+       "speed=\"200\"/>\n</nic>\n</cpu>\n</system>\n",
+       5, "speed", "<net>", "(\"100\" and \"200\")"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.xml);
+    auto r = importNcclTopoXml(c.xml, "dupattr.xml");
+    ASSERT_FALSE(r.isOk());
+    EXPECT_EQ(r.status().code(), StatusCode::kParseError);
+    EXPECT_NE(r.status().message().find("dupattr.xml:" + std::to_string(c.line) + ": " + c.attr), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(c.element + " has attribute '" + c.attr + "' twice"), std::string::npos)
+        << r.status().message();
+    EXPECT_NE(r.status().message().find(c.values), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find("not well-formed"), std::string::npos) << r.status().message();
+  }
+  // The same name on two different elements is fine.
+  auto ok = importNcclTopoXml(
+      "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:01:00.0\" class=\"0x030200\"/>"
+      "<pci busid=\"0000:02:00.0\" class=\"0x030200\"/></cpu></system>",
+      "ok.xml");
+  EXPECT_TRUE(ok.isOk()) << ok.status().toString();
 }
 
 TEST(NcclXmlTest, NicsWithoutPciParentAndDualPortNic) {
@@ -468,10 +625,67 @@ TEST(NvidiaSmiTest, SmallMatrixStructureAndRoutes) {
   EXPECT_EQ(r01->slowest_kind, LinkKind::kNvlink);
   auto r02 = t.route(0, 2);
   ASSERT_TRUE(r02.has_value());
-  // gpu0 -> switch -> cpu0 -> cpu1 -> gpu2, crossing the SYS link (10 GB/s, the bottleneck).
+  // gpu0 -> switch -> cpu0 -> cpu1 -> gpu2, crossing the SYS link (10 GB/s, the bottleneck): 2 lanes per GPU is no
+  // known generation, so no reference machine and NCCL's Skylake class.
   EXPECT_EQ(r02->links.size(), 4u);
   EXPECT_EQ(r02->slowest_kind, LinkKind::kSys);
   EXPECT_DOUBLE_EQ(r02->bandwidth_gbps, 10.0);
+  EXPECT_TRUE(hasNote(t, "no reference machine for this GPU generation: 10 GB/s (NCCL's Skylake class")) << allNotes(t);
+}
+
+// Inter-socket bandwidth follows the CPU of the reference machine of the inferred GPU generation (NCCL §4.5:
+// BDW 6, SKL 10, AMD 16, SRP 22).
+TEST(NvidiaSmiTest, SysBandwidthFollowsTheCpuOfTheGpuGeneration) {
+  // V100 with direct NVLinks (GPU0: NV2 x 3 = 6 lanes, the most of any GPU): DGX-1, Xeon E5-2698 v4 Broadwell, 6.
+  const std::string v100 =
+      "        GPU0    GPU1    GPU2    GPU3    CPU Affinity\n"
+      "GPU0     X      NV2     NV2     NV2     0-9\n"
+      "GPU1    NV2      X      SYS     SYS     0-9\n"
+      "GPU2    NV2     SYS      X      NODE    10-19\n"
+      "GPU3    NV2     SYS     NODE     X      10-19\n";
+  auto a = importNvidiaSmiTopo(v100, "v100.txt");
+  ASSERT_TRUE(a.isOk()) << a.status().toString();
+  EXPECT_TRUE(hasNote(*a, "looks like V100 (SM70)")) << allNotes(*a);
+  EXPECT_DOUBLE_EQ(linkBetween(*a, "cpu0", "cpu1", LinkKind::kSys)->bandwidth_gbps, 6.0);
+  EXPECT_TRUE(hasNote(*a, "Intel Xeon E5-2698 v4 (Broadwell) of the DGX-1: 6 GB/s (NCCL BDW)")) << allNotes(*a);
+
+  // 16 GPUs, NV6 between every pair: 15 x 6 = 90 lanes > 18 ports, an NVSwitch: DGX-2, Xeon Platinum 8168, 10.
+  std::string dgx2 = " ";
+  for (int g = 0; g < 16; ++g) dgx2 += " GPU" + std::to_string(g);
+  dgx2 += " CPU Affinity\n";
+  for (int g = 0; g < 16; ++g) {
+    dgx2 += "GPU" + std::to_string(g);
+    for (int h = 0; h < 16; ++h) dgx2 += g == h ? " X" : " NV6";
+    dgx2 += g < 8 ? " 0-23\n" : " 24-47\n";
+  }
+  auto b = importNvidiaSmiTopo(dgx2, "dgx2.txt");
+  ASSERT_TRUE(b.isOk()) << b.status().toString();
+  EXPECT_EQ(countKind(*b, VertexKind::kNvSwitch), 1);
+  EXPECT_EQ(countKind(*b, VertexKind::kCpu), 2);
+  EXPECT_DOUBLE_EQ(linkBetween(*b, "cpu0", "cpu1", LinkKind::kSys)->bandwidth_gbps, 10.0);
+  EXPECT_TRUE(hasNote(*b, "Intel Xeon Platinum 8168 (Skylake) of the DGX-2: 10 GB/s (NCCL SKL)")) << allNotes(*b);
+
+  // A100 NV12 on 4 GPUs (3 x 12 = 36 > 18: NVSwitch), two sockets: DGX A100, EPYC 7742, 16.
+  const std::string a100 =
+      "        GPU0    GPU1    GPU2    GPU3    CPU Affinity\n"
+      "GPU0     X      NV12    NV12    NV12    0-63\n"
+      "GPU1    NV12     X      NV12    NV12    0-63\n"
+      "GPU2    NV12    NV12     X      NV12    64-127\n"
+      "GPU3    NV12    NV12    NV12     X      64-127\n";
+  auto c = importNvidiaSmiTopo(a100, "a100.txt");
+  ASSERT_TRUE(c.isOk()) << c.status().toString();
+  EXPECT_DOUBLE_EQ(linkBetween(*c, "cpu0", "cpu1", LinkKind::kSys)->bandwidth_gbps, 16.0);
+  EXPECT_TRUE(hasNote(*c, "AMD EPYC 7742 of the DGX A100: 16 GB/s (NCCL AMD)")) << allNotes(*c);
+
+  // One socket: no SYS link and no CPU note.
+  const std::string one =
+      "        GPU0    GPU1    CPU Affinity\n"
+      "GPU0     X      NV2     0-9\n"
+      "GPU1    NV2      X      0-9\n";
+  auto d = importNvidiaSmiTopo(one, "one.txt");
+  ASSERT_TRUE(d.isOk()) << d.status().toString();
+  EXPECT_EQ(countLinks(*d, LinkKind::kSys), 0);
+  EXPECT_FALSE(hasNote(*d, "inter-socket")) << allNotes(*d);
 }
 
 TEST(NvidiaSmiTest, PixPxbPhbNodeNesting) {
@@ -516,6 +730,9 @@ TEST(NvidiaSmiTest, HashPrefixSocTokenOldNicNameAndNvswitch) {
   EXPECT_EQ(l->lanes, 18);
   EXPECT_NEAR(l->bandwidth_gbps, 18 * 20.6, 1e-9);
   EXPECT_EQ(countLinks(t, LinkKind::kNvlink), 8);
+  // H100: DGX H100's Xeon Platinum 8480C (Sapphire Rapids), NCCL SRP 22 GB/s between the sockets.
+  EXPECT_DOUBLE_EQ(linkBetween(t, "cpu0", "cpu1", LinkKind::kSys)->bandwidth_gbps, 22.0);
+  EXPECT_TRUE(hasNote(t, "Xeon Platinum 8480C (Sapphire Rapids) of the DGX H100: 22 GB/s (NCCL SRP)")) << allNotes(t);
   EXPECT_GE(t.findVertex("mlx5_0"), 0);
   EXPECT_EQ(neighbourOf(t, "mlx5_0", LinkKind::kPcie), neighbourOf(t, "gpu0", LinkKind::kPcie));
   // PCIe Gen5 x16 for an 18-lane (SM90) GPU: 48 GB/s.

@@ -279,6 +279,59 @@ TEST(LoadTopology, ChoosesFormatByContentNotExtension) {
   fs::remove_all(dir);
 }
 
+// Inter-socket (SYS) bandwidth follows the CPU of each machine, with NCCL's per-CPU constants
+// (nccl_plugins.md §4.5: BDW 6, SKL 10, AMD 16, SRP 22); the CPU model is in the file and named in its notes.
+// NDv2 and DGX-1 share the GPU board but not the CPU (topologies/README.md: NDv2 is Skylake, DGX-1 Broadwell).
+TEST(ShippedTopologies, SysBandwidthFollowsTheCpu) {
+  const std::map<std::string, double> by_cpu = {
+      {"Xeon E5-2698 v4", 6}, {"Xeon Platinum 8168", 10}, {"EPYC 7742", 16}, {"Xeon Platinum 8480C", 22}};
+  const std::map<std::string, std::pair<std::string, std::string>> expected = {
+      // name -> (CPU model, what the notes say)
+      {"dgx1-v100", {"Xeon E5-2698 v4", "QPI 6 GB/s (NCCL BDW: 2x Xeon E5-2698 v4, Broadwell)"}},
+      {"ndv2-x1", {"Xeon Platinum 8168", "UPI 10 GB/s (NCCL SKL: 2x Xeon Platinum 8168, Skylake"}},
+      {"ndv2-x2", {"Xeon Platinum 8168", "UPI 10 GB/s (NCCL SKL: 2x Xeon Platinum 8168, Skylake"}},
+      {"ndv2-x4", {"Xeon Platinum 8168", "UPI 10 GB/s (NCCL SKL: 2x Xeon Platinum 8168, Skylake"}},
+      {"dgx2-x1", {"Xeon Platinum 8168", "10 GB/s: NCCL SKL, the DGX-2's 2x Xeon Platinum 8168 (Skylake)"}},
+      {"dgx2-x2", {"Xeon Platinum 8168", "10 GB/s: NCCL SKL, the DGX-2's 2x Xeon Platinum 8168 (Skylake)"}},
+      {"dgx-a100-x1", {"EPYC 7742", "inter-socket 16 GB/s (NCCL AMD: 2x EPYC 7742)"}},
+      {"dgx-a100-x4", {"EPYC 7742", "inter-socket 16 GB/s (NCCL AMD: 2x EPYC 7742)"}},
+      {"dgx-h100-x1", {"Xeon Platinum 8480C", "inter-socket 22 GB/s (NCCL SRP: 2x Xeon Platinum 8480C"}},
+      {"dgx-h100-x2", {"Xeon Platinum 8480C", "inter-socket 22 GB/s (NCCL SRP: 2x Xeon Platinum 8480C"}},
+  };
+  for (const auto& [name, want] : expected) {
+    SCOPED_TRACE(name);
+    Topology t = loadShipped(name);
+    int sys = 0, cpus = 0;
+    for (const Vertex& v : t.vertices) {
+      if (v.kind != VertexKind::kCpu) continue;
+      ++cpus;
+      EXPECT_EQ(v.model, want.first) << v.name;
+    }
+    EXPECT_GE(cpus, 2);
+    for (const Link& l : t.links) {
+      if (l.kind != LinkKind::kSys) continue;
+      ++sys;
+      EXPECT_DOUBLE_EQ(l.bandwidth_gbps, by_cpu.at(want.first)) << t.vertices[l.src].name;
+    }
+    EXPECT_GE(sys, 2);
+    bool noted = false;
+    for (const std::string& n : t.notes) noted = noted || n.find(want.second) != std::string::npos;
+    EXPECT_TRUE(noted) << "notes do not name the CPU: " << want.second;
+  }
+  // The real DGX-1 matrix (RC-20) imports with the DGX-1's Broadwell value, the same as dgx1-v100.yaml.
+  const std::string smi = std::string(BRAID_SHARED_DIR) + "/realcases/smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt";
+  if (!fs::exists(smi)) GTEST_SKIP() << "realcases not present: " << smi;
+  Result<Topology> imported = loadTopology(smi);
+  ASSERT_TRUE(imported.isOk()) << imported.status().toString();
+  const Topology dgx1 = loadShipped("dgx1-v100");
+  const Link* shipped = linkBetween(dgx1, "node0.cpu0", "node0.cpu1");
+  ASSERT_NE(shipped, nullptr);
+  const Link* from_smi = linkBetween(*imported, "cpu0", "cpu1");
+  ASSERT_NE(from_smi, nullptr);
+  EXPECT_DOUBLE_EQ(from_smi->bandwidth_gbps, shipped->bandwidth_gbps);
+  EXPECT_DOUBLE_EQ(from_smi->bandwidth_gbps, 6.0);
+}
+
 // Real files in the other formats reach their importers (written by another engineer): the result must be the
 // 8-GPU machine each file describes.
 TEST(LoadTopology, RealFilesInOtherFormats) {
