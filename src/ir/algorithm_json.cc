@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "braid/algorithm.h"
+#include "common/text.h"
 
 namespace braid {
 namespace {
@@ -163,11 +164,6 @@ class JsonLocator {
   size_t pos_ = 0;
   int line_ = 1;
 };
-
-int lineAtOffset(const std::string& text, size_t offset) {
-  offset = std::min(offset, text.size());
-  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<ptrdiff_t>(offset), '\n'));
-}
 
 // Typed access to a parsed JSON document; every error names file, line and JSON path.
 class JsonAccess {

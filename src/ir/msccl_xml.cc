@@ -20,7 +20,7 @@
 
 #include "braid/algorithm.h"
 #include "braid/file_io.h"
-#include "common/text.h"
+#include "common/xml_util.h"
 
 namespace braid {
 namespace {
@@ -29,24 +29,6 @@ constexpr int64_t kInt64Max = std::numeric_limits<int64_t>::max();
 // Marker attribute written by the kMicrosoft flavour: its maxBytes is exclusive (microsoft/msccl
 // tuning.cc selects minBytes <= n < maxBytes). Both runtimes ignore unknown attributes.
 constexpr const char* kExclusiveMarker = "maxbytes_exclusive";
-
-// Byte offset -> 1-based line number.
-class LineIndex {
- public:
-  explicit LineIndex(std::string_view text) {
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '\n') newlines_.push_back(i);
-    }
-  }
-  int line(ptrdiff_t offset) const {
-    if (offset < 0) return 0;
-    auto it = std::lower_bound(newlines_.begin(), newlines_.end(), static_cast<size_t>(offset));
-    return static_cast<int>(it - newlines_.begin()) + 1;
-  }
-
- private:
-  std::vector<size_t> newlines_;
-};
 
 // Parses a whole attribute value as an integer: optional whitespace, optional sign, decimal digits
 // or 0x hex digits (both runtimes read numbers with strtol(str, NULL, 0)).
@@ -93,34 +75,6 @@ std::optional<int64_t> parseInt64(std::string_view s, bool* overflow) {
     return magnitude == static_cast<uint64_t>(kInt64Max) + 1 ? std::numeric_limits<int64_t>::min()
                                                              : -static_cast<int64_t>(magnitude);
   return static_cast<int64_t>(magnitude);
-}
-
-// Byte offset of the second occurrence of attribute `name` in the start tag of the element at `offset` (pugixml's
-// offset of the element), scanned from the raw text; `offset` itself when the scan does not find it. pugixml keeps
-// repeated attributes and attribute() returns the first, so the reader looks for them itself.
-ptrdiff_t secondAttributeOffset(std::string_view text, ptrdiff_t offset, std::string_view name) {
-  if (offset < 0 || static_cast<size_t>(offset) >= text.size()) return offset;
-  size_t i = static_cast<size_t>(offset);
-  auto space = [&](size_t k) { return text[k] == ' ' || text[k] == '\t' || text[k] == '\n' || text[k] == '\r'; };
-  if (text[i] == '<') ++i;
-  while (i < text.size() && !space(i) && text[i] != '/' && text[i] != '>') ++i;  // element name
-  int seen = 0;
-  while (i < text.size()) {
-    while (i < text.size() && space(i)) ++i;
-    if (i >= text.size() || text[i] == '/' || text[i] == '>') break;
-    const size_t name_start = i;
-    while (i < text.size() && !space(i) && text[i] != '=' && text[i] != '/' && text[i] != '>') ++i;
-    if (text.substr(name_start, i - name_start) == name && ++seen == 2) return static_cast<ptrdiff_t>(name_start);
-    while (i < text.size() && space(i)) ++i;
-    if (i >= text.size() || text[i] != '=') break;
-    ++i;
-    while (i < text.size() && space(i)) ++i;
-    if (i >= text.size() || (text[i] != '"' && text[i] != '\'')) break;
-    const size_t close = text.find(text[i], i + 1);
-    if (close == std::string_view::npos) break;
-    i = close + 1;
-  }
-  return offset;
 }
 
 class Reader {
@@ -239,27 +193,11 @@ Result<Algorithm> Reader::read() {
 // Duplicate attributes make XML not well-formed (XML 1.0 §3.1, "Unique Att Spec"). Every element is checked, in
 // document order, the ones the reader skips included; the error names the line of the second occurrence.
 Status Reader::rejectDuplicateAttributes(const pugi::xml_document& doc) const {
-  pugi::xml_node node = doc.first_child();
-  while (node) {
-    if (node.type() == pugi::node_element) {
-      std::set<std::string_view> names;
-      for (pugi::xml_attribute a : node.attributes()) {
-        if (names.insert(a.name()).second) continue;
-        const int line = lines_.line(secondAttributeOffset(text_, node.offset_debug(), a.name()));
-        return parseError(file_, line, field(node, a.name()),
-                          fmt::format("appears twice (\"{}\" and \"{}\"): duplicate attributes make the XML not "
-                                      "well-formed",
-                                      node.attribute(a.name()).value(), a.value()));
-      }
-    }
-    if (node.first_child()) {
-      node = node.first_child();
-      continue;
-    }
-    while (node && !node.next_sibling()) node = node.parent();
-    if (node) node = node.next_sibling();
-  }
-  return Status::ok();
+  std::optional<DuplicateAttribute> d = findDuplicateAttribute(doc, text_, lines_);
+  if (!d) return Status::ok();
+  return parseError(file_, d->line, field(d->element, d->attribute.c_str()),
+                    fmt::format("appears twice (\"{}\" and \"{}\"): duplicate attributes make the XML not well-formed",
+                                d->first_value, d->second_value));
 }
 
 Status Reader::readHeader(const pugi::xml_node& algo, Algorithm* alg) {

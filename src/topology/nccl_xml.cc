@@ -32,6 +32,7 @@
 #include <string>
 #include <vector>
 
+#include "common/xml_util.h"
 #include "topology/importers.h"
 
 namespace braid {
@@ -45,25 +46,6 @@ constexpr double kSysAlphaUs = 1.0;           // one inter-socket hop
 constexpr double kNetHopAlphaUs = 1.35;       // NIC-switch hop (two per NIC-NIC path = NCCL's 2.7)
 constexpr int kDefaultPcieRate = 60;          // NCCL fallback: 8 GT/s (Gen3) per lane, 100 Mb/s units
 constexpr int kDefaultNetSpeedMbps = 10000;   // NCCL: net speed <= 0 means 10 Gb/s
-
-// Line numbers from byte offsets.
-class LineIndex {
- public:
-  explicit LineIndex(const std::string& text) {
-    starts_.push_back(0);
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '\n') starts_.push_back(i + 1);
-    }
-  }
-  int line(std::ptrdiff_t offset) const {
-    if (offset < 0) return 0;
-    auto it = std::upper_bound(starts_.begin(), starts_.end(), static_cast<size_t>(offset));
-    return static_cast<int>(it - starts_.begin());
-  }
-
- private:
-  std::vector<size_t> starts_;
-};
 
 // Notes grouped by kind so that a repeated oddity (four self-loops) gives one sentence listing every case.
 class NoteList {
@@ -259,36 +241,6 @@ std::string nvlinkModelForDevice(long long device) {
   }
 }
 
-// Duplicate attributes make XML not well-formed (XML 1.0 §3.1, "Unique Att Spec"); pugixml keeps them all and
-// attribute() returns the first, so they are looked for here. `offset` is the element's offset in `text`; the
-// start tag is scanned from there for the byte offset of the second occurrence of `name`.
-std::ptrdiff_t secondAttributeOffset(const std::string& text, std::ptrdiff_t offset, const std::string& name) {
-  if (offset < 0 || static_cast<size_t>(offset) >= text.size()) return offset;
-  size_t i = static_cast<size_t>(offset);
-  if (text[i] == '<') ++i;
-  auto space = [&](size_t k) { return std::isspace(static_cast<unsigned char>(text[k])) != 0; };
-  while (i < text.size() && !space(i) && text[i] != '/' && text[i] != '>') ++i;  // element name
-  int seen = 0;
-  while (i < text.size()) {
-    while (i < text.size() && space(i)) ++i;
-    if (i >= text.size() || text[i] == '/' || text[i] == '>') break;
-    const size_t name_start = i;
-    while (i < text.size() && !space(i) && text[i] != '=' && text[i] != '/' && text[i] != '>') ++i;
-    if (text.compare(name_start, i - name_start, name) == 0 && i - name_start == name.size() && ++seen == 2) {
-      return static_cast<std::ptrdiff_t>(name_start);
-    }
-    while (i < text.size() && space(i)) ++i;
-    if (i >= text.size() || text[i] != '=') break;
-    ++i;
-    while (i < text.size() && space(i)) ++i;
-    if (i >= text.size() || (text[i] != '"' && text[i] != '\'')) break;
-    const size_t close = text.find(text[i], i + 1);
-    if (close == std::string::npos) break;
-    i = close + 1;
-  }
-  return offset;
-}
-
 bool looksVirtualNetName(const std::string& name) {
   static const char* const kPrefixes[] = {"veth", "br-",     "docker", "virbr", "lo",
                                           "cni",  "flannel", "cali",   "tun",   "tap"};
@@ -440,28 +392,12 @@ class XmlImporter {
   // Every element of the document, in document order: the first attribute name that appears twice is an error
   // naming the file, the line of its second occurrence, the element and the attribute.
   Status rejectDuplicateAttributes(const pugi::xml_document& doc) const {
-    pugi::xml_node node = doc.first_child();
-    while (node) {
-      if (node.type() == pugi::node_element) {
-        std::set<std::string> names;
-        for (pugi::xml_attribute a : node.attributes()) {
-          if (names.insert(a.name()).second) continue;
-          const std::string first = node.attribute(a.name()).value();
-          return parseError(filename_, lines_.line(secondAttributeOffset(text_, node.offset_debug(), a.name())),
-                            a.name(),
-                            fmt::format("<{}> has attribute '{}' twice (\"{}\" and \"{}\"): duplicate attributes make "
-                                        "the XML not well-formed",
-                                        node.name(), a.name(), first, a.value()));
-        }
-      }
-      if (node.first_child()) {
-        node = node.first_child();
-        continue;
-      }
-      while (node && !node.next_sibling()) node = node.parent();
-      if (node) node = node.next_sibling();
-    }
-    return Status::ok();
+    std::optional<DuplicateAttribute> d = findDuplicateAttribute(doc, text_, lines_);
+    if (!d) return Status::ok();
+    return parseError(filename_, d->line, d->attribute,
+                      fmt::format("<{}> has attribute '{}' twice (\"{}\" and \"{}\"): duplicate attributes make the "
+                                  "XML not well-formed",
+                                  d->element.name(), d->attribute, d->first_value, d->second_value));
   }
 
   Status integerAttr(const pugi::xml_node& node, const char* attr, long long* out) const {

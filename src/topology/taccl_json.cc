@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "braid/file_io.h"
+#include "common/text.h"
 #include "topology/importers.h"
 
 namespace braid {
@@ -39,11 +40,6 @@ using Json = nlohmann::json;
 constexpr int kMaxGpusPerNode = 256;
 constexpr int kMaxNodes = 1024;
 constexpr int kMaxTotalGpus = 4096;
-
-int lineAt(const std::string& text, size_t offset) {
-  offset = std::min(offset, text.size());
-  return 1 + static_cast<int>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
-}
 
 // JSON reading with errors that name the file, the line of the key and the key path.
 class JsonReader {
@@ -58,7 +54,7 @@ class JsonReader {
       std::string what = e.what();
       const size_t cut = what.find("parse error");
       if (cut != std::string::npos) what = what.substr(cut);
-      return parseError(filename_, lineAt(text_, byte), "json", what);
+      return parseError(filename_, lineAtOffset(text_, byte), "json", what);
     }
   }
 
@@ -76,7 +72,7 @@ class JsonReader {
         const size_t found = text_.find("\"" + part + "\"", pos);
         if (found == std::string::npos) break;
         pos = found + part.size() + 2;
-        line = lineAt(text_, found);
+        line = lineAtOffset(text_, found);
       }
       if (dot == std::string::npos) break;
       start = dot + 1;
