@@ -134,4 +134,39 @@ Result<Topology> loadTopologyOrShipped(const std::string& file_or_name);
 /// directory (BRAID_TOPOLOGY_DIR, then the install and source locations).
 Result<std::string> findShippedTopology(const std::string& name);
 
+/// One of a GPU's nearest NICs (nicAffinity).
+struct NicAffinity {
+  int rank = -1;              // the GPU's collective rank
+  int nic_vertex = -1;        // vertex id of the NIC
+  std::string path_class;     // NCCL path type of the route: "PIX", "PXB", "PHB", "SYS", ... (gpuNicPathClass)
+  double bandwidth_gbps = 0;  // bottleneck bandwidth of the route, GB/s
+  int hops = 0;               // links on the route
+};
+
+/// Best route from the GPU of rank `rank` to the NIC vertex `nic_vertex`, ranked as Topology::route ranks
+/// GPU-GPU routes (widest bottleneck, then fewest hops, then least alpha). Intermediate vertices may be PCIe
+/// switches, CPUs and NVSwitches, never another GPU, another NIC or a network switch. nullopt if none exists.
+std::optional<Route> gpuNicRoute(const Topology& topology, int rank, int nic_vertex);
+
+/// NCCL path type of a GPU -> NIC route (nccl src/graph/topo.h PATH_*; ../shared/reference/nccl_plugins.md
+/// §4.3 uses them as typeIntra/typeInter), from the vertices and links on it:
+///   "NVL" NVLink only;
+///   "PIX" PCIe through at most one PCIe switch (PATH_PIX);
+///   "PXB" PCIe through several PCIe switches, no CPU (PATH_PXB);
+///   "P2C" through a chip-to-chip (C2C) link to the CPU, then PCIe (PATH_P2C, Grace-Hopper);
+///   "PHB" through the CPU / host bridge of one socket (PATH_PHB; nvidia-smi splits it into PHB and NODE), also
+///         when the route crosses a PCIe switch vertex named "host_bridge*" (how the nvidia-smi importer models
+///         a PHB cluster);
+///   "SYS" across the inter-socket link (a kSys link; PATH_SYS, nvidia-smi SYS);
+///   "NET" through a network link (PATH_NET).
+/// Listed from nearest to farthest; the order is NCCL's.
+std::string gpuNicPathClass(const Topology& topology, const Route& route);
+
+/// For every GPU, its nearest NIC(s) in the same node, chosen as NCCL's ncclTopoGetLocal chooses a GPU's local
+/// NICs (nccl src/graph/topo.cc): the widest route bottleneck first, then the nearest path type
+/// (gpuNicPathClass order); NICs that tie on both are all listed (hop counts may differ among them). Routes
+/// come from gpuNicRoute, so none passes through another GPU. Sorted by rank, then by the NIC's local index;
+/// a GPU with no reachable NIC in its node has no entry.
+std::vector<NicAffinity> nicAffinity(const Topology& topology);
+
 }  // namespace braid

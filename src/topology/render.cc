@@ -7,6 +7,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -53,25 +54,22 @@ std::string shortName(const Topology& t, const Vertex& v) {
 
 namespace {
 
-/// Class of the best route between two GPUs, in the vocabulary of `nvidia-smi topo -m`:
+/// Class of a route between two GPUs, in the vocabulary of `nvidia-smi topo -m`:
 /// "NV<n>" when the route is NVLink only (n = fewest lanes on it), "NET" through a network link,
 /// "SYS" across the inter-socket link, "C2C" chip-to-chip, "PHB" through a CPU/host bridge, "PXB"
-/// through several PCIe switches, "PIX" through one, "X" for the GPU itself and "-" with no route.
-std::string routeClass(const Topology& t, int a, int b) {
-  if (a == b) return "X";
-  std::optional<Route> r = t.route(a, b);
-  if (!r) return "-";
+/// through several PCIe switches, "PIX" through one.
+std::string routeClass(const Topology& t, const Route& r) {
   bool all_nvlink = true, any_net = false, any_sys = false, any_c2c = false;
   int min_lanes = 1 << 30;
   int cpus = 0, pcie_switches = 0;
-  for (size_t i = 0; i < r->links.size(); ++i) {
-    const Link& l = t.links[r->links[i]];
+  for (size_t i = 0; i < r.links.size(); ++i) {
+    const Link& l = t.links[r.links[i]];
     all_nvlink = all_nvlink && l.kind == LinkKind::kNvlink;
     any_net = any_net || l.kind == LinkKind::kNet;
     any_sys = any_sys || l.kind == LinkKind::kSys;
     any_c2c = any_c2c || l.kind == LinkKind::kC2c;
     min_lanes = std::min(min_lanes, l.lanes);
-    if (i + 1 < r->links.size()) {
+    if (i + 1 < r.links.size()) {
       const VertexKind k = t.vertices[l.dst].kind;
       cpus += k == VertexKind::kCpu ? 1 : 0;
       pcie_switches += k == VertexKind::kPcieSwitch ? 1 : 0;
@@ -83,6 +81,52 @@ std::string routeClass(const Topology& t, int a, int b) {
   if (any_c2c) return "C2C";
   if (cpus > 0) return "PHB";
   return pcie_switches > 1 ? "PXB" : "PIX";
+}
+
+// GPU x GPU best routes, computed once for the text and JSON views: cls[a][b] is routeClass ("X" for the GPU
+// itself, "-" with no route), bw[a][b] the bottleneck in GB/s (nullopt on the diagonal and with no route).
+struct RouteMatrix {
+  std::vector<std::vector<std::string>> cls;
+  std::vector<std::vector<std::optional<double>>> bw;
+};
+
+// The matrices are shown (text) and written (JSON) for at most this many GPUs.
+constexpr int kMaxMatrixGpus = 32;
+
+RouteMatrix routeMatrix(const Topology& t) {
+  const int gpus = t.numGpus();
+  RouteMatrix m;
+  m.cls.assign(gpus, std::vector<std::string>(gpus, "-"));
+  m.bw.assign(gpus, std::vector<std::optional<double>>(gpus));
+  for (int a = 0; a < gpus; ++a) {
+    for (int b = 0; b < gpus; ++b) {
+      if (a == b) {
+        m.cls[a][b] = "X";
+        continue;
+      }
+      std::optional<Route> r = t.route(a, b);
+      if (!r) continue;
+      m.cls[a][b] = routeClass(t, *r);
+      m.bw[a][b] = r->bandwidth_gbps;
+    }
+  }
+  return m;
+}
+
+// Each GPU's nearest NICs (nicAffinity), grouped by rank; ranks with no reachable NIC have an empty list.
+std::vector<std::vector<NicAffinity>> affinityByRank(const Topology& t) {
+  std::vector<std::vector<NicAffinity>> by_rank(std::max(0, t.numGpus()));
+  for (const NicAffinity& a : nicAffinity(t)) {
+    if (a.rank >= 0 && a.rank < static_cast<int>(by_rank.size())) by_rank[a.rank].push_back(a);
+  }
+  return by_rank;
+}
+
+bool hasNics(const Topology& t) {
+  for (const Node& n : t.nodes) {
+    if (!n.nics.empty()) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -127,6 +171,33 @@ std::string topologyToJson(const Topology& t) {
                      {"alpha_us", l.alpha_us}});
   }
   j["links"] = links;
+  // GPU -> nearest NIC(s) (nicAffinity): one entry per GPU and NIC; ties give a GPU several entries.
+  json affinity = json::array();
+  for (const NicAffinity& a : nicAffinity(t)) {
+    affinity.push_back({{"gpu", name(t.gpuVertex(a.rank))},
+                        {"nic", name(a.nic_vertex)},
+                        {"class", a.path_class},
+                        {"bandwidth_gbps", a.bandwidth_gbps},
+                        {"hops", a.hops}});
+  }
+  j["nic_affinity"] = affinity;
+  // GPU x GPU best routes, as the text view's matrices: class "X" on the diagonal and "-" with no route,
+  // bandwidth null for both. Null above kMaxMatrixGpus GPUs, where the text view omits the matrices too.
+  const int gpus = t.numGpus();
+  if (gpus > 0 && gpus <= kMaxMatrixGpus) {
+    const RouteMatrix m = routeMatrix(t);
+    json names = json::array(), cls = json::array(), bw = json::array();
+    for (int a = 0; a < gpus; ++a) {
+      names.push_back(fmt::format("gpu{}", a));
+      json bw_row = json::array();
+      for (int b = 0; b < gpus; ++b) bw_row.push_back(m.bw[a][b] ? json(*m.bw[a][b]) : json(nullptr));
+      cls.push_back(m.cls[a]);
+      bw.push_back(bw_row);
+    }
+    j["route_matrix"] = {{"gpus", names}, {"class", cls}, {"bandwidth_gbps", bw}};
+  } else {
+    j["route_matrix"] = nullptr;
+  }
   j["notes"] = t.notes;
   return j.dump(2) + "\n";
 }
@@ -175,7 +246,8 @@ std::string describeTopology(const Topology& t) {
   }
 
   const int gpus = t.numGpus();
-  if (gpus <= 32 && gpus > 0) {
+  if (gpus <= kMaxMatrixGpus && gpus > 0) {
+    const RouteMatrix m = routeMatrix(t);
     out +=
         "GPU x GPU best route (as nvidia-smi topo -m: NV# = NVLink lanes, PIX/PXB/PHB = PCIe, SYS = across sockets, "
         "NET = network):\n";
@@ -184,7 +256,7 @@ std::string describeTopology(const Topology& t) {
     out += header + "\n";
     for (int a = 0; a < gpus; ++a) {
       std::string row = fmt::format("{:<6}", fmt::format("gpu{}", a));
-      for (int b = 0; b < gpus; ++b) row += fmt::format("{:>6}", routeClass(t, a, b));
+      for (int b = 0; b < gpus; ++b) row += fmt::format("{:>6}", m.cls[a][b]);
       out += row + "\n";
     }
     out += "GPU x GPU route bottleneck bandwidth (GB/s):\n";
@@ -192,17 +264,13 @@ std::string describeTopology(const Topology& t) {
     for (int a = 0; a < gpus; ++a) {
       std::string row = fmt::format("{:<6}", fmt::format("gpu{}", a));
       for (int b = 0; b < gpus; ++b) {
-        if (a == b) {
-          row += fmt::format("{:>6}", "X");
-          continue;
-        }
-        std::optional<Route> r = t.route(a, b);
-        row += fmt::format("{:>6}", r ? fmtNum(r->bandwidth_gbps) : "-");
+        const std::string cell = a == b ? "X" : (m.bw[a][b] ? fmtNum(*m.bw[a][b]) : "-");
+        row += fmt::format("{:>6}", cell);
       }
       out += row + "\n";
     }
-  } else if (gpus > 32) {
-    out += fmt::format("GPU x GPU matrix omitted ({} GPUs > 32).\n", gpus);
+  } else if (gpus > kMaxMatrixGpus) {
+    out += fmt::format("GPU x GPU matrix omitted ({} GPUs > {}).\n", gpus, kMaxMatrixGpus);
   }
   if (gpus >= 2) {
     std::optional<Route> r = t.route(0, gpus - 1);
@@ -212,6 +280,37 @@ std::string describeTopology(const Topology& t) {
       out += fmt::format(" {} ({} GB/s bottleneck on {}, alpha {} us)\n", t.vertices[t.links[r->links.back()].dst].name,
                          fmtNum(r->bandwidth_gbps), linkKindName(r->slowest_kind), fmtNum(r->alpha_us));
     }
+  }
+  if (gpus > 0 && hasNics(t)) {
+    // One line per GPU: its nearest NIC(s) in its node, the NCCL path type, the route's bottleneck and hops.
+    out +=
+        "GPU -> nearest NIC (NCCL path type: PIX = one PCIe switch, PXB = several, PHB = through the CPU, SYS = "
+        "across sockets; ties listed):\n";
+    const std::vector<std::vector<NicAffinity>> by_rank = affinityByRank(t);
+    const int shown = gpus <= 2 * kMaxMatrixGpus ? gpus : kMaxMatrixGpus;
+    for (int rank = 0; rank < shown; ++rank) {
+      if (t.gpuVertex(rank) < 0) continue;
+      const Vertex& g = t.vertices[t.gpuVertex(rank)];
+      std::string line = fmt::format("  {:<6}", g.name);
+      if (!g.busid.empty()) line += fmt::format(" {:<13}", g.busid);
+      const std::vector<NicAffinity>& near = by_rank[rank];
+      if (near.empty()) {
+        out += line + " none (no NIC reachable in its node)\n";
+        continue;
+      }
+      std::string nics;
+      int min_hops = near.front().hops, max_hops = near.front().hops;
+      for (const NicAffinity& a : near) {
+        nics += (nics.empty() ? "" : ", ") + t.vertices[a.nic_vertex].name;
+        min_hops = std::min(min_hops, a.hops);
+        max_hops = std::max(max_hops, a.hops);
+      }
+      const std::string hops =
+          min_hops == max_hops ? fmt::format("{}", min_hops) : fmt::format("{}-{}", min_hops, max_hops);
+      out += line + fmt::format(" {}  {}  {} GB/s  {} hops\n", nics, near.front().path_class,
+                                fmtNum(near.front().bandwidth_gbps), hops);
+    }
+    if (shown < gpus) out += fmt::format("  ... and {} more GPUs (all in --json)\n", gpus - shown);
   }
   if (!t.notes.empty()) {
     out += "Notes:\n";
