@@ -119,7 +119,9 @@ Result<Topology> loadTopology(const std::string& path);
 Result<Topology> readTopologyYaml(const std::string& text, const std::string& filename);
 std::string writeTopologyYaml(const Topology& topology);
 
-/// `{"name","gpus","nodes","vertices":[...],"links":[{"src","dst","kind","lanes","bandwidth_gbps","alpha_us"}],"notes":[...]}`
+/// `{"name","source","gpus","nodes","vertices":[...],"links":[{"src","dst","kind","lanes","bandwidth_gbps",
+/// "alpha_us"}],"nic_affinity":[{"gpu","nic","class","bandwidth_gbps","hops"}],"route_matrix":{"gpus","class",
+/// "bandwidth_gbps"} (null above 32 GPUs),"notes":[...]}`. bandwidth_gbps is GB/s (bytes), per direction.
 std::string topologyToJson(const Topology& topology);
 /// Human-readable summary (what `braid topo show` prints).
 std::string describeTopology(const Topology& topology);
