@@ -388,7 +388,9 @@ TEST(TopologyCorpusTest, Dgx1MatrixGivesExactlyTheMatrixNvlinks) {
   // 6 GB/s, the same value as topologies/dgx1-v100.yaml.
   ASSERT_EQ(count(t, VertexKind::kCpu), 2);
   for (const Link& l : t.links) {
-    if (l.kind == LinkKind::kSys) EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 6.0);
+    if (l.kind == LinkKind::kSys) {
+      EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 6.0);
+    }
   }
   EXPECT_TRUE(hasNote(t, "Intel Xeon E5-2698 v4 (Broadwell) of the DGX-1: 6 GB/s (NCCL BDW)"));
   // The NIC (PIX to GPU2/3) shares their PCIe switch.
@@ -426,7 +428,9 @@ TEST(TopologyCorpusTest, SmiNumaAndNicLocality) {
     ASSERT_TRUE(q.isOk());
     EXPECT_EQ(count(*q, VertexKind::kCpu), 2);
     for (const Link& l : q->links) {
-      if (l.kind == LinkKind::kSys) EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 16.0);
+      if (l.kind == LinkKind::kSys) {
+        EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 16.0);
+      }
     }
     EXPECT_EQ(q->route(0, 4)->slowest_kind, LinkKind::kNvlink);  // GPU traffic takes the NVSwitch, not SYS
     EXPECT_TRUE(hasNote(*q, "AMD EPYC 7742 of the DGX A100"));
