@@ -4,15 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <optional>
-#include <queue>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
 #include "braid/topology.h"
+#include "topology/routing.h"
 
 namespace braid {
 
@@ -30,103 +28,14 @@ int pathTypeOrder(const std::string& path_class) {
 
 // Bottleneck bandwidths computed from the same link values compare equal up to rounding.
 bool sameBandwidth(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }
-bool atLeast(double value, double bound) { return value >= bound * (1.0 - 1e-12); }
 
-// Route search from one GPU to NICs over an adjacency list built once per topology.
-class NicRouter {
- public:
-  explicit NicRouter(const Topology& t) : t_(t), out_(t.vertices.size()) {
-    const int n = static_cast<int>(t.vertices.size());
-    for (size_t i = 0; i < t.links.size(); ++i) {
-      const Link& l = t.links[i];
-      if (l.src < 0 || l.src >= n || l.dst < 0 || l.dst >= n) continue;
-      out_[l.src].push_back(static_cast<int>(i));
-    }
-  }
-
-  // Widest bottleneck from `src` to every vertex, relaying only through vertices a GPU -> NIC route may cross.
-  std::vector<double> widths(int src) const {
-    const int n = static_cast<int>(t_.vertices.size());
-    std::vector<double> width(n, -1.0);
-    std::priority_queue<std::pair<double, int>> queue;
-    width[src] = std::numeric_limits<double>::infinity();
-    queue.push({width[src], src});
-    while (!queue.empty()) {
-      auto [w, v] = queue.top();
-      queue.pop();
-      if (w < width[v]) continue;
-      if (v != src && !relay(v)) continue;
-      for (int li : out_[v]) {
-        const Link& l = t_.links[li];
-        const double through = std::min(w, l.bandwidth_gbps);
-        if (through > width[l.dst]) {
-          width[l.dst] = through;
-          queue.push({through, l.dst});
-        }
-      }
-    }
-    return width;
-  }
-
-  // Fewest hops, then least alpha, from `src` to `dst` over links at least `bottleneck` wide.
-  std::optional<Route> route(int src, int dst, double bottleneck) const {
-    const int n = static_cast<int>(t_.vertices.size());
-    using Cost = std::pair<int, double>;
-    std::vector<Cost> cost(n, Cost{std::numeric_limits<int>::max(), 0.0});
-    std::vector<int> via(n, -1);
-    using Entry = std::tuple<int, double, int>;
-    std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
-    cost[src] = {0, 0.0};
-    queue.push({0, 0.0, src});
-    while (!queue.empty()) {
-      auto [hops, alpha, v] = queue.top();
-      queue.pop();
-      if (Cost{hops, alpha} > cost[v]) continue;
-      if (v == dst) break;
-      if (v != src && !relay(v)) continue;
-      for (int li : out_[v]) {
-        const Link& l = t_.links[li];
-        if (!atLeast(l.bandwidth_gbps, bottleneck)) continue;
-        const Cost next{hops + 1, alpha + l.alpha_us};
-        if (next < cost[l.dst]) {
-          cost[l.dst] = next;
-          via[l.dst] = li;
-          queue.push({next.first, next.second, l.dst});
-        }
-      }
-    }
-    if (via[dst] < 0) return std::nullopt;
-    Route r;
-    for (int v = dst; v != src; v = t_.links[via[v]].src) r.links.push_back(via[v]);
-    std::reverse(r.links.begin(), r.links.end());
-    r.bandwidth_gbps = std::numeric_limits<double>::infinity();
-    for (int li : r.links) {
-      const Link& l = t_.links[li];
-      r.alpha_us += l.alpha_us;
-      if (l.bandwidth_gbps < r.bandwidth_gbps) {
-        r.bandwidth_gbps = l.bandwidth_gbps;
-        r.slowest_kind = l.kind;
-      }
-    }
-    return r;
-  }
-
-  std::optional<Route> route(int src, int dst) const {
-    const std::vector<double> width = widths(src);
-    if (width[dst] <= 0) return std::nullopt;
-    return route(src, dst, width[dst]);
-  }
-
- private:
-  // GPUs, NICs and network switches are never relays: a GPU -> NIC route stays on the node's PCIe/CPU fabric.
-  bool relay(int v) const {
-    const VertexKind k = t_.vertices[v].kind;
+// GPUs, NICs and network switches are never relays: a GPU -> NIC route stays on the node's PCIe/CPU fabric.
+Router nicRouter(const Topology& t) {
+  return Router(t, [&t](int v) {
+    const VertexKind k = t.vertices[v].kind;
     return k == VertexKind::kPcieSwitch || k == VertexKind::kCpu || k == VertexKind::kNvSwitch;
-  }
-
-  const Topology& t_;
-  std::vector<std::vector<int>> out_;
-};
+  });
+}
 
 bool isGpuVertex(const Topology& t, int v) {
   return v >= 0 && v < static_cast<int>(t.vertices.size()) && t.vertices[v].kind == VertexKind::kGpu;
@@ -140,7 +49,7 @@ bool isNicVertex(const Topology& t, int v) {
 std::optional<Route> gpuNicRoute(const Topology& t, int rank, int nic_vertex) {
   const int gpu = t.gpuVertex(rank);
   if (!isGpuVertex(t, gpu) || !isNicVertex(t, nic_vertex)) return std::nullopt;
-  return NicRouter(t).route(gpu, nic_vertex);
+  return nicRouter(t).best(gpu, nic_vertex);
 }
 
 std::string gpuNicPathClass(const Topology& t, const Route& r) {
@@ -170,7 +79,7 @@ std::string gpuNicPathClass(const Topology& t, const Route& r) {
 
 std::vector<NicAffinity> nicAffinity(const Topology& t) {
   std::vector<NicAffinity> result;
-  const NicRouter router(t);
+  const Router router = nicRouter(t);
   const int gpus = t.numGpus();
   for (int rank = 0; rank < gpus; ++rank) {
     const int gpu = t.gpuVertex(rank);
@@ -181,7 +90,7 @@ std::vector<NicAffinity> nicAffinity(const Topology& t) {
     std::vector<NicAffinity> best;
     for (int nic : t.nodes[node].nics) {
       if (!isNicVertex(t, nic) || width[nic] <= 0) continue;
-      std::optional<Route> r = router.route(gpu, nic, width[nic]);
+      std::optional<Route> r = router.shortestWithin(gpu, nic, width[nic]);
       if (!r) continue;
       NicAffinity a;
       a.rank = rank;

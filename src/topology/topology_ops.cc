@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "braid/topology.h"
+#include "topology/routing.h"
 
 namespace braid {
 
@@ -38,7 +39,6 @@ Status topologyError(const Topology& t, const std::string& what) {
 }
 
 // Relative tolerance used to compare bottleneck bandwidths computed from the same link values.
-bool atLeast(double value, double bound) { return value >= bound * (1.0 - 1e-12); }
 
 }  // namespace
 
@@ -155,10 +155,6 @@ Status validateTopology(const Topology& t) {
   return Status::ok();
 }
 
-// Lexicographic route search (widest bottleneck, then fewest hops, then least summed alpha), in two passes:
-// 1. a max-bottleneck Dijkstra finds the widest achievable bottleneck B;
-// 2. a Dijkstra on (hops, alpha) restricted to links with bandwidth >= B finds the shortest of the widest paths.
-// Any path of pass 2 has bottleneck exactly B (>= B by construction, <= B by maximality of B).
 // Intermediate vertices may be anything except GPUs: a route never relays through a third GPU.
 std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
   const int src = gpuVertex(src_rank);
@@ -169,79 +165,7 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
     self.bandwidth_gbps = std::numeric_limits<double>::infinity();
     return self;
   }
-  const int n = static_cast<int>(vertices.size());
-  std::vector<std::vector<int>> out(n);
-  for (size_t i = 0; i < links.size(); ++i) {
-    const Link& l = links[i];
-    if (l.src < 0 || l.src >= n || l.dst < 0 || l.dst >= n) continue;
-    out[l.src].push_back(static_cast<int>(i));
-  }
-  auto passable = [&](int v) { return v == dst || vertices[v].kind != VertexKind::kGpu; };
-
-  // Pass 1: widest bottleneck.
-  std::vector<double> width(n, -1.0);
-  std::priority_queue<std::pair<double, int>> widest;
-  width[src] = std::numeric_limits<double>::infinity();
-  widest.push({width[src], src});
-  while (!widest.empty()) {
-    auto [w, v] = widest.top();
-    widest.pop();
-    if (w < width[v]) continue;
-    if (v == dst) break;
-    if (v != src && !passable(v)) continue;
-    for (int li : out[v]) {
-      const Link& l = links[li];
-      if (!passable(l.dst)) continue;
-      const double through = std::min(w, l.bandwidth_gbps);
-      if (through > width[l.dst]) {
-        width[l.dst] = through;
-        widest.push({through, l.dst});
-      }
-    }
-  }
-  if (width[dst] <= 0) return std::nullopt;
-  const double bottleneck = width[dst];
-
-  // Pass 2: fewest hops, then least alpha, over links at least as wide as the bottleneck.
-  using Cost = std::pair<int, double>;
-  const Cost kUnreached{std::numeric_limits<int>::max(), 0.0};
-  std::vector<Cost> cost(n, kUnreached);
-  std::vector<int> via(n, -1);
-  using Entry = std::tuple<int, double, int>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
-  cost[src] = {0, 0.0};
-  queue.push({0, 0.0, src});
-  while (!queue.empty()) {
-    auto [hops, alpha, v] = queue.top();
-    queue.pop();
-    if (Cost{hops, alpha} > cost[v]) continue;
-    if (v == dst) break;
-    if (v != src && !passable(v)) continue;
-    for (int li : out[v]) {
-      const Link& l = links[li];
-      if (!passable(l.dst) || !atLeast(l.bandwidth_gbps, bottleneck)) continue;
-      const Cost next{hops + 1, alpha + l.alpha_us};
-      if (next < cost[l.dst]) {
-        cost[l.dst] = next;
-        via[l.dst] = li;
-        queue.push({next.first, next.second, l.dst});
-      }
-    }
-  }
-  if (via[dst] < 0) return std::nullopt;
-  Route r;
-  for (int v = dst; v != src; v = links[via[v]].src) r.links.push_back(via[v]);
-  std::reverse(r.links.begin(), r.links.end());
-  r.bandwidth_gbps = std::numeric_limits<double>::infinity();
-  for (int li : r.links) {
-    const Link& l = links[li];
-    r.alpha_us += l.alpha_us;
-    if (l.bandwidth_gbps < r.bandwidth_gbps) {
-      r.bandwidth_gbps = l.bandwidth_gbps;
-      r.slowest_kind = l.kind;
-    }
-  }
-  return r;
+  return Router(*this, [this](int v) { return vertices[v].kind != VertexKind::kGpu; }).best(src, dst);
 }
 
 }  // namespace braid

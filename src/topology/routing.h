@@ -1,0 +1,36 @@
+// Route search shared by Topology::route (GPU -> GPU) and gpuNicRoute (GPU -> NIC). Internal to
+// braid_topology.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <vector>
+
+#include "braid/topology.h"
+
+namespace braid {
+
+/// Lexicographic best routes — widest bottleneck, then fewest hops, then least summed α — in two passes:
+/// 1. a max-bottleneck Dijkstra finds the widest achievable bottleneck B;
+/// 2. a Dijkstra on (hops, α) over links with bandwidth >= B finds the shortest of the widest paths.
+/// Any path of pass 2 has bottleneck exactly B (>= B by construction, <= B by maximality of B).
+/// Routes relay only through vertices for which `relay(vertex)` holds (the endpoints are exempt).
+/// The adjacency list is built once; the topology must outlive the Router.
+class Router {
+ public:
+  Router(const Topology& topology, std::function<bool(int vertex)> relay);
+
+  /// Widest bottleneck (GB/s) from vertex `src` to every vertex; -1 where unreachable, +inf at `src`.
+  std::vector<double> widths(int src) const;
+  /// Fewest hops, then least α, from `src` to `dst` over links at least `bottleneck` GB/s wide.
+  std::optional<Route> shortestWithin(int src, int dst, double bottleneck) const;
+  /// The best route from `src` to `dst`; nullopt when none exists.
+  std::optional<Route> best(int src, int dst) const;
+
+ private:
+  const Topology& t_;
+  std::function<bool(int)> relay_;
+  std::vector<std::vector<int>> out_;
+};
+
+}  // namespace braid
