@@ -102,7 +102,8 @@ class Topology {
   /// Direct links src -> dst (vertex ids), possibly several.
   std::vector<int> linksBetween(int src, int dst) const;
   /// Best route between two GPU ranks that does not pass through a third GPU: the widest
-  /// bottleneck, then the fewest hops, then the smallest alpha. nullopt if none exists.
+  /// bottleneck, then the fewest hops, then the smallest alpha. Two GPUs of one node are routed
+  /// inside the node and never over the network (as NCCL does). nullopt if none exists.
   std::optional<Route> route(int src_rank, int dst_rank) const;
 };
 

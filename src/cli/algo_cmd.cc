@@ -96,6 +96,9 @@ int runAlgo(const AlgoOptions& opt) {
     return fail(kUsageError, fmt::format("--proto: unknown protocol '{}': expected Simple, LL or LL128", opt.proto));
   }
   if (opt.channels < 0) return fail(kUsageError, fmt::format("--channels: {} is negative", opt.channels));
+  if (*algo == ClassicAlgo::kHierarchical && opt.topology.empty()) {
+    return fail(kUsageError, "hierarchical needs --topology: it follows the topology's nodes");
+  }
   if (opt.topology.empty() && opt.num_ranks < 1) {
     return fail(kUsageError, "give the number of ranks with -n N (N >= 1) or a --topology");
   }

@@ -155,7 +155,9 @@ Status validateTopology(const Topology& t) {
   return Status::ok();
 }
 
-// Intermediate vertices may be anything except GPUs: a route never relays through a third GPU.
+// Intermediate vertices may be anything except GPUs: a route never relays through a third GPU. Between two GPUs
+// of one node the route stays inside that node and off the network (no NIC, no network switch): NCCL never moves
+// intra-node GPU traffic over the network, even where a NIC path would be wider than the inter-socket link.
 std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
   const int src = gpuVertex(src_rank);
   const int dst = gpuVertex(dst_rank);
@@ -165,7 +167,16 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
     self.bandwidth_gbps = std::numeric_limits<double>::infinity();
     return self;
   }
-  return Router(*this, [this](int v) { return vertices[v].kind != VertexKind::kGpu; }).best(src, dst);
+  const int node = vertices[src].node;
+  const bool same_node = node >= 0 && node == vertices[dst].node;
+  return Router(*this,
+                [this, same_node, node](int v) {
+                  const Vertex& x = vertices[v];
+                  if (x.kind == VertexKind::kGpu) return false;
+                  return !same_node ||
+                         (x.node == node && x.kind != VertexKind::kNic && x.kind != VertexKind::kNetSwitch);
+                })
+      .best(src, dst);
 }
 
 }  // namespace braid

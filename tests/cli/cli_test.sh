@@ -123,7 +123,7 @@ expect_rc 2 "unknown protocol" -- "$braid" algo ring --coll allgather -n 4 --pro
 expect_rc 2 "negative channels" -- "$braid" algo ring --coll allgather -n 4 --channels -1
 expect_rc 2 "zero ranks" -- "$braid" algo ring --coll allgather -n 0
 expect_rc 2 "rank count differs from topology" -- "$braid" algo ring --coll allgather -n 4 -t dgx1-v100
-expect_rc 1 "hierarchical without topology" -- "$braid" algo hierarchical --coll allreduce -n 8
+expect_rc 2 "hierarchical without topology" -- "$braid" algo hierarchical --coll allreduce -n 8
 # Three nodes with no network between them: no algorithm may claim to run there.
 cat >"$tmp/nonet.yaml" <<'YAML'
 name: nonet

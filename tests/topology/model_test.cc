@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -203,6 +204,49 @@ TEST(Route, NeverRelaysThroughAThirdGpu) {
   only_chain.links.resize(4);
   EXPECT_FALSE(only_chain.route(0, 2).has_value());
   EXPECT_TRUE(only_chain.route(0, 1).has_value());
+}
+
+TEST(Route, GpusOfOneNodeNeverMeetOverTheNetwork) {
+  // Two sockets joined by a 22 GB/s SYS link; each GPU also has a 50 GB/s NIC on its own PCIe switch, both NICs on
+  // one network switch. The NIC path (bottleneck 24 GB/s PCIe) is wider than SYS (22), but NCCL keeps intra-node
+  // traffic inside the node: the route must be gpu0 - sw0 - cpu0 - cpu1 - sw1 - gpu1 (5 links, SYS-bound).
+  Topology t;
+  const int n = t.addNode("n");
+  const int g0 = t.addVertex(VertexKind::kGpu, n);
+  const int g1 = t.addVertex(VertexKind::kGpu, n);
+  const int sw0 = t.addVertex(VertexKind::kPcieSwitch, n, "sw0");
+  const int sw1 = t.addVertex(VertexKind::kPcieSwitch, n, "sw1");
+  const int c0 = t.addVertex(VertexKind::kCpu, n, "cpu0");
+  const int c1 = t.addVertex(VertexKind::kCpu, n, "cpu1");
+  const int nic0 = t.addVertex(VertexKind::kNic, n, "nic0");
+  const int nic1 = t.addVertex(VertexKind::kNic, n, "nic1");
+  const int net = t.addVertex(VertexKind::kNetSwitch, -1, "net");
+  t.addDuplexLink(g0, sw0, LinkKind::kPcie, 24, 1);
+  t.addDuplexLink(g1, sw1, LinkKind::kPcie, 24, 1);
+  t.addDuplexLink(sw0, c0, LinkKind::kPcie, 24, 1);
+  t.addDuplexLink(sw1, c1, LinkKind::kPcie, 24, 1);
+  t.addDuplexLink(c0, c1, LinkKind::kSys, 22, 1);
+  t.addDuplexLink(nic0, sw0, LinkKind::kPcie, 24, 1);
+  t.addDuplexLink(nic1, sw1, LinkKind::kPcie, 24, 1);
+  t.addDuplexLink(nic0, net, LinkKind::kNet, 50, 1);
+  t.addDuplexLink(nic1, net, LinkKind::kNet, 50, 1);
+  std::optional<Route> r = t.route(0, 1);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_DOUBLE_EQ(r->bandwidth_gbps, 22);
+  EXPECT_EQ(r->slowest_kind, LinkKind::kSys);
+  EXPECT_EQ(r->links.size(), 5u);
+  for (int li : r->links) EXPECT_NE(t.links[li].kind, LinkKind::kNet);
+  // Put gpu1 in another node: now the network is the way (and the only one once SYS is gone).
+  Topology two = t;
+  two.addNode("m");
+  two.vertices[g1].node = 1;
+  two.links.erase(
+      std::remove_if(two.links.begin(), two.links.end(), [](const Link& l) { return l.kind == LinkKind::kSys; }),
+      two.links.end());
+  std::optional<Route> across = two.route(0, 1);
+  ASSERT_TRUE(across.has_value());
+  EXPECT_DOUBLE_EQ(across->bandwidth_gbps, 24);
+  EXPECT_EQ(across->links.size(), 6u);  // gpu0 sw0 nic0 net nic1 sw1 gpu1
 }
 
 TEST(Route, TieOnWidthBreaksByHopsThenAlpha) {
