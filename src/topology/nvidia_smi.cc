@@ -8,12 +8,13 @@
 // Reconstruction: devices whose class is PIX..NODE, or GPUs with the same NUMA (else CPU) affinity, share a CPU
 // vertex; CPU vertices are joined pairwise by SYS links. Inside a CPU the devices are clustered by class
 // (PHB → host bridge, PXB → switch tree, PIX → one switch) and every cluster of two or more devices that is
-// a proper part of its parent becomes a PCIe switch vertex, so Topology::route between two devices crosses
-// switches/CPUs exactly as the class says. NV# pairs become direct NVLinks with # lanes, or, when all GPUs are
-// NV-joined with one count k and (n-1)·k exceeds the 18 NVLink ports of any GPU, one NVSwitch vertex with k
-// lanes per GPU. The matrix carries no bandwidths: the GPU generation is inferred from the NVLink lane count
-// per GPU and NCCL's per-lane and PCIe constants are used (../shared/reference/nccl_plugins.md §4.5); every
-// such assumption is recorded in Topology::notes.
+// a proper part of its parent becomes a PCIe switch vertex; inside a PXB cluster every PIX group and every lone
+// device gets a leaf switch under the cluster's upstream switch, so PIX pairs share one switch and PXB pairs
+// cross three. Topology::route between two devices thus crosses switches/CPUs exactly as the class says. NV# pairs
+// become direct NVLinks with # lanes, or, when all GPUs are NV-joined with one count k and (n-1)·k exceeds the 18
+// NVLink ports of any GPU, one NVSwitch vertex with k lanes per GPU. The matrix carries no bandwidths: the GPU
+// generation is inferred from the NVLink lane count per GPU and NCCL's per-lane and PCIe constants are used
+// (../shared/reference/nccl_plugins.md §4.5); every such assumption is recorded in Topology::notes.
 //
 // Inter-socket (SYS) bandwidth: the matrix never names the CPU, so the CPU of NVIDIA's reference machine for the
 // inferred GPU generation is assumed and NCCL's per-CPU QPI/UPI/xGMI constant used (§4.5: BDW 6, SKL 10, SRP 22,
@@ -369,7 +370,10 @@ class SmiImporter {
       return;
     }
     for (const auto& g : groups) {
-      if (g.size() == 1) {
+      // Above PXB a lone device hangs off the host bridge or CPU. Inside a PXB cluster (split into PIX groups)
+      // every group, a lone device too, gets a leaf switch under the cluster's upstream switch: two devices
+      // then meet across leaf, upstream and leaf switch (PXB), never across the upstream switch alone (PIX).
+      if (g.size() == 1 && level - 1 > kPix) {
         attach(g[0], parent);
         continue;
       }

@@ -6,8 +6,14 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -599,6 +605,96 @@ constexpr char kSmallSmi[] =
     "\n"
     "  NIC0: mlx5_3\n";
 
+// The class nvidia-smi prints for a pair, as the PCIe path type of a route: PIX, PXB, PHB (NODE too: through the
+// CPU) and SYS; "" for NV# and anything else.
+std::string smiClassAsPathType(const std::string& cell) {
+  if (cell == "PIX" || cell == "PXB" || cell == "PHB" || cell == "SYS") return cell;
+  if (cell == "NODE") return "PHB";
+  if (cell == "SOC") return "SYS";
+  return "";
+}
+
+// Imports an `nvidia-smi topo -m` matrix and checks, cell by cell, that the built topology gives every GPU-GPU pair
+// that is not NV# (Topology::route) and every GPU-NIC pair (gpuNicRoute) the matrix's class (gpuNicPathClass:
+// PCIe switch vertices crossed, host bridges, CPUs, SYS links). The matrix is read here independently of the
+// importer: the header's device columns, one row per device, "NICk: name" legend lines. Returns the cells checked.
+int expectRoutesMatchMatrix(const std::string& text, const std::string& filename) {
+  SCOPED_TRACE(filename);
+  auto imported = importNvidiaSmiTopo(text, filename);
+  if (!imported.isOk()) {
+    ADD_FAILURE() << imported.status().toString();
+    return 0;
+  }
+  const Topology& t = *imported;
+  std::vector<std::string> columns;
+  std::map<std::string, std::vector<std::string>> rows;
+  std::map<std::string, std::string> legend;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::vector<std::string> tok;
+    for (std::string w; words >> w;) tok.push_back(w);
+    if (tok.empty()) continue;
+    if (columns.empty()) {
+      if (tok[0] != "GPU0" || (tok.size() > 1 && tok[1] == "X")) continue;
+      for (const std::string& w : tok) {
+        if (w == "CPU" || w == "NUMA" || w == "GPU" || w == "Affinity") break;
+        columns.push_back(w);
+      }
+      continue;
+    }
+    if (tok.size() >= 2 && tok[0].size() > 1 && tok[0].back() == ':') {
+      legend[tok[0].substr(0, tok[0].size() - 1)] = tok[1];
+      continue;
+    }
+    if (tok.size() > columns.size() && std::find(columns.begin(), columns.end(), tok[0]) != columns.end()) {
+      rows[tok[0]] = std::vector<std::string>(tok.begin() + 1, tok.begin() + 1 + columns.size());
+    }
+  }
+  if (columns.empty()) {
+    ADD_FAILURE() << "no header";
+    return 0;
+  }
+  // GPUs are ranked in column order; NICs are named from the legend.
+  std::map<std::string, int> rank, nic;
+  for (const std::string& c : columns) {
+    if (c.rfind("GPU", 0) == 0) {
+      const int r = static_cast<int>(rank.size());
+      rank[c] = r;
+    } else {
+      const int v = t.findVertex(legend.count(c) ? legend[c] : c);
+      EXPECT_GE(v, 0) << "no vertex for " << c;
+      if (v >= 0) nic[c] = v;
+    }
+  }
+  int checked = 0;
+  for (size_t a = 0; a < columns.size(); ++a) {
+    if (!rank.count(columns[a]) || !rows.count(columns[a])) continue;
+    for (size_t b = 0; b < columns.size(); ++b) {
+      if (a == b) continue;
+      const std::string want = smiClassAsPathType(rows[columns[a]][b]);
+      if (want.empty()) continue;
+      SCOPED_TRACE(columns[a] + " -> " + columns[b] + " (" + rows[columns[a]][b] + ")");
+      std::optional<Route> r;
+      if (rank.count(columns[b])) {
+        r = t.route(rank[columns[a]], rank[columns[b]]);
+      } else if (nic.count(columns[b])) {
+        r = gpuNicRoute(t, rank[columns[a]], nic[columns[b]]);
+      } else {
+        continue;
+      }
+      if (!r) {
+        ADD_FAILURE() << "no route";
+        continue;
+      }
+      EXPECT_EQ(gpuNicPathClass(t, *r), want);
+      ++checked;
+    }
+  }
+  return checked;
+}
+
 TEST(NvidiaSmiTest, SmallMatrixStructureAndRoutes) {
   auto r = importNvidiaSmiTopo(kSmallSmi, "small.txt");
   ASSERT_TRUE(r.isOk()) << r.status().toString();
@@ -700,15 +796,68 @@ TEST(NvidiaSmiTest, PixPxbPhbNodeNesting) {
   ASSERT_TRUE(r.isOk()) << r.status().toString();
   const Topology& t = *r;
   EXPECT_EQ(countKind(t, VertexKind::kCpu), 1);
-  EXPECT_EQ(countKind(t, VertexKind::kPcieSwitch), 2);
+  // The PXB cluster {0,1,2}: an upstream switch with a leaf for the PIX group {0,1} and one for GPU2.
+  EXPECT_EQ(countKind(t, VertexKind::kPcieSwitch), 3);
   EXPECT_EQ(t.route(0, 1)->links.size(), 2u);  // gpu0 -> PIX switch -> gpu1
-  EXPECT_EQ(t.route(0, 2)->links.size(), 3u);  // gpu0 -> PIX -> PXB switch -> gpu2
+  EXPECT_EQ(t.route(0, 2)->links.size(), 4u);  // gpu0 -> PIX leaf -> PXB switch -> leaf -> gpu2
   EXPECT_EQ(t.route(0, 3)->links.size(), 4u);  // gpu0 -> PIX -> PXB -> cpu -> gpu3
-  EXPECT_EQ(t.route(2, 3)->links.size(), 3u);
+  EXPECT_EQ(t.route(2, 3)->links.size(), 4u);  // gpu2 -> leaf -> PXB -> cpu -> gpu3
+  EXPECT_EQ(gpuNicPathClass(t, *t.route(0, 1)), "PIX");
+  EXPECT_EQ(gpuNicPathClass(t, *t.route(0, 2)), "PXB");
+  EXPECT_EQ(gpuNicPathClass(t, *t.route(1, 2)), "PXB");
+  EXPECT_EQ(gpuNicPathClass(t, *t.route(0, 3)), "PHB");
   EXPECT_EQ(countLinks(t, LinkKind::kSys), 0);
   EXPECT_EQ(t.route(0, 3)->slowest_kind, LinkKind::kPcie);
   EXPECT_DOUBLE_EQ(t.route(0, 3)->bandwidth_gbps, 24.0);  // no NVLink: Gen4 x16 assumed and noted
   EXPECT_TRUE(hasNote(t, "PCIe assumed Gen4")) << allNotes(t);
+}
+
+TEST(NvidiaSmiTest, PxbGroupIsASwitchTreeNotOneSwitch) {
+  // GPU0-GPU1 PIX; GPU2, GPU3 and NIC0 each alone, PXB to everything in the group; GPU4 on another host bridge.
+  // Two lone devices on one switch would be PIX apart: each gets a leaf under the group's upstream switch.
+  const std::string smi =
+      "        GPU0    GPU1    GPU2    GPU3    GPU4    NIC0    CPU Affinity    NUMA Affinity\n"
+      "GPU0     X      PIX     PXB     PXB     NODE    PXB     0-15    0\n"
+      "GPU1    PIX      X      PXB     PXB     NODE    PXB     0-15    0\n"
+      "GPU2    PXB     PXB      X      PXB     NODE    PXB     0-15    0\n"
+      "GPU3    PXB     PXB     PXB      X      NODE    PXB     0-15    0\n"
+      "GPU4    NODE    NODE    NODE    NODE     X      NODE    0-15    0\n"
+      "NIC0    PXB     PXB     PXB     PXB     NODE     X\n"
+      "\n"
+      "NIC Legend:\n"
+      "\n"
+      "  NIC0: mlx5_0\n";
+  EXPECT_EQ(expectRoutesMatchMatrix(smi, "pxb.txt"), 5 * 4 + 5);
+  auto r = importNvidiaSmiTopo(smi, "pxb.txt");
+  ASSERT_TRUE(r.isOk()) << r.status().toString();
+  const Topology& t = *r;
+  // Upstream switch + leaves for {GPU0,GPU1}, GPU2, GPU3, NIC0.
+  EXPECT_EQ(countKind(t, VertexKind::kPcieSwitch), 5);
+  EXPECT_EQ(neighbourOf(t, "gpu0", LinkKind::kPcie), neighbourOf(t, "gpu1", LinkKind::kPcie));
+  EXPECT_NE(neighbourOf(t, "gpu2", LinkKind::kPcie), neighbourOf(t, "gpu3", LinkKind::kPcie));
+  EXPECT_NE(neighbourOf(t, "gpu2", LinkKind::kPcie), neighbourOf(t, "mlx5_0", LinkKind::kPcie));
+  EXPECT_EQ(neighbourOf(t, "gpu4", LinkKind::kPcie), "cpu0");
+  EXPECT_EQ(t.route(2, 3)->links.size(), 4u);  // gpu2 -> leaf -> upstream -> leaf -> gpu3
+  for (const NicAffinity& a : nicAffinity(t)) {
+    SCOPED_TRACE(a.rank);
+    EXPECT_EQ(a.path_class, a.rank < 4 ? "PXB" : "PHB");
+  }
+}
+
+TEST(NvidiaSmiTest, EverySmiCorpusFileGivesTheMatrixClassForEveryPair) {
+  const std::filesystem::path dir = std::filesystem::path(BRAID_SHARED_DIR) / "realcases" / "smi";
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no corpus at " << dir << ": skipped";
+  int files = 0, cells = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".txt") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    cells += expectRoutesMatchMatrix(text.str(), entry.path().string());
+    ++files;
+  }
+  EXPECT_GT(files, 0) << "no .txt file in " << dir;
+  EXPECT_GT(cells, 0);
 }
 
 TEST(NvidiaSmiTest, HashPrefixSocTokenOldNicNameAndNvswitch) {
