@@ -15,18 +15,14 @@
 #include <vector>
 
 #include "braid/topology.h"
+#include "support/corpus.h"
 
 namespace braid {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kRealcases = fs::path(BRAID_SHARED_DIR) / "realcases";
-
-#define SKIP_WITHOUT_CORPUS()                                                                  \
-  do {                                                                                         \
-    if (!fs::exists(kRealcases)) GTEST_SKIP() << "no corpus at " << kRealcases << ": skipped"; \
-  } while (0)
+const fs::path kRealcases = testing::realcasesDir();
 
 std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -110,7 +106,7 @@ void expectSwitchLocal(const Topology& t, const std::map<std::string, std::strin
 }
 
 TEST(AffinityCorpus, Ndv4TwoGpusTwoNicsPerSwitch) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   // RC-02: 4 virtual switches ffff:ff:0X.0, each with 2 A100s and 2 HDR NICs (rail pairs).
   const Topology t = load("topo/azure-ndv4-a100-topo.xml");
   ASSERT_EQ(t.numGpus(), 8);
@@ -132,7 +128,7 @@ TEST(AffinityCorpus, Ndv4TwoGpusTwoNicsPerSwitch) {
 }
 
 TEST(AffinityCorpus, P4dTwoGpusShareOneEfa) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   // RC-05: 4 switches with 2 A100s and 1 EFA each; one EFA is the nearest NIC of exactly 2 GPUs.
   const Topology t = load("topo/aws-p4d-24xl-topo.xml");
   ASSERT_EQ(t.numGpus(), 8);
@@ -150,7 +146,7 @@ TEST(AffinityCorpus, P4dTwoGpusShareOneEfa) {
 }
 
 TEST(AffinityCorpus, Ndv5OneNicPerGpu) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   // RC-03: 8 switches, each with 1 H100 and 1 NIC: 1:1 affinity.
   const Topology t = load("topo/azure-ndv5-h100-topo.xml");
   ASSERT_EQ(t.numGpus(), 8);
@@ -169,7 +165,7 @@ TEST(AffinityCorpus, Ndv5OneNicPerGpu) {
 }
 
 TEST(AffinityCorpus, HgxA100UnpairedNicIsNeverNearest) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   // RC-09: 3-level Broadcom switch trees; mlx5_bond_0 (0000:06:00.0) hangs off the CPU outside any GPU switch.
   // Each other bond shares a top switch with two GPUs: GPU -> (2 or 4 switches) -> NIC, PXB.
   const Topology t = load("topo/hgx-8x-a100-80g-nvswitch-5cx6bond.xml");
@@ -204,7 +200,7 @@ TEST(AffinityCorpus, HgxA100UnpairedNicIsNeverNearest) {
 }
 
 TEST(AffinityCorpus, Rtx3090Numa0GpusReachTheNicThroughSys) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   // RC-12: one 56G IB NIC (mlx5_0) on NUMA 1, under the switch of GPUs 9b-9e.
   const Topology t = load("topo/pcie-8x-rtx3090-plx-1nic.xml");
   ASSERT_EQ(t.numGpus(), 8);
@@ -224,7 +220,7 @@ TEST(AffinityCorpus, Rtx3090Numa0GpusReachTheNicThroughSys) {
 }
 
 TEST(AffinityCorpus, Dgx1SmiMatrixNicNearGpu2And3) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   // RC-20: mlx5_0 is PIX to GPU2/3, NODE to GPU0/1 (NCCL's PHB: through the CPU of the same socket) and SYS to
   // GPU4-7. nvidia-smi matrices carry no bus ids: ranks are the matrix's GPU columns.
   const Topology t = load("smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt");
@@ -241,7 +237,7 @@ TEST(AffinityCorpus, Dgx1SmiMatrixNicNearGpu2And3) {
 }
 
 TEST(AffinityCorpus, HgxA100FourNumaGpus4To7HaveNoLocalNic) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   // RC-22: 4 NUMA nodes, 3 NICs. GPU0/1 share a PCIe switch tree with NIC0, GPU2/3 with NIC2 (PXB in the
   // matrix); GPU4-7 (NUMA 2 and 3) have no NIC in their NUMA node, so every NIC is SYS away from them.
   const Topology t = load("smi/hgx-a100-nv12-3nic-4numa.txt");
@@ -268,7 +264,7 @@ TEST(AffinityCorpus, HgxA100FourNumaGpus4To7HaveNoLocalNic) {
 }
 
 TEST(AffinityCorpus, EveryTopologyFileGivesConsistentAffinity) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   const std::set<std::string> classes = {"NVL", "PIX", "PXB", "P2C", "PHB", "SYS", "NET"};
   int files = 0;
   for (const char* dir : {"topo", "smi"}) {

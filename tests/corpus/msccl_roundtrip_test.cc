@@ -14,13 +14,14 @@
 #include "braid/algorithm.h"
 #include "braid/file_io.h"
 #include "support/algorithm_diff.h"
+#include "support/corpus.h"
 
 namespace braid {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kRealcases = fs::path(BRAID_SHARED_DIR) / "realcases";
+const fs::path kRealcases = testing::realcasesDir();
 const char* kBroadcastNoColl = "mcrl_A_broadcast.A.n2.gpu2.i3.xml";  // RC-47: no coll attribute
 
 std::vector<fs::path> corpusXml() {
@@ -39,9 +40,6 @@ std::vector<fs::path> corpusXml() {
 // XML written as "reduce_scatter" reads back as "reducescatter", old-format notes are not repeated, and
 // MSCCL XML carries no provenance.
 constexpr testing::DiffOptions kLenient{.collective_name = false, .notes = false, .provenance = false};
-
-#define SKIP_WITHOUT_REALCASES() \
-  if (!fs::is_directory(kRealcases)) GTEST_SKIP() << kRealcases.string() << " is absent: corpus tests skipped"
 
 // Every attribute the Azure executor (msccl_parser.cc) and microsoft/msccl (topo.cc) read as required.
 std::string missingRequiredAttribute(const std::string& xml) {
@@ -79,7 +77,7 @@ std::string missingRequiredAttribute(const std::string& xml) {
 }
 
 TEST(MscclCorpus, EveryFileLoadsRoundTripsAndIsComplete) {
-  SKIP_WITHOUT_REALCASES();
+  BRAID_SKIP_WITHOUT_REALCASES();
   const std::vector<fs::path> files = corpusXml();
   ASSERT_GE(files.size(), 27u) << "realcases/msccl and realcases/taccl/outputs_xml should hold 27 XML files";
   int loaded = 0;
@@ -111,7 +109,7 @@ TEST(MscclCorpus, EveryFileLoadsRoundTripsAndIsComplete) {
 }
 
 TEST(MscclCorpus, SizeWindowsHandOverWithoutGaps) {
-  SKIP_WITHOUT_REALCASES();
+  BRAID_SKIP_WITHOUT_REALCASES();
   auto load = [](const char* rel) { return loadMscclXml((kRealcases / rel).string()); };
   // RC-31 (Azure format, inclusive): LL up to 2078719, LL128 from 2078720 (BUG-02).
   Result<Algorithm> ll = load("msccl/ndv4_allreduce_ring_r48ll.xml");
@@ -150,7 +148,7 @@ TEST(MscclCorpus, SizeWindowsHandOverWithoutGaps) {
 }
 
 TEST(MscclCorpus, LargeFilesLoadFast) {
-  SKIP_WITHOUT_REALCASES();
+  BRAID_SKIP_WITHOUT_REALCASES();
   for (const char* rel :
        {"msccl/ndv4_allreduce_allpairs_ap2ll.xml", "taccl/outputs_xml/mi300x_alltoall_n24_withcopy.xml"}) {
     const auto start = std::chrono::steady_clock::now();
@@ -163,7 +161,7 @@ TEST(MscclCorpus, LargeFilesLoadFast) {
 
 // Damaged copies: truncations, byte flips, deleted quotes and '>' must give an error or a result.
 TEST(MscclCorpus, DamagedFilesNeverCrash) {
-  SKIP_WITHOUT_REALCASES();
+  BRAID_SKIP_WITHOUT_REALCASES();
   int errors = 0, results = 0;
   auto attempt = [&](const std::string& text) {
     Result<Algorithm> r = readMscclXml(text, "damaged.xml");  // must not throw or crash
@@ -212,7 +210,7 @@ TEST(MscclCorpus, DamagedFilesNeverCrash) {
 
 // RC-46: TACCL algorithm JSON converts to the IR, implements alltoall, and survives MSCCL XML.
 TEST(TacclCorpus, AlgorithmJsonConvertsAndVerifies) {
-  SKIP_WITHOUT_REALCASES();
+  BRAID_SKIP_WITHOUT_REALCASES();
   const fs::path dir = kRealcases / "taccl/algo_json";
   int converted = 0;
   for (const auto& e : fs::directory_iterator(dir)) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "braid/algorithm.h"
+#include "support/corpus.h"
 
 namespace braid {
 namespace {
@@ -142,12 +143,10 @@ std::map<std::string, Expectation> expectations() {
   return e;
 }
 
-std::string realcasesDir() { return std::string(BRAID_SHARED_DIR) + "/realcases"; }
-
 std::vector<std::string> corpusFiles() {
   std::vector<std::string> files;
   for (const char* sub : {"msccl", "taccl/outputs_xml"}) {
-    const fs::path dir = fs::path(realcasesDir()) / sub;
+    const fs::path dir = testing::realcasesDir() / sub;
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) continue;
     for (const fs::directory_entry& entry : fs::directory_iterator(dir)) {
@@ -167,11 +166,11 @@ std::map<IssueKind, RankChunks> issuesByKind(const VerifyReport& report) {
 }
 
 TEST(MscclVerdicts, EveryRealFileHasItsHandCheckedVerdict) {
-  const fs::path msccl_dir = fs::path(realcasesDir()) / "msccl";
-  const fs::path taccl_dir = fs::path(realcasesDir()) / "taccl" / "outputs_xml";
+  const fs::path msccl_dir = testing::realcasesDir() / "msccl";
+  const fs::path taccl_dir = testing::realcasesDir() / "taccl" / "outputs_xml";
   std::error_code ec;
   if (!fs::is_directory(msccl_dir, ec) && !fs::is_directory(taccl_dir, ec)) {
-    GTEST_SKIP() << "realcases folders not found under " << realcasesDir() << ": corpus verdicts skipped";
+    GTEST_SKIP() << "realcases folders not found under " << testing::realcasesDir() << ": corpus verdicts skipped";
   }
   const std::map<std::string, Expectation> expected = expectations();
   const std::vector<std::string> files = corpusFiles();
@@ -185,7 +184,7 @@ TEST(MscclVerdicts, EveryRealFileHasItsHandCheckedVerdict) {
       continue;
     }
     const Expectation& want = it->second;
-    Result<Algorithm> algorithm = loadMscclXml(realcasesDir() + "/" + file);
+    Result<Algorithm> algorithm = loadMscclXml((testing::realcasesDir() / file).string());
     if (want.verdict == Verdict::kLoadError) {
       ASSERT_FALSE(algorithm.isOk());
       EXPECT_EQ(algorithm.status().code(), StatusCode::kParseError);
@@ -224,7 +223,8 @@ TEST(MscclVerdicts, EveryRealFileHasItsHandCheckedVerdict) {
 
 // The failure messages name expected and actual values, as a user would read them.
 TEST(MscclVerdicts, MessagesNameExpectedAndActual) {
-  const std::string path = realcasesDir() + "/taccl/outputs_xml/mi300x-dumb_alltoall_n8_original.xml";
+  const std::string path =
+      (testing::realcasesDir() / "taccl/outputs_xml/mi300x-dumb_alltoall_n8_original.xml").string();
   std::error_code ec;
   if (!fs::exists(path, ec)) GTEST_SKIP() << path << " not found: skipped";
   Result<Algorithm> algorithm = loadMscclXml(path);
@@ -233,7 +233,8 @@ TEST(MscclVerdicts, MessagesNameExpectedAndActual) {
   EXPECT_NE(text.find("out-of-place: postcondition: rank 3 output chunk 3: expected {(3,3)} got undefined"),
             std::string::npos)
       << text;
-  const std::string reduce_path = realcasesDir() + "/taccl/outputs_xml/mcrl_A_reducescatter.A.n2.gpu2.i3.xml";
+  const std::string reduce_path =
+      (testing::realcasesDir() / "taccl/outputs_xml/mcrl_A_reducescatter.A.n2.gpu2.i3.xml").string();
   Result<Algorithm> rs = loadMscclXml(reduce_path);
   ASSERT_TRUE(rs.isOk()) << rs.status().toString();
   const std::string rs_text = verify(*rs).toString();

@@ -16,6 +16,7 @@
 #include "braid/file_io.h"
 #include "braid/taccl.h"
 #include "braid/topology.h"
+#include "support/corpus.h"
 #include "topology/importers.h"
 
 namespace braid {
@@ -23,12 +24,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kRealcases = fs::path(BRAID_SHARED_DIR) / "realcases";
-
-#define SKIP_WITHOUT_CORPUS()                                                                  \
-  do {                                                                                         \
-    if (!fs::exists(kRealcases)) GTEST_SKIP() << "no corpus at " << kRealcases << ": skipped"; \
-  } while (0)
+const fs::path kRealcases = testing::realcasesDir();
 
 std::string read(const fs::path& p) {
   auto text = readFile(p.string());
@@ -115,7 +111,7 @@ void checkTable(Format format, const std::string& folder, const std::vector<Expe
 }
 
 TEST(TopologyCorpusTest, NcclTopologyXmlFiles) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   checkTable(Format::kXml, "topo",
              {
                  {"aws-g5-48xl-topo-minimal.xml", -1, 0, 0, 14, "class"},  // busids only: no GPU to import
@@ -138,7 +134,7 @@ TEST(TopologyCorpusTest, NcclTopologyXmlFiles) {
 }
 
 TEST(TopologyCorpusTest, NvidiaSmiFiles) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   checkTable(Format::kSmi, "smi",
              {
                  {"2x-rtx3090-nvlink-bridge-nv4.txt", 2, 0, 4, 0, ""},
@@ -152,7 +148,7 @@ TEST(TopologyCorpusTest, NvidiaSmiFiles) {
 }
 
 TEST(TopologyCorpusTest, TacclProfiles) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   checkTable(Format::kTaccl, "taccl/topo",
              {
                  {"adp_topo-mi300x.json", 8, 0, 7, 0, ""},       // HubAndSpoke: one lane to each of 7 peers
@@ -169,7 +165,7 @@ TEST(TopologyCorpusTest, TacclProfiles) {
 }
 
 TEST(TopologyCorpusTest, XmlDetailsCheckedByHand) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   auto load = [](const std::string& name) {
     const fs::path p = kRealcases / "topo" / name;
     return importNcclTopoXml(read(p), p.string());
@@ -343,7 +339,7 @@ TEST(TopologyCorpusTest, XmlDetailsCheckedByHand) {
 }
 
 TEST(TopologyCorpusTest, Dgx1MatrixGivesExactlyTheMatrixNvlinks) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   const fs::path p = kRealcases / "smi" / "dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt";
   auto r = importNvidiaSmiTopo(read(p), p.string());
   ASSERT_TRUE(r.isOk()) << r.status().toString();
@@ -402,7 +398,7 @@ TEST(TopologyCorpusTest, Dgx1MatrixGivesExactlyTheMatrixNvlinks) {
 }
 
 TEST(TopologyCorpusTest, SmiNumaAndNicLocality) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   const fs::path p = kRealcases / "smi" / "hgx-a100-nv12-3nic-4numa.txt";
   auto r = importNvidiaSmiTopo(read(p), p.string());
   ASSERT_TRUE(r.isOk());
@@ -448,7 +444,7 @@ TEST(TopologyCorpusTest, SmiNumaAndNicLocality) {
 }
 
 TEST(TopologyCorpusTest, TacclSketchesAllRead) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   const std::map<std::string, std::pair<int, std::string>> expected = {
       {"adp_mi300x-dumb-n2.json", {2, "direct-map"}},
       {"adp_mi300x-n2.json", {2, "direct-map"}},
@@ -499,7 +495,7 @@ TEST(TopologyCorpusTest, TacclSketchesAllRead) {
 }
 
 TEST(TopologyCorpusTest, TacclCommandPairsBuildMultiNodeTopologies) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   struct Pair {
     std::string topo, sketch;
     int gpus, nics;
@@ -575,7 +571,7 @@ std::vector<std::pair<std::string, std::string>> variants(const std::string& tex
 }
 
 TEST(TopologyCorpusTest, TruncatedAndGarbledInputsNeverCrashOrHang) {
-  SKIP_WITHOUT_CORPUS();
+  BRAID_SKIP_WITHOUT_REALCASES();
   TacclSketch two_nodes;
   two_nodes.source = "garble-sketch.json";
   two_nodes.nnodes = 2;
