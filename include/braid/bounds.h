@@ -1,0 +1,42 @@
+// Bandwidth lower bounds for all-gather, reduce-scatter and all-reduce on a Topology (ForestColl cut bound).
+//
+// Units: bytes_per_rank in bytes, bandwidth in GB/s (1 GB/s = 1e3 bytes/us), times in microseconds.
+// Source: ForestColl (Zhao et al., arXiv 2402.06787; liangyuRain/ForestColl README), summarised in
+// shared/reference/anchors_algorithms.md §1: T_AG = max over cuts S of (data that must cross into S) /
+// (bandwidth into S). The model is bandwidth-only: link alpha_us is ignored.
+#pragma once
+
+#include <vector>
+
+#include "braid/status.h"
+#include "braid/topology.h"
+
+namespace braid {
+
+/// A cut bound: the time the binding cut needs and the cut itself.
+struct CutBound {
+  double time_us = 0;    // lower bound on the collective's duration, microseconds
+  std::vector<int> cut;  // vertex ids (ascending) of the side S the binding data flows into; empty if no cut
+};
+
+/// All-gather lower bound: max over vertex sets S holding at least one GPU but not all GPUs of
+///   |GPUs not in S| * bytes_per_rank / B_in(S),
+/// where B_in(S) is the summed bandwidth_gbps of links entering S (switches, NICs, CPUs on either side).
+/// `bytes_per_rank` is each rank's contribution (the gathered output is numGpus() * bytes_per_rank).
+/// Computed exactly without enumerating sets: Dinkelbach iteration on the ratio, each step solving
+/// max_S |G \ S| - t * B_in(S) with 2(N-1) s-t min cuts (see src/sim/bounds.cc).
+/// Fewer than 2 GPUs: time 0, empty cut. kInvalidArgument when a GPU cannot reach or be reached by another
+/// GPU (the message names it), when a link is malformed, or when bytes_per_rank is negative or not finite.
+Result<CutBound> allGatherCutBound(const Topology& t, double bytes_per_rank);
+
+/// Reduce-scatter lower bound: the all-gather bound on the reversed graph (reduce-scatter is all-gather
+/// run backwards), i.e. max over S of |GPUs not in S| * bytes_per_rank / B_out(S). `bytes_per_rank` is
+/// each rank's output share; `cut` is the set S whose outgoing bandwidth binds.
+Result<CutBound> reduceScatterCutBound(const Topology& t, double bytes_per_rank);
+
+/// All-reduce lower bound as ForestColl models it (reduce-scatter then all-gather, no in-network
+/// reduction): reduceScatterCutBound + allGatherCutBound with the same `bytes_per_rank` (buffer bytes /
+/// numGpus()). `cut` is the all-gather cut.
+Result<CutBound> allReduceCutBound(const Topology& t, double bytes_per_rank);
+
+}  // namespace braid
