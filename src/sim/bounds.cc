@@ -1,4 +1,4 @@
-// ForestColl cut bound, computed exactly by Dinkelbach iteration over s-t min cuts.
+// ForestColl cut bound, computed exactly by Dinkelbach iteration over s-t min cuts (Boost.Graph max-flow).
 //
 // Method. Let G be the GPUs (N = |G|), m = bytes_per_rank and r(S) = |G \ S| / B_in(S) for a valid S
 // (S holds a GPU, misses a GPU). The bound is m * max_S r(S). Dinkelbach (Dinkelbach 1967, "On nonlinear
@@ -17,6 +17,8 @@
 #include "braid/bounds.h"
 
 #include <algorithm>
+#include <boost/graph/adjacency_list.hpp>
+#include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #include <cmath>
 #include <limits>
 #include <queue>
@@ -27,85 +29,51 @@
 namespace braid {
 namespace {
 
-/// Dinic max-flow on double capacities; after maxFlow, sourceSide() is the min cut's source side.
+/// s-t min cut on double capacities with Boost.Graph's Boykov-Kolmogorov max-flow
+/// (boost/graph/boykov_kolmogorov_max_flow.hpp). After maxFlow, sourceSide() is the source side of a minimum
+/// cut: the vertices of the search tree grown from the source (coloured black by the algorithm).
 class FlowNetwork {
  public:
-  explicit FlowNetwork(int n) : adj_(n), level_(n), next_(n) {}
+  explicit FlowNetwork(int n) : graph_(n) {}
 
   void addEdge(int a, int b, double cap) {
-    adj_[a].push_back(static_cast<int>(edges_.size()));
-    edges_.push_back({b, cap});
-    adj_[b].push_back(static_cast<int>(edges_.size()));
-    edges_.push_back({a, 0});
+    auto forward = boost::add_edge(a, b, graph_).first;
+    auto backward = boost::add_edge(b, a, graph_).first;
+    graph_[forward].capacity = cap;
+    graph_[backward].capacity = 0;
+    graph_[forward].reverse = backward;
+    graph_[backward].reverse = forward;
   }
 
-  double maxFlow(int s, int t, double eps) {
-    eps_ = eps;
-    double flow = 0;
-    while (bfs(s, t)) {
-      std::fill(next_.begin(), next_.end(), 0);
-      while (true) {
-        double f = dfs(s, t, std::numeric_limits<double>::infinity());
-        if (f <= eps_) break;
-        flow += f;
-      }
-    }
-    return flow;
+  double maxFlow(int s, int t) {
+    colors_.assign(boost::num_vertices(graph_), boost::default_color_type::white_color);
+    std::vector<Traits::edge_descriptor> pred(boost::num_vertices(graph_));
+    std::vector<double> dist(boost::num_vertices(graph_));
+    const auto index = boost::get(boost::vertex_index, graph_);
+    return boost::boykov_kolmogorov_max_flow(
+        graph_, boost::get(&EdgeProps::capacity, graph_), boost::get(&EdgeProps::residual, graph_),
+        boost::get(&EdgeProps::reverse, graph_), boost::make_iterator_property_map(pred.begin(), index),
+        boost::make_iterator_property_map(colors_.begin(), index),
+        boost::make_iterator_property_map(dist.begin(), index), index, s, t);
   }
 
-  /// Vertices reachable from s through residual capacity > eps (call after maxFlow).
-  std::vector<bool> sourceSide(int s) {
-    bfs(s, -1);
-    std::vector<bool> side(adj_.size());
-    for (size_t v = 0; v < adj_.size(); ++v) side[v] = level_[v] >= 0;
+  std::vector<bool> sourceSide() const {
+    std::vector<bool> side(colors_.size());
+    for (size_t v = 0; v < colors_.size(); ++v) side[v] = colors_[v] == boost::default_color_type::black_color;
     return side;
   }
 
  private:
-  struct Edge {
-    int to;
-    double cap;
+  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
+  struct EdgeProps {
+    double capacity = 0;
+    double residual = 0;
+    Traits::edge_descriptor reverse;
   };
+  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeProps>;
 
-  bool bfs(int s, int t) {
-    std::fill(level_.begin(), level_.end(), -1);
-    std::queue<int> queue;
-    level_[s] = 0;
-    queue.push(s);
-    while (!queue.empty()) {
-      int v = queue.front();
-      queue.pop();
-      for (int e : adj_[v]) {
-        if (edges_[e].cap > eps_ && level_[edges_[e].to] < 0) {
-          level_[edges_[e].to] = level_[v] + 1;
-          queue.push(edges_[e].to);
-        }
-      }
-    }
-    return t >= 0 && level_[t] >= 0;
-  }
-
-  double dfs(int v, int t, double pushed) {
-    if (v == t) return pushed;
-    for (int& i = next_[v]; i < static_cast<int>(adj_[v].size()); ++i) {
-      int e = adj_[v][i];
-      Edge& edge = edges_[e];
-      if (edge.cap <= eps_ || level_[edge.to] != level_[v] + 1) continue;
-      double f = dfs(edge.to, t, std::min(pushed, edge.cap));
-      if (f > eps_) {
-        edge.cap -= f;
-        edges_[e ^ 1].cap += f;
-        return f;
-      }
-    }
-    return 0;
-  }
-
-  std::vector<Edge> edges_;
-  std::vector<std::vector<int>> adj_;
-  std::vector<int> level_;
-  std::vector<int> next_;
-  double eps_ = 0;
+  Graph graph_;
+  std::vector<boost::default_color_type> colors_;
 };
 
 std::vector<bool> reachable(const Topology& t, int start, bool forward) {
@@ -196,7 +164,6 @@ Result<CutBound> allGatherCutBound(const Topology& t, double bytes_per_rank) {
   while (true) {
     const double ratio = best.gpus_outside / best.bandwidth_in;
     const double infinite = 2.0 * (n + 1 + ratio * total_bandwidth);
-    const double eps = 1e-13 * infinite;
     Candidate step_best = best;
     double step_value = best.gpus_outside - ratio * best.bandwidth_in;  // ~0
     // Case i >= 1: lowest GPU in S is gpus[i]; case i = 0 with gpus[j] forced outside, j = 1..n-1.
@@ -213,8 +180,8 @@ Result<CutBound> allGatherCutBound(const Topology& t, double bytes_per_rank) {
         net.addEdge(gpus[0], sink, infinite);
         net.addEdge(source, gpus[c - n + 1], infinite);
       }
-      net.maxFlow(source, sink, eps);
-      std::vector<bool> side = net.sourceSide(source);
+      net.maxFlow(source, sink);
+      std::vector<bool> side = net.sourceSide();
       std::vector<bool> in_s(num_vertices);
       for (int v = 0; v < num_vertices; ++v) in_s[v] = !side[v];
       Candidate cand = evaluate(t, gpus, std::move(in_s));
