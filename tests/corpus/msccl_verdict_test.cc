@@ -168,10 +168,7 @@ std::map<IssueKind, RankChunks> issuesByKind(const VerifyReport& report) {
 TEST(MscclVerdicts, EveryRealFileHasItsHandCheckedVerdict) {
   const fs::path msccl_dir = testing::realcasesDir() / "msccl";
   const fs::path taccl_dir = testing::realcasesDir() / "taccl" / "outputs_xml";
-  std::error_code ec;
-  if (!fs::is_directory(msccl_dir, ec) && !fs::is_directory(taccl_dir, ec)) {
-    GTEST_SKIP() << "realcases folders not found under " << testing::realcasesDir() << ": corpus verdicts skipped";
-  }
+  BRAID_SKIP_WITHOUT_REALCASES();
   const std::map<std::string, Expectation> expected = expectations();
   const std::vector<std::string> files = corpusFiles();
   ASSERT_FALSE(files.empty());
@@ -225,8 +222,7 @@ TEST(MscclVerdicts, EveryRealFileHasItsHandCheckedVerdict) {
 TEST(MscclVerdicts, MessagesNameExpectedAndActual) {
   const std::string path =
       (testing::realcasesDir() / "taccl/outputs_xml/mi300x-dumb_alltoall_n8_original.xml").string();
-  std::error_code ec;
-  if (!fs::exists(path, ec)) GTEST_SKIP() << path << " not found: skipped";
+  BRAID_SKIP_WITHOUT_REALCASES();
   Result<Algorithm> algorithm = loadMscclXml(path);
   ASSERT_TRUE(algorithm.isOk()) << algorithm.status().toString();
   const std::string text = verify(*algorithm).toString();

@@ -19,6 +19,7 @@
 
 #include "braid/taccl.h"
 #include "braid/topology.h"
+#include "support/corpus.h"
 
 namespace braid {
 namespace {
@@ -845,8 +846,8 @@ TEST(NvidiaSmiTest, PxbGroupIsASwitchTreeNotOneSwitch) {
 }
 
 TEST(NvidiaSmiTest, EverySmiCorpusFileGivesTheMatrixClassForEveryPair) {
-  const std::filesystem::path dir = std::filesystem::path(BRAID_SHARED_DIR) / "realcases" / "smi";
-  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no corpus at " << dir << ": skipped";
+  BRAID_SKIP_WITHOUT_REALCASES();
+  const std::filesystem::path dir = testing::realcasesDir() / "smi";
   int files = 0, cells = 0;
   for (const auto& entry : std::filesystem::directory_iterator(dir)) {
     if (!entry.is_regular_file() || entry.path().extension() != ".txt") continue;

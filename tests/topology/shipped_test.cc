@@ -13,6 +13,7 @@
 
 #include "braid/file_io.h"
 #include "braid/topology.h"
+#include "support/corpus.h"
 
 namespace braid {
 namespace {
@@ -93,9 +94,8 @@ std::map<std::pair<int, int>, int> smiNvlinkLanes(const std::string& text) {
 
 TEST(ShippedTopologies, Dgx1NvlinkMatrixMatchesRealNvidiaSmi) {
   Topology t = loadShipped("dgx1-v100");
-  const std::string smi_path =
-      std::string(BRAID_SHARED_DIR) + "/realcases/smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt";
-  if (!fs::exists(smi_path)) GTEST_SKIP() << "realcases not present: " << smi_path;
+  BRAID_SKIP_WITHOUT_REALCASES();
+  const std::string smi_path = (testing::realcasesDir() / "smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt").string();
   Result<std::string> smi = readFile(smi_path);
   ASSERT_TRUE(smi.isOk());
   const std::map<std::pair<int, int>, int> expected = smiNvlinkLanes(*smi);
@@ -319,8 +319,8 @@ TEST(ShippedTopologies, SysBandwidthFollowsTheCpu) {
     EXPECT_TRUE(noted) << "notes do not name the CPU: " << want.second;
   }
   // The real DGX-1 matrix (RC-20) imports with the DGX-1's Broadwell value, the same as dgx1-v100.yaml.
-  const std::string smi = std::string(BRAID_SHARED_DIR) + "/realcases/smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt";
-  if (!fs::exists(smi)) GTEST_SKIP() << "realcases not present: " << smi;
+  BRAID_SKIP_WITHOUT_REALCASES();
+  const std::string smi = (testing::realcasesDir() / "smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt").string();
   Result<Topology> imported = loadTopology(smi);
   ASSERT_TRUE(imported.isOk()) << imported.status().toString();
   const Topology dgx1 = loadShipped("dgx1-v100");
@@ -335,8 +335,8 @@ TEST(ShippedTopologies, SysBandwidthFollowsTheCpu) {
 // Real files in the other formats reach their importers (written by another engineer): the result must be the
 // 8-GPU machine each file describes.
 TEST(LoadTopology, RealFilesInOtherFormats) {
-  const std::string base = std::string(BRAID_SHARED_DIR) + "/realcases/";
-  if (!fs::exists(base)) GTEST_SKIP() << "realcases not present";
+  BRAID_SKIP_WITHOUT_REALCASES();
+  const std::string base = testing::realcasesDir().string() + "/";
   for (const char* rel : {"smi/dgx1-v100-sxm2-hybrid-cube-mesh-1nic.txt", "topo/hgx-8x-a100-80g-nvswitch-5cx6bond.xml",
                           "taccl/topo/topo-ndv2-1MB.json"}) {
     SCOPED_TRACE(rel);
