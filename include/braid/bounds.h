@@ -6,8 +6,10 @@
 // (bandwidth into S). The model is bandwidth-only: link alpha_us is ignored.
 #pragma once
 
+#include <cstdint>
 #include <vector>
 
+#include "braid/collective.h"
 #include "braid/status.h"
 #include "braid/topology.h"
 
@@ -38,5 +40,41 @@ Result<CutBound> reduceScatterCutBound(const Topology& t, double bytes_per_rank)
 /// reduction): reduceScatterCutBound + allGatherCutBound with the same `bytes_per_rank` (buffer bytes /
 /// numGpus()). `cut` is the all-gather cut.
 Result<CutBound> allReduceCutBound(const Topology& t, double bytes_per_rank);
+
+}  // namespace braid
+
+namespace braid {
+
+/// All-to-all lower bound. `bytes_per_rank` is each rank's whole send buffer (it sends bytes_per_rank /
+/// numGpus() to every rank). Over a vertex set S: |GPUs in S| * |GPUs not in S| * bytes_per_rank / n must
+/// leave S (and as much enter it): time >= that / B_out(S) and / B_in(S). The reported bound is the maximum
+/// over the cuts examined — every GPU alone, every node, every set of whole nodes up to 2^16 sets (all
+/// subsets of up to 16 nodes; beyond that, prefixes and halves in node order), and the min cut on the
+/// GPU-balanced bisection — so it is a valid lower bound, and exact (equals brute force) on topologies
+/// where one of those cuts binds. Errors as allGatherCutBound.
+Result<CutBound> allToAllCutBound(const Topology& t, double bytes_per_rank);
+
+/// Latency lower bound (alpha only): a chunk reaches at most twice as many ranks per step, so a collective
+/// over n ranks needs ceil(log2 n) steps (all-reduce: ceil(log2 n) as in recursive doubling; broadcast and
+/// all-gather the same), each costing at least the smallest GPU-to-GPU route alpha; and data must cross the
+/// alpha-diameter (max over rank pairs of the smallest route alpha). time_us = max of the two.
+struct LatencyBound {
+  double time_us = 0;
+  int steps = 0;              // ceil(log2 n)
+  double min_alpha_us = 0;    // smallest route alpha between two GPUs
+  double diameter_us = 0;     // largest over pairs of the shortest alpha path
+};
+Result<LatencyBound> latencyBound(const Topology& t, CollectiveKind collective);
+
+/// Both bounds for one call of nccl-tests size `size_bytes`: time_us = max(bandwidth cut bound,
+/// latency bound). For all-gather bytes_per_rank = size / n; reduce-scatter size / n; all-reduce size / n
+/// per rank share; all-to-all size (each rank's send buffer).
+struct CollectiveBound {
+  double time_us = 0;
+  double bandwidth_us = 0;  // the cut bound
+  double latency_us = 0;    // the latency bound
+  std::vector<int> cut;     // binding cut of the bandwidth bound
+};
+Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collective, uint64_t size_bytes);
 
 }  // namespace braid

@@ -1,0 +1,117 @@
+// The event-driven simulator: Braid's executor over a simulated transport (virtual clock), so what is
+// simulated is what runs (ARCHITECTURE.md §5).
+//
+// Cost model (docs/simulator.md):
+//   * A message from rank a to rank b follows Topology::route(a, b). Intermediate switches, NICs, PCIe
+//     switches and CPUs forward cut-through: the message costs sum(alpha of its links) + the protocol's
+//     per-hop latency, plus bytes / rate, where rate is its fair share of every link direction it crosses
+//     (a link's bandwidth x the protocol's efficiency on that link kind, split equally among the messages
+//     crossing it at that moment; a message's rate is the minimum of its shares — LogP/LogGP-style
+//     processor sharing). A switch port, a NIC and a PCIe uplink are link directions in the model, so they
+//     are shared the same way.
+//   * LogGP overheads (Alexandrov et al., SPAA'95): every message costs `message_overhead_us` (o) at its
+//     sending and its receiving threadblock, and each NIC it crosses admits one message every `nic_gap_us`
+//     (g, the inverse message rate), so with many small messages the message rate decides.
+//   * Protocols cut every step into slices (slice_bytes) that pipeline across hops through fused steps; a
+//     connection holds at most `fifo_depth` slices in flight (NCCL_STEPS = 8).
+//   * Local copies and reductions run at `local_gbps`; reductions fused into a receive cost nothing extra.
+//   * Each collective pays `launch_us` once (kernel launch and NCCL base latency; fitted per protocol).
+// Units: bytes, microseconds, GB/s (1 GB/s = 1e3 bytes/us).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/executor.h"
+#include "braid/plan.h"
+#include "braid/status.h"
+#include "braid/topology.h"
+#include "braid/transport.h"
+
+namespace braid {
+
+inline constexpr int kNumProtocols = 3;   // indexed by static_cast<int>(Protocol)
+inline constexpr int kNumLinkKinds = 5;   // indexed by static_cast<int>(LinkKind)
+
+struct SimModel {
+  /// Fraction of a link's bandwidth a protocol achieves, [protocol][link kind].
+  std::array<std::array<double, kNumLinkKinds>, kNumProtocols> efficiency{};
+  /// Extra latency per message per hop of the given kind, [protocol][link kind], microseconds.
+  std::array<std::array<double, kNumLinkKinds>, kNumProtocols> hop_latency_us{};
+  std::array<double, kNumProtocols> launch_us{};         // once per collective
+  std::array<uint64_t, kNumProtocols> slice_bytes{};     // pipelining unit per protocol
+  int fifo_depth = 8;                                    // slices in flight per connection
+  double message_overhead_us = 0;                        // LogGP o, at sender and at receiver
+  double nic_gap_us = 0;                                 // LogGP g per NIC (1 / message rate)
+  double local_gbps = 1000;                              // local copy / reduce bandwidth per rank
+
+  /// The calibrated defaults (docs/simulator.md says where each number comes from).
+  static SimModel defaults();
+  /// An ideal α-β model: efficiency 1, no protocol latency, no launch cost, no overheads, one slice per
+  /// step (no pipelining) — hand-computable.
+  static SimModel ideal();
+};
+
+/// One piece of a link's timeline: between start and end the link carried `gbps` (all messages together).
+struct LinkSegment {
+  int link = 0;  // index into Topology::links
+  double start_us = 0;
+  double end_us = 0;
+  double gbps = 0;
+  int messages = 0;  // concurrent messages
+};
+
+struct SimStats {
+  long long messages = 0;  // slices sent
+  long long events = 0;
+  std::vector<double> link_bytes;    // bytes carried per link (index = Topology::links)
+  std::vector<double> link_busy_us;  // time each link carried anything
+};
+
+/// The simulated transport: a virtual clock over a topology. Ranks are the topology's GPU ranks.
+class SimTransport : public Transport {
+ public:
+  SimTransport(const Topology& topology, const SimModel& model, bool record_timeline = false);
+  ~SimTransport() override;
+  const char* name() const override { return "sim"; }
+  Result<RequestId> postSend(const SendRequest& request) override;
+  Result<RequestId> postRecv(const RecvRequest& request) override;
+  Result<RequestId> postLocal(const LocalRequest& request) override;
+  Status poll(std::vector<Completion>* done, bool block) override;
+  double nowUs() const override;
+
+  const SimStats& stats() const;
+  /// Link timeline (only with record_timeline), ordered by link then start.
+  std::vector<LinkSegment> timeline() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+struct SimOptions {
+  uint64_t size_bytes = 0;  // nccl-tests size convention (include/braid/plan.h)
+  bool in_place = false;    // ignored when the algorithm declares only one mode
+  std::optional<Protocol> protocol;
+  int instances = 1;
+  SimModel model = SimModel::defaults();
+  bool record_timeline = false;
+};
+
+struct SimResult {
+  double time_us = 0;  // launch_us + executor makespan
+  Protocol protocol = Protocol::kSimple;
+  SimStats stats;
+  std::vector<LinkSegment> timeline;  // with record_timeline
+};
+
+/// Lowers and runs `algorithm` on `topology` for one size. Errors: kInvalidArgument when the algorithm's
+/// rank count differs from the topology's GPU count or a pair has no route (checkPlacement); lowering and
+/// transport errors as they come.
+Result<SimResult> simulate(const Algorithm& algorithm, const Topology& topology, const SimOptions& options);
+
+}  // namespace braid
