@@ -79,3 +79,35 @@ Result<Algorithm> ncclBaselineAlgorithm(const Topology& topology, CollectiveKind
                                         bool in_place, Protocol protocol);
 
 }  // namespace braid
+
+namespace braid {
+
+/// NVLink SHARP (NCCL's NVLS / NVLSTree all-reduce) emulated in the IR so the simulator can run it: each
+/// node's NVSwitch becomes an extra rank (rank numGpus() + node index) that reduces what the GPUs push into
+/// it (multimem.ld_reduce) and multicasts what they store (multimem.st). Per round and share i: every GPU
+/// sends its share-i part to the switch (M/n each, M per GPU uplink in all), the switch reduces and returns
+/// share i to GPU i (M/n), GPU i combines it across nodes (recursive doubling with the GPUs of the same
+/// local index in the other nodes, through their NICs — NCCL's NVLSTree inter-node step), stores it to the
+/// switch (M/n) and the switch multicasts it to all n GPUs (M per GPU downlink). So each GPU link carries
+/// M(1 + 1/n) per direction, as NVLS does (nccl@2.28.9 src/device/all_reduce.h, NVLS primitives; the NCCL
+/// model's NVLS bandwidth term in nccl_plugins.md §4.3). The program is for simulation only: it is not a
+/// verifiable GPU-rank algorithm (the switch is no GPU).
+struct NvlsProgram {
+  Topology topology;    // the input topology with each node's NVSwitch turned into a pseudo-GPU rank
+  Algorithm algorithm;  // all-reduce over numGpus() + numNodes() ranks; the last numNodes() are switches
+  int gpu_ranks = 0;
+};
+
+/// Builds the emulation for an all-reduce split into `rounds` rounds spread over `channels` channels
+/// (rounds >= channels >= 1). The GPU<->switch links are scaled by `nvls_efficiency`: NCCL's model
+/// multiplies NVLS bandwidth by nvlsEfficiency (Hopper 0.85, Blackwell 0.74; nccl_plugins.md §4.2), the
+/// switch's reduction/multicast throughput relative to plain NVLink (ncclNvlsEfficiency gives it by arch). Errors: kUnsupported unless every node has the same number of GPUs, exactly
+/// one NVSwitch vertex linked to all of them, and the node count is a power of two; kInvalidArgument for
+/// bad counts.
+Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int rounds, double nvls_efficiency);
+
+/// NCCL's nvlsEfficiency for an arch row of NcclSystem::arch (0 Volta, 1 Ampere: 0 — no NVLS; 2 Hopper
+/// 0.85; 3 Blackwell 0.74).
+double ncclNvlsEfficiency(int arch);
+
+}  // namespace braid

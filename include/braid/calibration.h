@@ -1,0 +1,73 @@
+// Simulator calibration against measured NCCL all-reduce tables (docs/simulator.md, "Calibration").
+//
+// A measured point is NCCL's all-reduce bus bandwidth at one size. Braid predicts it the way NCCL runs it:
+// ncclPredict (NCCL 2.28's tuning model) picks the algorithm and protocol, the matching NCCL algorithm is
+// built (ncclBaselineAlgorithm, or the NVLS emulation ncclNvlsProgram) and run in the simulator with a
+// SimModel; busbw = size / time x 2(n-1)/n (nccl-tests, nccl_plugins.md §6.4). Fitting adjusts the
+// model's NVLink efficiencies and latencies by coordinate descent on the squared log error.
+// Units: bytes, microseconds, GB/s.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/simulate.h"
+#include "braid/status.h"
+
+namespace braid::calibration {
+
+struct MeasuredPoint {
+  uint64_t size_bytes = 0;
+  double busbw_gbps = 0;
+};
+
+struct CalibrationCase {
+  std::string name;      // e.g. "Azure ND A100 v4"
+  std::string source;    // where the numbers come from
+  std::string topology;  // shipped topology name it runs on
+  std::vector<MeasuredPoint> points;
+  uint64_t accept_from_bytes = 0;  // sizes >= this must be within `tolerance`
+  double tolerance = 0.15;         // relative busbw error allowed
+};
+
+/// The published cases: [0] Azure ND A100 v4 (the fit target), [1] Azure ND H100 v5 (NVLS), and, when
+/// `shared_dir`/realcases/nccltests/hgx-h100-xe9680-2node-16rank-all_reduce_perf.txt exists, [2] that log
+/// (RC-50, out-of-place busbw). Errors: the log exists but cannot be parsed (file, line).
+Result<std::vector<CalibrationCase>> publishedCases(const std::string& shared_dir);
+
+/// One row of an nccl-tests table: size, count, type, redop, root, then out-of-place and in-place
+/// time (us) / algbw / busbw (GB/s). `#wrong` may be "N/A".
+struct NcclTestsRow {
+  uint64_t size_bytes = 0;
+  uint64_t count = 0;
+  std::string type;
+  std::string redop;
+  double oop_time_us = 0, oop_algbw = 0, oop_busbw = 0;
+  double ip_time_us = 0, ip_algbw = 0, ip_busbw = 0;
+};
+/// Parses the data rows of nccl-tests output (header/comment lines start with '#'; other non-table lines,
+/// such as "NCCL version", are skipped). A repeated table (some logs print it twice) is kept once.
+/// Errors name the file and line of a malformed data row.
+Result<std::vector<NcclTestsRow>> parseNcclTestsOutput(const std::string& text, const std::string& filename);
+
+struct PredictedPoint {
+  uint64_t size_bytes = 0;
+  double measured_gbps = 0;
+  double predicted_gbps = 0;
+  double time_us = 0;
+  std::string choice;  // NCCL's choice, e.g. "Ring/LL128"
+  double error = 0;    // predicted / measured - 1
+};
+
+/// Predicts every point of the case with `model`.
+Result<std::vector<PredictedPoint>> evaluate(const CalibrationCase& c, const SimModel& model);
+/// Fits efficiencies and latencies to the case's points >= 1 MiB, starting from `start`.
+Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool verbose);
+
+std::string formatTable(const CalibrationCase& c, const std::vector<PredictedPoint>& rows);
+bool withinTolerance(const CalibrationCase& c, const std::vector<PredictedPoint>& rows);
+/// The model's fields as C++ assignments (what SimModel::defaults() holds).
+std::string describeModel(const SimModel& model);
+
+}  // namespace braid::calibration
