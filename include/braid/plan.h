@@ -40,6 +40,10 @@ struct PlanThreadblock {
   int recv_peer = -1;
   int channel = 0;  // channel id after instancing (instance i of channel c -> c + i * num_channels)
   std::vector<PlanStep> steps;
+  /// Staging for steps that receive and reduce without storing first (kRecvReduceSend, and receive-reduce
+  /// steps whose src overlaps their dst): a range of the scratch buffer at or beyond RankPlan::scratch_bytes,
+  /// as large as the largest such step of this threadblock; bytes == 0 when it has none.
+  BufferRef temp{BufferKind::kScratch, 0, 0};
 };
 
 struct PlanCopy {  // TACCL precopy or the in-place/out-of-place entry copy, in bytes
@@ -52,6 +56,9 @@ struct RankPlan {
   uint64_t input_bytes = 0;
   uint64_t output_bytes = 0;
   uint64_t scratch_bytes = 0;
+  /// Executor staging (PlanThreadblock::temp) placed after the algorithm's scratch: a transport gives every
+  /// rank a scratch buffer of scratch_bytes + temp_bytes.
+  uint64_t temp_bytes = 0;
   std::vector<PlanCopy> precopies;  // run before any threadblock starts
   std::vector<PlanThreadblock> threadblocks;
 };
@@ -65,6 +72,7 @@ struct Plan {
   Protocol protocol = Protocol::kSimple;
   int instances = 1;
   uint64_t slice_bytes = 0;  // pipelining unit: every step is executed in slices of at most this many bytes
+  uint64_t element_bytes = 1;   // datatype size: slices are cut on whole elements
   std::vector<RankPlan> ranks;  // ranks[r].rank == r
 };
 
@@ -85,5 +93,10 @@ struct LowerOptions {
 /// when size_bytes is not a multiple of element_bytes times the collective's size multiplier, or when
 /// instances < 1.
 Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& options);
+
+/// The slice size lowering uses for a protocol when LowerOptions::slice_bytes is 0: one slot of NCCL's
+/// per-connection FIFO of NCCL_STEPS = 8 slots (runtime/plan/lower.cc gives the derivation).
+/// Simple 524288 (4 MiB / 8), LL 32768, LL128 576000 bytes of data.
+uint64_t defaultSliceBytes(Protocol protocol);
 
 }  // namespace braid

@@ -38,6 +38,7 @@ struct LocalRequest {
   BufferRef src;
   BufferRef dst;
   bool reduce = false;  // false: dst <- src; true: dst <- dst (op) src
+  bool fused = false;   // part of a receive-reduce: the simulated transport charges nothing for it
 };
 
 struct Completion {

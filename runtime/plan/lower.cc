@@ -1,0 +1,107 @@
+// lowerAlgorithm(): the IR for one size on every rank (include/braid/plan.h). The passes, in order:
+// structure checks (structure.cc), chunk geometry and the data-flow replay that sizes scratch chunks
+// (chunks.cc), byte ranges with in-place aliasing and staging (buffers.cc), threadblocks and instances
+// (instances.cc).
+//
+// Slice sizes. The executor cuts every step into slices of at most Plan::slice_bytes and pipelines them
+// through fused steps, as NCCL pipelines a chunk through the slots of a connection's FIFO. The default slice
+// is one slot of NCCL's per-connection buffer for the protocol: the buffer holds NCCL_STEPS = 8 slots
+// (nccl src/include/device.h), and
+//   Simple: NCCL_BUFFSIZE = 4 MiB (DEFAULT_BUFFSIZE, ../shared/reference/anchors_algorithms.md "NCCL knobs")
+//           / 8 = 524288 bytes per slot, all of them data;
+//   LL:     DEFAULT_LL_BUFFSIZE = NCCL_LL_LINES_PER_THREAD 8 x NCCL_LL_MAX_NTHREADS 512 x NCCL_STEPS 8 x 16-byte
+//           lines = 512 KiB, so 65536 bytes of lines per slot; each 16-byte line carries 8 bytes of data and
+//           8 of flags: 32768 bytes of data per slot;
+//   LL128:  DEFAULT_LL128_BUFFSIZE = NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x NCCL_STEPS
+//           8 x 8 bytes = 4915200 bytes, so 614400 bytes of lines per slot; each 128-byte line carries 120
+//           bytes of data: 614400 x 120 / 128 = 576000 bytes of data per slot.
+// LowerOptions::slice_bytes overrides the default. Either way the slice is rounded down to whole elements
+// (at least one element).
+#include <fmt/format.h>
+
+#include <climits>
+
+#include "plan/lower_internal.h"
+
+namespace braid {
+
+uint64_t defaultSliceBytes(Protocol protocol) {
+  constexpr uint64_t kNcclSteps = 8;
+  switch (protocol) {
+    case Protocol::kSimple: return (uint64_t{4} << 20) / kNcclSteps;
+    case Protocol::kLL: return uint64_t{8} * 512 * kNcclSteps * 16 / kNcclSteps / 2;
+    case Protocol::kLL128: return uint64_t{120} * 640 * kNcclSteps * 8 / kNcclSteps * 120 / 128;
+  }
+  return (uint64_t{4} << 20) / kNcclSteps;
+}
+
+Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& options) {
+  if (options.instances < 1) {
+    return invalidArgument(
+        fmt::format("lowering '{}': instances must be >= 1, got {}", algorithm.name, options.instances));
+  }
+  if (options.element_bytes < 1) {
+    return invalidArgument(fmt::format("lowering '{}': element_bytes must be >= 1, got 0", algorithm.name));
+  }
+  if (options.in_place && !algorithm.in_place) {
+    return invalidArgument(
+        fmt::format("lowering '{}': in-place requested but the algorithm declares only "
+                    "out-of-place use (inplace=0)",
+                    algorithm.name));
+  }
+  if (!options.in_place && !algorithm.out_of_place) {
+    return invalidArgument(
+        fmt::format("lowering '{}': out-of-place requested but the algorithm declares only "
+                    "in-place use (outofplace=0)",
+                    algorithm.name));
+  }
+  BRAID_ASSIGN_OR_RETURN(const CollectiveSpec spec, algorithm.spec(options.in_place));
+  const uint64_t unit = options.element_bytes * static_cast<uint64_t>(spec.sizeMultiplier());
+  if (options.size_bytes % unit != 0) {
+    return invalidArgument(fmt::format(
+        "lowering '{}': size_bytes={} is not a multiple of element_bytes={} x {} ({}'s size multiplier: the "
+        "per-rank piece must be whole elements)",
+        algorithm.name, options.size_bytes, options.element_bytes, spec.sizeMultiplier(), collectiveName(spec.kind)));
+  }
+  if (static_cast<int64_t>(options.instances) * algorithm.num_channels > INT_MAX / 2) {
+    return invalidArgument(fmt::format("lowering '{}': {} instances x {} channels is too many channels", algorithm.name,
+                                       options.instances, algorithm.num_channels));
+  }
+  BRAID_RETURN_IF_ERROR(plan::checkStructure(algorithm, spec));
+  const uint64_t eb = options.element_bytes;
+  plan::Geometry geometry = plan::makeGeometry(algorithm, spec, options.size_bytes / eb);
+  const plan::StepIndex index(algorithm);
+  BRAID_ASSIGN_OR_RETURN(const plan::DataFlow flow, plan::replayDataFlow(algorithm, index, geometry));
+  (void)flow;  // the replay's pairing was used for its size checks
+
+  Plan plan;
+  plan.algorithm = algorithm.name;
+  plan.collective = algorithm.collective;
+  plan.num_ranks = algorithm.num_ranks;
+  plan.size_bytes = options.size_bytes;
+  plan.in_place = options.in_place;
+  plan.protocol = options.protocol.value_or(algorithm.protocol);
+  plan.instances = options.instances;
+  plan.element_bytes = eb;
+  const uint64_t slice = options.slice_bytes > 0 ? options.slice_bytes : defaultSliceBytes(plan.protocol);
+  plan.slice_bytes = slice < eb ? eb : slice / eb * eb;
+  plan.ranks.resize(algorithm.ranks.size());
+  for (int r = 0; r < algorithm.num_ranks; ++r) {
+    RankPlan& rank_plan = plan.ranks[r];
+    rank_plan.rank = r;
+    rank_plan.input_bytes = geometry.input_elements * eb;
+    rank_plan.output_bytes = geometry.output_elements * eb;
+    rank_plan.scratch_bytes = geometry.scratchElements(r) * eb;
+    for (const PreCopy& copy : algorithm.ranks[r].precopies) {
+      PlanCopy plan_copy;
+      plan_copy.src = plan::resolve(geometry, r, geometry.range(r, BufferKind::kInput, copy.input_off, copy.count), eb);
+      plan_copy.dst =
+          plan::resolve(geometry, r, geometry.range(r, BufferKind::kOutput, copy.output_off, copy.count), eb);
+      if (!plan::sameRange(plan_copy.src, plan_copy.dst)) rank_plan.precopies.push_back(plan_copy);
+    }
+  }
+  plan::buildThreadblocks(algorithm, geometry, options.instances, eb, plan.ranks);
+  return plan;
+}
+
+}  // namespace braid
