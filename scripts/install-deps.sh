@@ -9,7 +9,7 @@ PACKAGES=(
   libz3-dev libgtest-dev libgmock-dev libbenchmark-dev
   liblemon-dev libboost-graph-dev coinor-libclp-dev libglpk-dev
   libucx-dev ucx-utils libgloo-dev libopenmpi-dev openmpi-bin
-  librsvg2-bin python3
+  librsvg2-bin python3 chromium
 )
 
 missing=()
