@@ -27,20 +27,24 @@ Result<NcclAlgo> parseNcclAlgo(const std::string& name);  // case-insensitive
 /// What NCCL's topology search would find on a topology (nccl_plugins.md §4.5), per algorithm graph.
 struct NcclGraph {
   int channels = 0;
-  double bw_intra = 0;  // GB/s per channel
-  double bw_inter = 0;  // GB/s per channel (0 on one node)
+  double bw_intra = 0;     // GB/s per channel
+  double bw_inter = 0;     // GB/s per channel (0 on one node, except the NVLS graph: NCCL's NVLS formula uses it)
   std::string type_intra;  // NCCL path type: "NVL", "PIX", "PXB", "PHB", "SYS", ...
-  std::string type_inter;  // "NET" across nodes, empty on one node
+  std::string type_inter;  // across nodes the GPU <-> NIC path type NCCL's search settled on ("PIX", ...); empty
+                           // on one node
   double latency_inter_us = 0;
 };
 
 struct NcclSystem {
   int num_ranks = 0;
   int num_nodes = 0;
-  int ranks_per_node = 0;  // max over nodes
-  int arch = 0;            // compute-capability row: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell
-  std::string arch_name;   // "Volta", "Ampere", "Hopper", "Blackwell"
-  bool nvls = false;       // NVLink SHARP: Hopper+ GPUs on an NVSwitch
+  int ranks_per_node = 0;   // max over nodes
+  int arch = 0;             // compute-capability row: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell
+  std::string arch_name;    // "Volta", "Ampere", "Hopper", "Blackwell"
+  bool nvls = false;        // NVLink SHARP: Hopper+ GPUs on an NVSwitch
+  bool mixed_arch = false;  // GPUs of several architectures: NCCL disables LL128
+  std::string cpu_vendor;   // host CPUs: "Intel", "AMD", "Arm", "Power" or "mixed" (multi-node LL cap row, net
+                            // overhead: AMD 2 us, others 1 us)
   NcclGraph ring;
   NcclGraph tree;
   NcclGraph nvls_graph;
@@ -54,16 +58,16 @@ Result<NcclSystem> ncclSystem(const Topology& topology);
 struct NcclEstimate {
   NcclAlgo algo = NcclAlgo::kRing;
   Protocol protocol = Protocol::kSimple;
-  double time_us = -1;   // -1: disabled for this collective/system
+  double time_us = -1;  // -1: disabled for this collective/system
   double latency_us = 0;
   double bus_bw_gbps = 0;  // model bus bandwidth after refinements
   double alg_bw_gbps = 0;  // bandwidth used in the time formula
 };
 
 struct NcclPrediction {
-  NcclEstimate choice;              // fastest enabled estimate (NCCL's pick)
-  std::vector<NcclEstimate> all;    // every algorithm x protocol, disabled ones with time_us = -1
-  std::string choiceName() const;   // e.g. "Ring/LL128"
+  NcclEstimate choice;             // fastest enabled estimate (NCCL's pick)
+  std::vector<NcclEstimate> all;   // every algorithm x protocol, disabled ones with time_us = -1
+  std::string choiceName() const;  // e.g. "Ring/LL128"
 };
 
 /// NCCL's prediction for one collective call of nccl-tests size `size_bytes` (for all-gather and
@@ -101,9 +105,9 @@ struct NvlsProgram {
 /// Builds the emulation for an all-reduce split into `rounds` rounds spread over `channels` channels
 /// (rounds >= channels >= 1). The GPU<->switch links are scaled by `nvls_efficiency`: NCCL's model
 /// multiplies NVLS bandwidth by nvlsEfficiency (Hopper 0.85, Blackwell 0.74; nccl_plugins.md §4.2), the
-/// switch's reduction/multicast throughput relative to plain NVLink (ncclNvlsEfficiency gives it by arch). Errors: kUnsupported unless every node has the same number of GPUs, exactly
-/// one NVSwitch vertex linked to all of them, and the node count is a power of two; kInvalidArgument for
-/// bad counts.
+/// switch's reduction/multicast throughput relative to plain NVLink (ncclNvlsEfficiency gives it by arch). Errors:
+/// kUnsupported unless every node has the same number of GPUs, exactly one NVSwitch vertex linked to all of them, and
+/// the node count is a power of two; kInvalidArgument for bad counts.
 Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int rounds, double nvls_efficiency);
 
 /// NCCL's nvlsEfficiency for an arch row of NcclSystem::arch (0 Volta, 1 Ampere: 0 — no NVLS; 2 Hopper
