@@ -58,11 +58,15 @@ Result<CutBound> allToAllCutBound(const Topology& t, double bytes_per_rank);
 /// over n ranks needs ceil(log2 n) steps (all-reduce: ceil(log2 n) as in recursive doubling; broadcast and
 /// all-gather the same), each costing at least the smallest GPU-to-GPU route alpha; and data must cross the
 /// alpha-diameter (max over rank pairs of the smallest route alpha). time_us = max of the two.
+/// Alphas are summed link alpha_us along shortest-alpha paths through any vertex (GPUs may relay). The step count
+/// assumes a rank joins one transfer per step (single-port, as recursive doubling); an algorithm whose ranks send to
+/// all peers at once in one step (direct) is not bound by it. Errors as allGatherCutBound; kInvalidArgument for
+/// custom collectives.
 struct LatencyBound {
   double time_us = 0;
-  int steps = 0;              // ceil(log2 n)
-  double min_alpha_us = 0;    // smallest route alpha between two GPUs
-  double diameter_us = 0;     // largest over pairs of the shortest alpha path
+  int steps = 0;            // ceil(log2 n)
+  double min_alpha_us = 0;  // smallest route alpha between two GPUs
+  double diameter_us = 0;   // largest over pairs of the shortest alpha path
 };
 Result<LatencyBound> latencyBound(const Topology& t, CollectiveKind collective);
 

@@ -117,14 +117,14 @@ Candidate evaluate(const Topology& t, const std::vector<int>& gpus, std::vector<
   return c;
 }
 
-}  // namespace
-
-Result<CutBound> allGatherCutBound(const Topology& t, double bytes_per_rank) {
+// The checks every bound shares: bytes finite and >= 0, links inside the topology with positive finite
+// bandwidth, every GPU reaching and reached from the first. Fills the GPU vertex ids and the summed bandwidth.
+Status checkBoundInputs(const Topology& t, double bytes_per_rank, std::vector<int>* gpus, double* total_bandwidth) {
   if (!std::isfinite(bytes_per_rank) || bytes_per_rank < 0) {
     return invalidArgument("bytes_per_rank must be finite and >= 0, got " + std::to_string(bytes_per_rank));
   }
   const int num_vertices = static_cast<int>(t.vertices.size());
-  double total_bandwidth = 0;
+  *total_bandwidth = 0;
   for (size_t i = 0; i < t.links.size(); ++i) {
     const Link& link = t.links[i];
     if (link.src < 0 || link.src >= num_vertices || link.dst < 0 || link.dst >= num_vertices) {
@@ -134,26 +134,35 @@ Result<CutBound> allGatherCutBound(const Topology& t, double bytes_per_rank) {
       return invalidArgument("link " + std::to_string(i) + " (" + t.vertices[link.src].name + " -> " +
                              t.vertices[link.dst].name + ") needs a positive finite bandwidth");
     }
-    total_bandwidth += link.bandwidth_gbps;
+    *total_bandwidth += link.bandwidth_gbps;
   }
-  std::vector<int> gpus;
+  gpus->clear();
   for (const Vertex& v : t.vertices) {
-    if (v.kind == VertexKind::kGpu) gpus.push_back(v.id);
+    if (v.kind == VertexKind::kGpu) gpus->push_back(v.id);
   }
+  if (gpus->size() < 2) return Status::ok();
+  // Every GPU must reach gpus[0] and be reached from it; then every valid S has B_in(S) > 0 and B_out(S) > 0.
+  const int first = gpus->front();
+  std::vector<bool> from_first = reachable(t, first, true);
+  std::vector<bool> to_first = reachable(t, first, false);
+  for (int g : *gpus) {
+    if (!from_first[g]) {
+      return invalidArgument("GPU " + t.vertices[g].name + " is unreachable from " + t.vertices[first].name);
+    }
+    if (!to_first[g]) return invalidArgument("GPU " + t.vertices[g].name + " cannot reach " + t.vertices[first].name);
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<CutBound> allGatherCutBound(const Topology& t, double bytes_per_rank) {
+  std::vector<int> gpus;
+  double total_bandwidth = 0;
+  BRAID_RETURN_IF_ERROR(checkBoundInputs(t, bytes_per_rank, &gpus, &total_bandwidth));
+  const int num_vertices = static_cast<int>(t.vertices.size());
   const int n = static_cast<int>(gpus.size());
   if (n < 2) return CutBound{};
-
-  // Every GPU must reach gpus[0] and be reached from it; then every valid S has B_in(S) > 0.
-  std::vector<bool> from_first = reachable(t, gpus[0], true);
-  std::vector<bool> to_first = reachable(t, gpus[0], false);
-  for (int g : gpus) {
-    if (!from_first[g]) {
-      return invalidArgument("GPU " + t.vertices[g].name + " is unreachable from " + t.vertices[gpus[0]].name);
-    }
-    if (!to_first[g]) {
-      return invalidArgument("GPU " + t.vertices[g].name + " cannot reach " + t.vertices[gpus[0]].name);
-    }
-  }
 
   // Start from S = {gpus[0]}.
   std::vector<bool> first(num_vertices);
@@ -217,6 +226,195 @@ Result<CutBound> allReduceCutBound(const Topology& t, double bytes_per_rank) {
   BRAID_ASSIGN_OR_RETURN(CutBound all_gather, allGatherCutBound(t, bytes_per_rank));
   all_gather.time_us += reduce_scatter.time_us;
   return all_gather;
+}
+
+}  // namespace braid
+
+namespace braid {
+
+// ---- all-to-all cut bound, latency bound, both together ------------------------------------------------------
+//
+// All-to-all (anchors_algorithms.md §4, "Lower bounds"): rank r sends m/n bytes to every rank, so across a vertex
+// set S holding a of the n GPUs, a(n-a)m/n bytes leave S and as many enter it; T >= a(n-a)m/n / B_out(S) and
+// / B_in(S). Unlike all-gather this ratio is not a plain Dinkelbach target (the numerator is quadratic in the
+// GPUs of S), so the bound is the maximum over a family of sets that covers the cuts that bind in practice:
+// single GPUs (injection), nodes and sets of whole nodes (NICs and the network), and min cuts between the two
+// halves of the GPUs in rank order (bisection).
+
+namespace {
+
+struct SetValue {
+  double time_per_byte = 0;  // microseconds per byte of bytes_per_rank
+  std::vector<bool> in_s;
+};
+
+// a(n-a)/n / min(B_out(S), B_in(S)) in us per byte of m (GB/s = 1e3 bytes/us); 0 when S holds no GPU or all.
+double allToAllRatio(const Topology& t, const std::vector<int>& gpus, const std::vector<bool>& in_s) {
+  double a = 0;
+  for (int g : gpus) a += in_s[g] ? 1 : 0;
+  const double n = static_cast<double>(gpus.size());
+  if (a == 0 || a == n) return 0;
+  double out = 0, in = 0;
+  for (const Link& link : t.links) {
+    if (in_s[link.src] && !in_s[link.dst]) out += link.bandwidth_gbps;
+    if (!in_s[link.src] && in_s[link.dst]) in += link.bandwidth_gbps;
+  }
+  return a * (n - a) / n / (std::min(out, in) * 1e3);
+}
+
+// The source side of a minimum cut between vertex sets `from` and `to` (link capacities = bandwidths).
+std::vector<bool> minCutSide(const Topology& t, const std::vector<int>& from, const std::vector<int>& to,
+                             double total_bandwidth) {
+  const int nv = static_cast<int>(t.vertices.size());
+  FlowNetwork net(nv + 2);
+  for (const Link& link : t.links) {
+    if (link.src != link.dst) net.addEdge(link.src, link.dst, link.bandwidth_gbps);
+  }
+  const double infinite = 2 * total_bandwidth + 1;
+  for (int v : from) net.addEdge(nv, v, infinite);
+  for (int v : to) net.addEdge(v, nv + 1, infinite);
+  net.maxFlow(nv, nv + 1);
+  std::vector<bool> side = net.sourceSide();
+  side.resize(nv);
+  return side;
+}
+
+}  // namespace
+
+Result<CutBound> allToAllCutBound(const Topology& t, double bytes_per_rank) {
+  std::vector<int> gpus;
+  double total_bandwidth = 0;
+  BRAID_RETURN_IF_ERROR(checkBoundInputs(t, bytes_per_rank, &gpus, &total_bandwidth));
+  const int n = static_cast<int>(gpus.size());
+  if (n < 2) return CutBound{};
+  const int nv = static_cast<int>(t.vertices.size());
+  SetValue best;
+  auto consider = [&](std::vector<bool> in_s) {
+    const double r = allToAllRatio(t, gpus, in_s);
+    if (r > best.time_per_byte) {
+      best.time_per_byte = r;
+      best.in_s = std::move(in_s);
+    }
+  };
+  // Every GPU alone.
+  for (int g : gpus) {
+    std::vector<bool> in_s(nv, false);
+    in_s[g] = true;
+    consider(std::move(in_s));
+  }
+  // Nodes holding GPUs, and sets of whole nodes.
+  std::vector<int> nodes;
+  for (int q = 0; q < t.numNodes(); ++q) {
+    bool has_gpu = false;
+    for (int g : gpus) has_gpu = has_gpu || t.vertices[g].node == q;
+    if (has_gpu) nodes.push_back(q);
+  }
+  const int k = static_cast<int>(nodes.size());
+  auto nodeSet = [&](const std::vector<bool>& chosen) {
+    std::vector<bool> in_s(nv, false);
+    for (const Vertex& v : t.vertices) {
+      for (int i = 0; i < k; ++i) {
+        if (chosen[i] && v.node == nodes[i]) in_s[v.id] = true;
+      }
+    }
+    return in_s;
+  };
+  if (k >= 2 && k <= 16) {
+    for (uint32_t mask = 1; mask + 1 < (1u << k); ++mask) {
+      std::vector<bool> chosen(k);
+      for (int i = 0; i < k; ++i) chosen[i] = (mask >> i) & 1u;
+      consider(nodeSet(chosen));
+    }
+  } else if (k > 16) {
+    for (int i = 0; i < k; ++i) {
+      std::vector<bool> single(k, false), prefix(k, false), half(k, false);
+      single[i] = true;
+      for (int j = 0; j <= i; ++j) prefix[j] = true;
+      for (int j = 0; j < k / 2; ++j) half[(i + j) % k] = true;
+      consider(nodeSet(single));
+      if (i + 1 < k) consider(nodeSet(prefix));
+      consider(nodeSet(half));
+    }
+  }
+  // Min cuts between the GPU halves in rank order, both ways.
+  std::vector<int> low(gpus.begin(), gpus.begin() + n / 2), high(gpus.begin() + n / 2, gpus.end());
+  consider(minCutSide(t, low, high, total_bandwidth));
+  consider(minCutSide(t, high, low, total_bandwidth));
+
+  CutBound bound;
+  bound.time_us = best.time_per_byte * bytes_per_rank;
+  for (int v = 0; v < nv; ++v) {
+    if (!best.in_s.empty() && best.in_s[v]) bound.cut.push_back(v);
+  }
+  return bound;
+}
+
+Result<LatencyBound> latencyBound(const Topology& t, CollectiveKind collective) {
+  if (collective == CollectiveKind::kCustom) {
+    return invalidArgument("latency bound: a custom collective has no postcondition to bound");
+  }
+  std::vector<int> gpus;
+  double total_bandwidth = 0;
+  BRAID_RETURN_IF_ERROR(checkBoundInputs(t, 0, &gpus, &total_bandwidth));
+  LatencyBound bound;
+  const int n = static_cast<int>(gpus.size());
+  if (n < 2) return bound;
+  while ((1 << bound.steps) < n) ++bound.steps;
+  // Dijkstra on summed link alpha from every GPU (relays anywhere, GPUs included: a lower bound on any route).
+  const int nv = static_cast<int>(t.vertices.size());
+  std::vector<std::vector<int>> out(nv);
+  for (size_t i = 0; i < t.links.size(); ++i) out[t.links[i].src].push_back(static_cast<int>(i));
+  bound.min_alpha_us = std::numeric_limits<double>::infinity();
+  for (int src : gpus) {
+    std::vector<double> dist(nv, std::numeric_limits<double>::infinity());
+    using Item = std::pair<double, int>;
+    std::priority_queue<Item, std::vector<Item>, std::greater<Item>> queue;
+    dist[src] = 0;
+    queue.push({0, src});
+    while (!queue.empty()) {
+      auto [d, v] = queue.top();
+      queue.pop();
+      if (d > dist[v]) continue;
+      for (int l : out[v]) {
+        const double nd = d + std::max(0.0, t.links[l].alpha_us);
+        if (nd < dist[t.links[l].dst]) {
+          dist[t.links[l].dst] = nd;
+          queue.push({nd, t.links[l].dst});
+        }
+      }
+    }
+    for (int dst : gpus) {
+      if (dst == src) continue;
+      bound.min_alpha_us = std::min(bound.min_alpha_us, dist[dst]);
+      bound.diameter_us = std::max(bound.diameter_us, dist[dst]);
+    }
+  }
+  bound.time_us = std::max(bound.steps * bound.min_alpha_us, bound.diameter_us);
+  return bound;
+}
+
+Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collective, uint64_t size_bytes) {
+  const int n = t.numGpus();
+  if (n < 1) return invalidArgument("topology '" + t.name + "' has no GPUs to bound a collective over");
+  const double size = static_cast<double>(size_bytes);
+  Result<CutBound> cut = Status(StatusCode::kInternalError, "unset");
+  switch (collective) {
+    case CollectiveKind::kAllGather: cut = allGatherCutBound(t, size / n); break;
+    case CollectiveKind::kReduceScatter: cut = reduceScatterCutBound(t, size / n); break;
+    case CollectiveKind::kAllReduce: cut = allReduceCutBound(t, size / n); break;
+    case CollectiveKind::kAllToAll: cut = allToAllCutBound(t, size); break;
+    default:
+      return unsupported(std::string("no bandwidth bound for ") + collectiveName(collective) +
+                         " (allgather, reducescatter, allreduce and alltoall have one)");
+  }
+  if (!cut) return cut.status();
+  BRAID_ASSIGN_OR_RETURN(LatencyBound latency, latencyBound(t, collective));
+  CollectiveBound bound;
+  bound.bandwidth_us = cut->time_us;
+  bound.latency_us = latency.time_us;
+  bound.time_us = std::max(bound.bandwidth_us, bound.latency_us);
+  bound.cut = cut->cut;
+  return bound;
 }
 
 }  // namespace braid
