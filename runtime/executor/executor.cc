@@ -21,7 +21,8 @@
 //   kCopy / kReduce        one local request over the whole step
 //   kNop                   nothing: finishes as soon as it starts
 // Every slice of a step is posted when the step starts; a fused step forwards slice k as soon as slice k
-// arrived (and was reduced), which pipelines data across hops. Local requests inside a fused step carry
+// arrived (and was reduced) and slices 0..k-1 were forwarded — sends keep slice order, since the receiver
+// matches them in FIFO order — which pipelines data across hops. Local requests inside a fused step carry
 // LocalRequest::fused. A step finishes when all its requests completed.
 //
 // Events: the executor keeps a table RequestId -> continuation (request_table.h; no heap allocation per
@@ -64,14 +65,41 @@ uint64_t pack(uint32_t owner, Kind kind, uint32_t slice) {
 // Where a receive-reduce step receives (see the table at the top).
 enum class Route : uint8_t { kDirect, kStagedSame, kStagedOverlap };
 
+// A step as the executor keeps it: the PlanStep's fields in 40 bytes, with its dependency counter and its
+// waiters inline, in one flat array (threadblock by threadblock). Two million steps do not stay in cache;
+// starting and finishing a step then touches one line of this array instead of a PlanStep, a counter
+// array and a waiter index.
+struct ExecStep {
+  uint64_t bytes = 0;
+  uint64_t src_offset = 0;
+  uint64_t dst_offset = 0;
+  int32_t pending = 0;         // dependencies not finished yet
+  uint32_t waiters_begin = 0;  // into Executor::waiters_: the steps that depend on this one
+  uint32_t waiters_count = 0;
+  OpType type = OpType::kNop;
+  BufferKind src_buffer = BufferKind::kInput;
+  BufferKind dst_buffer = BufferKind::kOutput;
+  BufferRef src() const { return BufferRef{src_buffer, src_offset, bytes}; }
+  BufferRef dst() const { return BufferRef{dst_buffer, dst_offset, bytes}; }
+};
+
 struct TbState {
-  const PlanThreadblock* tb = nullptr;
+  ExecStep cur;  // the running step (a copy: completions touch only this state)
   int rank = 0;
-  int pc = 0;              // current (running or next) step
+  int id = 0;  // PlanThreadblock::id
+  int send_peer = -1;
+  int recv_peer = -1;
+  int channel = 0;
+  BufferRef temp;  // staging (PlanThreadblock::temp)
+  int pc = 0;      // current (running or next) step
+  int num_steps = 0;
   int64_t first_step = 0;  // flat index of step 0
   uint32_t outstanding = 0;
   uint64_t slice = 0;  // slice size of the running step
+  uint32_t slices = 0;
+  uint32_t next_send = 0;  // fused steps: the next slice to forward
   Route route = Route::kDirect;
+  std::vector<uint8_t> forwardable;  // fused steps: slice k arrived (and was reduced); reused across steps
   double start_us = 0;
 };
 
@@ -115,33 +143,54 @@ class Executor {
         const PlanThreadblock& tb = rank_plan.threadblocks[t];
         BRAID_RETURN_IF_ERROR(checkThreadblock(r, t, tb, num_tbs));
         TbState state;
-        state.tb = &tb;
         state.rank = r;
+        state.id = tb.id;
+        state.send_peer = tb.send_peer;
+        state.recv_peer = tb.recv_peer;
+        state.channel = tb.channel;
+        state.temp = tb.temp;
+        state.num_steps = static_cast<int>(tb.steps.size());
         state.first_step = total_steps_;
         total_steps_ += static_cast<int64_t>(tb.steps.size());
-        tbs_.push_back(state);
+        tbs_.push_back(std::move(state));
       }
     }
-    // Dependency counters per step and, per target step, the steps waiting on it.
-    pending_.assign(total_steps_, 0);
+    // The step table, with dependency counters and, per target step, the steps waiting on it.
+    steps_.resize(total_steps_);
     std::vector<int64_t> count(total_steps_ + 1, 0);
-    for (const TbState& state : tbs_) {
+    for (size_t g = 0; g < tbs_.size(); ++g) {
+      const TbState& state = tbs_[g];
+      const PlanThreadblock& tb = plan_.ranks[state.rank].threadblocks[g - rank_base_[state.rank]];
       const int base = rank_base_[state.rank];
-      for (size_t s = 0; s < state.tb->steps.size(); ++s) {
-        for (const Dependency& dep : state.tb->steps[s].deps) {
-          ++count[tbs_[base + dep.tb].first_step + dep.step + 1];
-          ++pending_[state.first_step + s];
-        }
+      for (size_t s = 0; s < tb.steps.size(); ++s) {
+        const PlanStep& step = tb.steps[s];
+        ExecStep& exec = steps_[state.first_step + s];
+        exec.type = step.type;
+        exec.bytes = step.bytes;
+        exec.src_buffer = step.src.buffer;
+        exec.src_offset = step.src.offset;
+        exec.dst_buffer = step.dst.buffer;
+        exec.dst_offset = step.dst.offset;
+        exec.pending = static_cast<int32_t>(step.deps.size());
+        for (const Dependency& dep : step.deps) ++count[tbs_[base + dep.tb].first_step + dep.step + 1];
       }
     }
     for (int64_t i = 0; i < total_steps_; ++i) count[i + 1] += count[i];
+    if (count[total_steps_] > UINT32_MAX) {
+      return invalidArgument(
+          fmt::format("plan '{}': {} dependencies is too many", plan_.algorithm, count[total_steps_]));
+    }
+    for (int64_t i = 0; i < total_steps_; ++i) {
+      steps_[i].waiters_begin = static_cast<uint32_t>(count[i]);
+      steps_[i].waiters_count = static_cast<uint32_t>(count[i + 1] - count[i]);
+    }
     waiters_.resize(count[total_steps_]);
-    waiter_start_ = count;
     for (size_t g = 0; g < tbs_.size(); ++g) {
       const TbState& state = tbs_[g];
+      const PlanThreadblock& tb = plan_.ranks[state.rank].threadblocks[g - rank_base_[state.rank]];
       const int base = rank_base_[state.rank];
-      for (size_t s = 0; s < state.tb->steps.size(); ++s) {
-        for (const Dependency& dep : state.tb->steps[s].deps) {
+      for (size_t s = 0; s < tb.steps.size(); ++s) {
+        for (const Dependency& dep : tb.steps[s].deps) {
           waiters_[count[tbs_[base + dep.tb].first_step + dep.step]++] =
               Waiter{static_cast<int32_t>(g), static_cast<int32_t>(s)};
         }
@@ -183,10 +232,9 @@ class Executor {
       for (const Completion& completion : done) {
         const uint64_t value = table_.take(completion.id);
         if (value == RequestTable::kEmpty) {
-          return internalError(
-              fmt::format("transport '{}' completed request {}, which the executor did not post "
-                          "or which completed before",
-                          transport_.name(), completion.id));
+          return internalError(fmt::format(
+              "transport '{}' completed request {}, which the executor did not post or which completed before",
+              transport_.name(), completion.id));
         }
         BRAID_RETURN_IF_ERROR(handle(value, completion.time_us));
       }
@@ -209,6 +257,10 @@ class Executor {
       return invalidArgument(
           fmt::format("plan '{}': rank {}: threadblock at position {} has id {}", plan_.algorithm, r, t, tb.id));
     }
+    if (tb.temp.buffer != BufferKind::kScratch && tb.temp.bytes > 0) {
+      return invalidArgument(
+          fmt::format("plan '{}': rank {} tb {}: staging must be in the scratch buffer", plan_.algorithm, r, t));
+    }
     for (size_t s = 0; s < tb.steps.size(); ++s) {
       const PlanStep& step = tb.steps[s];
       if (opSends(step.type) && (tb.send_peer < 0 || tb.send_peer >= plan_.num_ranks)) {
@@ -216,6 +268,13 @@ class Executor {
       }
       if (opReceives(step.type) && (tb.recv_peer < 0 || tb.recv_peer >= plan_.num_ranks)) {
         return invalidArgument(fmt::format("{}: receives but the recv peer is {}", where(s), tb.recv_peer));
+      }
+      const bool uses_src = opReadsSrc(step.type);
+      const bool uses_dst = opWritesDst(step.type);
+      if ((uses_src && step.src.bytes != step.bytes) || (uses_dst && step.dst.bytes != step.bytes)) {
+        return invalidArgument(fmt::format("{}: moves {} bytes but its src has {} and its dst {}", where(s), step.bytes,
+                                           uses_src ? step.src.bytes : step.bytes,
+                                           uses_dst ? step.dst.bytes : step.bytes));
       }
       if (plan::needsStaging(step) && tb.temp.bytes < step.bytes) {
         return invalidArgument(fmt::format("{}: needs {} bytes of staging but the threadblock has {}", where(s),
@@ -243,7 +302,7 @@ class Executor {
     const int base = rank_base_[r];
     const int num_tbs = static_cast<int>(plan_.ranks[r].threadblocks.size());
     for (int g = base; g < base + num_tbs; ++g) {
-      if (!tbs_[g].tb->steps.empty() && pending_[tbs_[g].first_step] == 0) ready_.push_back(g);
+      if (tbs_[g].num_steps > 0 && steps_[tbs_[g].first_step].pending == 0) ready_.push_back(g);
     }
   }
 
@@ -258,27 +317,29 @@ class Executor {
     return Status::ok();
   }
 
-  BufferRef sliceOf(const BufferRef& base, uint64_t bytes, uint32_t k, uint64_t slice) const {
+  static BufferRef sliceOf(BufferKind buffer, uint64_t offset, uint64_t bytes, uint32_t k, uint64_t slice) {
     const uint64_t begin = uint64_t{k} * slice;
-    return BufferRef{base.buffer, base.offset + begin, std::min(slice, bytes - begin)};
+    return BufferRef{buffer, offset + begin, std::min(slice, bytes - begin)};
   }
 
-  Status postSend(const TbState& state, int g, const BufferRef& src, uint32_t k) {
+  Status postSend(int g, const BufferRef& src, uint32_t k) {
+    const TbState& state = tbs_[g];
     SendRequest request;
     request.rank = state.rank;
-    request.peer = state.tb->send_peer;
-    request.channel = state.tb->channel;
+    request.peer = state.send_peer;
+    request.channel = state.channel;
     request.src = src;
     request.protocol = plan_.protocol;
     ++tbs_[g].outstanding;
     return post(transport_.postSend(request), pack(static_cast<uint32_t>(g), kSendDone, k));
   }
 
-  Status postRecv(const TbState& state, int g, const BufferRef& dst, uint32_t k) {
+  Status postRecv(int g, const BufferRef& dst, uint32_t k) {
+    const TbState& state = tbs_[g];
     RecvRequest request;
     request.rank = state.rank;
-    request.peer = state.tb->recv_peer;
-    request.channel = state.tb->channel;
+    request.peer = state.recv_peer;
+    request.channel = state.channel;
     request.dst = dst;
     request.protocol = plan_.protocol;
     ++tbs_[g].outstanding;
@@ -296,42 +357,51 @@ class Executor {
     return post(transport_.postLocal(request), pack(static_cast<uint32_t>(g), kind, k));
   }
 
-  BufferRef tempOf(const TbState& state, const PlanStep& step) const {
-    return BufferRef{state.tb->temp.buffer, state.tb->temp.offset, step.bytes};
-  }
-
   Status startStep(int g) {
     TbState& state = tbs_[g];
-    const PlanStep& step = state.tb->steps[state.pc];
+    const int64_t flat = state.first_step + state.pc;
+    state.cur = steps_[flat];
+    if (state.pc + 1 < state.num_steps) {
+      // The next step of this threadblock starts after a round trip through the transport; with thousands of
+      // threadblocks its line would have left the cache by then, so fetch it now.
+      __builtin_prefetch(&steps_[flat + 1]);
+    }
+    const ExecStep& step = state.cur;
     state.start_us = transport_.nowUs();
     state.outstanding = 0;
     switch (step.type) {
       case OpType::kNop: return finishStep(g, state.start_us);
       case OpType::kCopy:
       case OpType::kReduce:
-        return postLocal(g, step.src, step.dst, step.type == OpType::kReduce, /*fused=*/false, kLocalDone, 0);
+        return postLocal(g, step.src(), step.dst(), step.type == OpType::kReduce, /*fused=*/false, kLocalDone, 0);
       default: break;
     }
     const uint64_t slice = slice_ == 0 || step.bytes == 0 ? std::max<uint64_t>(step.bytes, 1) : slice_;
     state.slice = slice;
     const uint32_t slices = step.bytes == 0 ? 1 : static_cast<uint32_t>((step.bytes + slice - 1) / slice);
+    state.slices = slices;
+    state.next_send = 0;
+    if (opSends(step.type) && step.type != OpType::kSend) state.forwardable.assign(slices, 0);
     state.route = Route::kDirect;
     if (step.type == OpType::kRecvReduceCopy || step.type == OpType::kRecvReduceCopySend) {
-      if (plan::sameRange(step.src, step.dst)) {
+      if (plan::sameRange(step.src(), step.dst())) {
         state.route = Route::kStagedSame;
-      } else if (plan::overlaps(step.src, step.dst)) {
+      } else if (plan::overlaps(step.src(), step.dst())) {
         state.route = Route::kStagedOverlap;
       }
     }
     if (step.type == OpType::kSend) {
-      for (uint32_t k = 0; k < slices; ++k)
-        BRAID_RETURN_IF_ERROR(postSend(state, g, sliceOf(step.src, step.bytes, k, slice), k));
+      for (uint32_t k = 0; k < slices; ++k) {
+        BRAID_RETURN_IF_ERROR(postSend(g, sliceOf(step.src_buffer, step.src_offset, step.bytes, k, slice), k));
+      }
       return Status::ok();
     }
     const bool staged = step.type == OpType::kRecvReduceSend || state.route != Route::kDirect;
-    const BufferRef into = staged ? tempOf(state, step) : step.dst;
-    for (uint32_t k = 0; k < slices; ++k)
-      BRAID_RETURN_IF_ERROR(postRecv(state, g, sliceOf(into, step.bytes, k, slice), k));
+    const BufferKind into = staged ? state.temp.buffer : step.dst_buffer;
+    const uint64_t at = staged ? state.temp.offset : step.dst_offset;
+    for (uint32_t k = 0; k < slices; ++k) {
+      BRAID_RETURN_IF_ERROR(postRecv(g, sliceOf(into, at, step.bytes, k, slice), k));
+    }
     return Status::ok();
   }
 
@@ -347,17 +417,17 @@ class Executor {
     }
     const int g = static_cast<int>(owner);
     TbState& state = tbs_[g];
-    const PlanStep& step = state.tb->steps[state.pc];
+    const ExecStep& step = state.cur;
     const uint64_t bytes = step.bytes;
     const uint64_t slice = state.slice;
-    auto src = [&] { return sliceOf(step.src, bytes, k, slice); };
-    auto dst = [&] { return sliceOf(step.dst, bytes, k, slice); };
-    auto temp = [&] { return sliceOf(tempOf(state, step), bytes, k, slice); };
+    auto src = [&] { return sliceOf(step.src_buffer, step.src_offset, bytes, k, slice); };
+    auto dst = [&] { return sliceOf(step.dst_buffer, step.dst_offset, bytes, k, slice); };
+    auto temp = [&] { return sliceOf(state.temp.buffer, state.temp.offset, bytes, k, slice); };
     constexpr bool kReduce = true;
     constexpr bool kFused = true;
     if (kind == kRecvDone) {
       switch (step.type) {
-        case OpType::kRecvCopySend: BRAID_RETURN_IF_ERROR(postSend(state, g, dst(), k)); break;
+        case OpType::kRecvCopySend: BRAID_RETURN_IF_ERROR(forward(g, k)); break;
         case OpType::kRecvReduceSend:
           BRAID_RETURN_IF_ERROR(postLocal(g, src(), temp(), kReduce, kFused, kReduceDone, k));
           break;
@@ -378,16 +448,30 @@ class Executor {
         default: break;  // kRecv: the data is where it belongs
       }
     } else if (kind == kReduceDone) {
-      if (step.type == OpType::kRecvReduceSend) {
-        BRAID_RETURN_IF_ERROR(postSend(state, g, temp(), k));
-      } else if (state.route == Route::kStagedOverlap) {
+      if (state.route == Route::kStagedOverlap) {
         BRAID_RETURN_IF_ERROR(postLocal(g, temp(), dst(), !kReduce, kFused, kCopyDone, k));
-        if (step.type == OpType::kRecvReduceCopySend) BRAID_RETURN_IF_ERROR(postSend(state, g, temp(), k));
-      } else if (step.type == OpType::kRecvReduceCopySend) {
-        BRAID_RETURN_IF_ERROR(postSend(state, g, dst(), k));
       }
+      if (opSends(step.type)) BRAID_RETURN_IF_ERROR(forward(g, k));
     }
     if (--state.outstanding == 0) return finishStep(g, time_us);
+    return Status::ok();
+  }
+
+  // Slice k of fused step g may be forwarded: send every forwardable slice from next_send on, in order.
+  // Forwarded data is in dst (kRecvCopySend; receive-reduce steps that received into dst or reduced into
+  // it) or in the staging range (kRecvReduceSend; src overlapping dst).
+  Status forward(int g, uint32_t k) {
+    TbState& state = tbs_[g];
+    const ExecStep& step = state.cur;
+    state.forwardable[k] = 1;
+    const bool from_temp = step.type == OpType::kRecvReduceSend || state.route == Route::kStagedOverlap;
+    const BufferKind buffer = from_temp ? state.temp.buffer : step.dst_buffer;
+    const uint64_t offset = from_temp ? state.temp.offset : step.dst_offset;
+    while (state.next_send < state.slices && state.forwardable[state.next_send]) {
+      BRAID_RETURN_IF_ERROR(
+          postSend(g, sliceOf(buffer, offset, step.bytes, state.next_send, state.slice), state.next_send));
+      ++state.next_send;
+    }
     return Status::ok();
   }
 
@@ -395,20 +479,21 @@ class Executor {
     TbState& state = tbs_[g];
     const int64_t flat = state.first_step + state.pc;
     end_us_ = std::max(end_us_, time_us);
-    if (record_) timings_[flat] = StepTiming{state.rank, state.tb->id, state.pc, state.start_us, time_us};
+    if (record_) timings_[flat] = StepTiming{state.rank, state.id, state.pc, state.start_us, time_us};
     --remaining_;
-    for (int64_t w = waiter_start_[flat]; w < waiter_start_[flat + 1]; ++w) {
+    const ExecStep& step = state.cur;  // its waiter list is the table's
+    for (uint32_t w = step.waiters_begin; w < step.waiters_begin + step.waiters_count; ++w) {
       const Waiter& waiter = waiters_[w];
-      const int64_t target = tbs_[waiter.tb].first_step + waiter.step;
+      TbState& other = tbs_[waiter.tb];
       // The waiting step is ready when this was its last dependency and its threadblock reached it (pc stops
       // at a step until it can start; step 0 is reached when the rank's precopies are done).
-      const TbState& other = tbs_[waiter.tb];
-      if (--pending_[target] == 0 && other.pc == waiter.step && (waiter.step > 0 || rankReleased(other.rank))) {
+      if (--steps_[other.first_step + waiter.step].pending == 0 && other.pc == waiter.step &&
+          (waiter.step > 0 || rankReleased(other.rank))) {
         ready_.push_back(waiter.tb);
       }
     }
     ++state.pc;
-    if (state.pc < static_cast<int>(state.tb->steps.size()) && pending_[flat + 1] == 0) ready_.push_back(g);
+    if (state.pc < state.num_steps && steps_[flat + 1].pending == 0) ready_.push_back(g);
     return Status::ok();
   }
 
@@ -416,20 +501,19 @@ class Executor {
     std::string waiting;
     int listed = 0;
     for (const TbState& state : tbs_) {
-      if (state.pc >= static_cast<int>(state.tb->steps.size())) continue;
+      if (state.pc >= state.num_steps) continue;
       if (listed++ == 8) {
         waiting += ", ...";
         break;
       }
-      const PlanStep& step = state.tb->steps[state.pc];
+      const PlanStep& step = plan_.ranks[state.rank].threadblocks[state.id].steps[state.pc];
       std::string deps;
       for (const Dependency& dep : step.deps) {
         const TbState& other = tbs_[rank_base_[state.rank] + dep.tb];
         if (other.pc <= dep.step) deps += fmt::format(" tb {} step {}", dep.tb, dep.step);
       }
-      waiting +=
-          fmt::format("{}rank {} tb {} step {} ({}) waits for{}", listed > 1 ? "; " : "", state.rank, state.tb->id,
-                      state.pc, opTypeName(step.type), deps.empty() ? " its rank's precopies" : deps);
+      waiting += fmt::format("{}rank {} tb {} step {} ({}) waits for{}", listed > 1 ? "; " : "", state.rank, state.id,
+                             state.pc, opTypeName(step.type), deps.empty() ? " its rank's precopies" : deps);
     }
     return invalidArgument(fmt::format("plan '{}': {} step(s) can never start, their dependencies never finish: {}",
                                        plan_.algorithm, remaining_, waiting));
@@ -442,11 +526,10 @@ class Executor {
   uint64_t slice_ = 0;
   std::vector<int> rank_base_;  // rank -> first index in tbs_ (-1: not local)
   std::vector<TbState> tbs_;
+  std::vector<ExecStep> steps_;  // flat: threadblock by threadblock
+  std::vector<Waiter> waiters_;
   int64_t total_steps_ = 0;
   int64_t remaining_ = 0;
-  std::vector<int32_t> pending_;  // flat step -> dependencies not finished yet
-  std::vector<int64_t> waiter_start_;
-  std::vector<Waiter> waiters_;  // flat step -> steps that depend on it (CSR)
   std::vector<int> precopies_left_;
   std::deque<int> ready_;  // threadblocks whose current step can start
   RequestTable table_;

@@ -204,20 +204,22 @@ class Replay {
   }
 
   // A chunk of `size` elements (kUnknownSize: undefined data) lands at (buffer, chunk) of rank r.
-  Status land(int r, BufferKind buffer, int chunk, uint64_t size, const std::string& context) {
+  // `context` names the step (or precopy) for an error message; it is only called on an error.
+  template <typename Context>
+  Status land(int r, BufferKind buffer, int chunk, uint64_t size, const Context& context) {
     if (size == kUnknownSize) return Status::ok();
     const uint64_t held = cellSize(r, buffer, chunk);
     if (held == kUnknownSize) {
       scratch_[r][chunk] = size;  // only scratch chunks start without a size
     } else if (held != size) {
-      return uneven(fmt::format("{}: a chunk of {} elements lands in {}[{}], which holds {} elements", context, size,
+      return uneven(fmt::format("{}: a chunk of {} elements lands in {}[{}], which holds {} elements", context(), size,
                                 bufferName(buffer), chunk, held));
     }
     return Status::ok();
   }
 
-  Status landRange(int r, BufferKind buffer, int offset, const std::vector<uint64_t>& sizes,
-                   const std::string& context) {
+  template <typename Context>
+  Status landRange(int r, BufferKind buffer, int offset, const std::vector<uint64_t>& sizes, const Context& context) {
     for (size_t i = 0; i < sizes.size(); ++i) {
       BRAID_RETURN_IF_ERROR(land(r, buffer, offset + static_cast<int>(i), sizes[i], context));
     }
@@ -241,8 +243,9 @@ class Replay {
       const std::vector<PreCopy>& copies = algorithm_.ranks[r].precopies;
       for (size_t p = 0; p < copies.size(); ++p) {
         readRange(r, BufferKind::kInput, copies[p].input_off, copies[p].count, src_);
-        BRAID_RETURN_IF_ERROR(landRange(r, BufferKind::kOutput, copies[p].output_off, src_,
-                                        fmt::format("algorithm '{}': rank {} copy {}", algorithm_.name, r, p)));
+        BRAID_RETURN_IF_ERROR(landRange(r, BufferKind::kOutput, copies[p].output_off, src_, [&] {
+          return fmt::format("algorithm '{}': rank {} copy {}", algorithm_.name, r, p);
+        }));
       }
     }
     return Status::ok();
@@ -267,14 +270,13 @@ class Replay {
                        sizes_.begin() + static_cast<std::ptrdiff_t>(message.first + message.count));
     }
     if (opReadsSrc(step.type)) readRange(r, step.src_buf, step.src_off, step.count, src_);
+    auto here = [&] { return where(r, t, k); };
     const std::vector<uint64_t>* outgoing = nullptr;
     switch (step.type) {
       case OpType::kSend: outgoing = &src_; break;
-      case OpType::kRecv:
-        BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, received_, where(r, t, k)));
-        break;
+      case OpType::kRecv: BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, received_, here)); break;
       case OpType::kRecvCopySend:
-        BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, received_, where(r, t, k)));
+        BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, received_, here));
         readRange(r, step.dst_buf, step.dst_off, step.count, dst_);
         outgoing = &dst_;
         break;
@@ -285,15 +287,15 @@ class Replay {
       case OpType::kRecvReduceCopy:
       case OpType::kRecvReduceCopySend:
         BRAID_RETURN_IF_ERROR(combine(src_, received_, result_, r, t, k));
-        BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, result_, where(r, t, k)));
+        BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, result_, here));
         readRange(r, step.dst_buf, step.dst_off, step.count, dst_);
         if (step.type == OpType::kRecvReduceCopySend) outgoing = &dst_;
         break;
-      case OpType::kCopy: BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, src_, where(r, t, k))); break;
+      case OpType::kCopy: BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, src_, here)); break;
       case OpType::kReduce:
         readRange(r, step.dst_buf, step.dst_off, step.count, dst_);
         BRAID_RETURN_IF_ERROR(combine(dst_, src_, result_, r, t, k));
-        BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, result_, where(r, t, k)));
+        BRAID_RETURN_IF_ERROR(landRange(r, step.dst_buf, step.dst_off, result_, here));
         break;
       case OpType::kNop: break;
     }
@@ -357,12 +359,12 @@ class Replay {
                  : std::pair<BufferKind, int>{step.dst_buf, step.dst_off};
     };
     auto compare = [&](int ra, BufferKind ba, int oa, int rb, BufferKind bb, int ob, int count,
-                       const std::string& context) -> Status {
+                       const auto& context) -> Status {
       for (int i = 0; i < count; ++i) {
         const uint64_t a = geometry_.size(ra, ba, oa + i);
         const uint64_t b = geometry_.size(rb, bb, ob + i);
         if (a != b) {
-          return uneven(fmt::format("{}: {}[{}] of rank {} holds {} elements but {}[{}] of rank {} holds {}", context,
+          return uneven(fmt::format("{}: {}[{}] of rank {} holds {} elements but {}[{}] of rank {} holds {}", context(),
                                     bufferName(ba), oa + i, ra, a, bufferName(bb), ob + i, rb, b));
         }
       }
@@ -375,8 +377,8 @@ class Replay {
       for (int s = 0; s < static_cast<int>(tb.steps.size()); ++s) {
         const Step& step = tb.steps[s];
         if (opReadsSrc(step.type) && opWritesDst(step.type)) {
-          BRAID_RETURN_IF_ERROR(
-              compare(r, step.src_buf, step.src_off, r, step.dst_buf, step.dst_off, step.count, where(r, t, s)));
+          BRAID_RETURN_IF_ERROR(compare(r, step.src_buf, step.src_off, r, step.dst_buf, step.dst_off, step.count,
+                                        [&] { return where(r, t, s); }));
         }
         const int64_t sender = flow_.sender[index_.of(r, t, s)];
         if (sender < 0) continue;
@@ -386,8 +388,10 @@ class Replay {
         const auto [rb, ro] = step.type == OpType::kRecv || step.type == OpType::kRecvCopySend
                                   ? std::pair<BufferKind, int>{step.dst_buf, step.dst_off}
                                   : std::pair<BufferKind, int>{step.src_buf, step.src_off};
-        BRAID_RETURN_IF_ERROR(compare(sr, sb, so, r, rb, ro, step.count,
-                                      fmt::format("{} receiving from {}", where(r, t, s), senderName(sender))));
+        BRAID_RETURN_IF_ERROR(compare(sr, sb, so, r, rb, ro, step.count, [&] {
+          return fmt::format("{} receiving from rank {} tb {} step {}", where(r, t, s), sr, st,
+                             sender - index_.of(sr, st, 0));
+        }));
       }
     }
     return Status::ok();
