@@ -33,20 +33,23 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
-#include <queue>
 #include <unordered_map>
 #include <utility>
 
 #include "braid/simulate.h"
+#include "transport/sim/sim_queues.h"
 
 namespace braid {
 namespace {
 
+using sim::Event;
+using sim::EventHeap;
+using sim::RingQueue;
+
 constexpr double kBytesPerUsPerGbps = 1e3;  // 1 GB/s = 1e3 bytes/us
 
-enum class EventType : uint8_t {
+enum EventType : uint8_t {
   kNicStage,   // sender overhead done: pass the NICs (stage 2)
   kReady,      // stages 1-2 done: enter the connection's data queue (stage 3)
   kFlowEnd,    // data phase ends (versioned)
@@ -54,24 +57,11 @@ enum class EventType : uint8_t {
   kLocalDone,  // a local copy/reduce finished
 };
 
-struct Event {
-  double time = 0;
-  uint64_t order = 0;    // insertion order: ties run first-in first-out (deterministic)
-  uint64_t payload = 0;  // message index, or request id for kLocalDone
-  uint32_t version = 0;  // kFlowEnd: must equal the message's version
-  EventType type = EventType::kReady;
-};
-
-struct EventLater {
-  bool operator()(const Event& a, const Event& b) const {
-    return a.time > b.time || (a.time == b.time && a.order > b.order);
-  }
-};
-
 struct SimRoute {
   std::vector<int> links;
   std::vector<int> nics;  // NIC vertices on the route, in route order
   std::array<double, kNumProtocols> latency_us{};
+  std::array<double, kNumProtocols> min_cap{};  // smallest link capacity per protocol, bytes/us
 };
 
 struct Slot {  // one position of a connection's FIFO: send k <-> receive k
@@ -85,12 +75,12 @@ struct Connection {
   int route = 0;
   long long sends_posted = 0;
   long long recvs_posted = 0;
-  std::deque<int> credit_wait;  // messages waiting for a credit (stage 0), in order
-  double o_free = 0;            // end of the last sender overhead (stage 1)
-  bool data_busy = false;       // a message of this connection is in its data phase
-  std::deque<int> data_wait;    // messages ready for their data phase, in order
-  long long slot_base = 0;      // sequence number of slots.front()
-  std::deque<Slot> slots;
+  RingQueue<int> credit_wait;  // messages waiting for a credit (stage 0), in order
+  double o_free = 0;           // end of the last sender overhead (stage 1)
+  bool data_busy = false;      // a message of this connection is in (or reserved for) its data phase
+  RingQueue<int> data_wait;    // messages past stage 1 (and 2) waiting for the connection, in order
+  long long slot_base = 0;     // sequence number of slots.front()
+  RingQueue<Slot> slots;
 };
 
 struct Message {
@@ -100,11 +90,17 @@ struct Message {
   int protocol = 0;
   long long seq = 0;
   uint64_t bytes = 0;
+  double ready = 0;      // end of stages 1-2: earliest start of the data phase
   double remaining = 0;  // bytes left as of `last`
   double rate = 0;       // bytes/us
   double last = 0;
   uint32_t version = 0;
-  std::vector<int> link_pos;  // index in link_flows_[route.links[k]] for each k (data phase only)
+  // Index in link_flows[route.links[k]] for each k, during the data phase: inline for routes of up to
+  // kInlineHops links, in `more_pos` beyond.
+  static constexpr int kInlineHops = 12;
+  int link_pos[kInlineHops] = {};
+  std::vector<int> more_pos;
+  int& pos(size_t k) { return k < kInlineHops ? link_pos[k] : more_pos[k - kInlineHops]; }
 };
 
 struct LinkEntry {
@@ -130,15 +126,18 @@ struct SimTransport::Impl {
   RequestId next_id = 1;
   long long outstanding = 0;
 
-  std::priority_queue<Event, std::vector<Event>, EventLater> heap;
+  EventHeap heap;
   std::vector<Completion> ready;  // completed, not yet returned by poll
 
   std::vector<SimRoute> routes;
   std::unordered_map<uint64_t, int> route_of_pair;
   std::vector<Connection> conns;
   std::unordered_map<uint64_t, int> conn_of_key;
+  std::vector<int> send_cache, recv_cache;  // per rank: last connection it sent / received on
   std::vector<Message> msgs;
   std::vector<int> free_msgs;
+  std::vector<RequestId> local_ids;  // local requests in flight, by slot
+  std::vector<uint32_t> free_locals;
 
   std::vector<std::array<double, kNumProtocols>> link_cap;  // bytes/us per protocol
   std::vector<std::vector<LinkEntry>> link_flows;
@@ -157,6 +156,8 @@ struct SimTransport::Impl {
 
   Impl(const Topology& t, const SimModel& m, bool rec) : topo(t), model(m), record(rec) {
     num_ranks = topo.numGpus();
+    send_cache.assign(num_ranks, -1);
+    recv_cache.assign(num_ranks, -1);
     const size_t nl = topo.links.size();
     link_cap.resize(nl);
     for (size_t l = 0; l < nl; ++l) {
@@ -173,8 +174,8 @@ struct SimTransport::Impl {
     if (record) tl_state.resize(nl);
   }
 
-  void push(double time, EventType type, uint64_t payload, uint32_t version = 0) {
-    heap.push(Event{time, next_order++, payload, version, type});
+  void push(double time, EventType type, uint32_t payload, uint32_t version = 0) {
+    heap.push(Event{time, (next_order++ << 3) | type, payload, version});
   }
 
   void complete(RequestId id) {
@@ -199,6 +200,8 @@ struct SimTransport::Impl {
       if (topo.vertices[link.dst].kind == VertexKind::kNic) sr.nics.push_back(link.dst);
       for (int p = 0; p < kNumProtocols; ++p) {
         sr.latency_us[p] += link.alpha_us + model.hop_latency_us[p][static_cast<int>(link.kind)];
+        const double cap = link_cap[sr.links[k]][p];
+        if (k == 0 || cap < sr.min_cap[p]) sr.min_cap[p] = cap;
       }
     }
     const int id = static_cast<int>(routes.size());
@@ -207,7 +210,18 @@ struct SimTransport::Impl {
     return id;
   }
 
-  Result<int> connFor(int src, int dst, int channel) {
+  // Connection (src, dst, channel); `cache` remembers the last one per rank (most threadblocks talk to one peer).
+  Result<int> connFor(int src, int dst, int channel, int* cache) {
+    if (*cache >= 0) {
+      const Connection& c = conns[*cache];
+      if (c.src == src && c.dst == dst && c.channel == channel) return *cache;
+    }
+    BRAID_ASSIGN_OR_RETURN(const int id, lookupConn(src, dst, channel));
+    *cache = id;
+    return id;
+  }
+
+  Result<int> lookupConn(int src, int dst, int channel) {
     const uint64_t key =
         (static_cast<uint64_t>(src) << 42) | (static_cast<uint64_t>(dst) << 21) | static_cast<uint64_t>(channel);
     auto it = conn_of_key.find(key);
@@ -251,7 +265,7 @@ struct SimTransport::Impl {
   }
 
   Slot& slotAt(Connection& c, long long seq) {
-    while (c.slot_base + static_cast<long long>(c.slots.size()) <= seq) c.slots.emplace_back();
+    while (c.slot_base + static_cast<long long>(c.slots.size()) <= seq) c.slots.push_back(Slot{});
     return c.slots[static_cast<size_t>(seq - c.slot_base)];
   }
 
@@ -272,40 +286,48 @@ struct SimTransport::Impl {
     Connection& c = conns[msg.conn];
     const double o_end = std::max(now, c.o_free) + model.message_overhead_us;
     c.o_free = o_end;
-    const bool nic_stage = model.nic_gap_us > 0 && !routes[msg.route].nics.empty();
-    const EventType next = nic_stage ? EventType::kNicStage : EventType::kReady;
-    if (o_end > now) {
-      push(o_end, next, static_cast<uint64_t>(m));
-    } else if (nic_stage) {
-      nicStage(m);
-    } else {
-      readyForData(m);
+    if (model.nic_gap_us > 0 && !routes[msg.route].nics.empty()) {
+      if (o_end > now) {
+        push(o_end, EventType::kNicStage, static_cast<uint32_t>(m));
+      } else {
+        nicStage(m);
+      }
+      return;
     }
+    msg.ready = o_end;
+    enqueueData(m);
   }
 
-  // Stage 2: NIC admission gaps, in route order.
+  // Stage 2: NIC admission gaps, in route order, when the message's sender overhead ends.
   void nicStage(int m) {
     double t = now;
     for (int v : routes[msgs[m].route].nics) {
       t = std::max(t, nic_free[v]) + model.nic_gap_us;
       nic_free[v] = t;
     }
-    if (t > now) {
-      push(t, EventType::kReady, static_cast<uint64_t>(m));
-    } else {
-      readyForData(m);
-    }
+    msgs[m].ready = t;
+    enqueueData(m);
   }
 
-  // Stage 3 entry: the connection's data phases run one at a time.
-  void readyForData(int m) {
+  // Stage 3 entry: the connection's data phases run one at a time, in order. A message queued behind a busy
+  // connection needs no event for the end of its stages 1-2: it starts when the previous data phase ends, or
+  // at `ready` if that is later.
+  void enqueueData(int m) {
     Connection& c = conns[msgs[m].conn];
     if (c.data_busy) {
       c.data_wait.push_back(m);
       return;
     }
-    c.data_busy = true;
-    startFlow(m);
+    c.data_busy = true;  // reserved for m from now on
+    launchData(m);
+  }
+
+  void launchData(int m) {
+    if (msgs[m].ready > now) {
+      push(msgs[m].ready, EventType::kReady, static_cast<uint32_t>(m));
+    } else {
+      startFlow(m);
+    }
   }
 
   double shareOf(const Message& msg) const {
@@ -344,7 +366,7 @@ struct SimTransport::Impl {
         f.last = now;
         f.rate = rate;
         ++f.version;
-        push(now + f.remaining / rate, EventType::kFlowEnd, static_cast<uint64_t>(e.msg), f.version);
+        push(now + f.remaining / rate, EventType::kFlowEnd, static_cast<uint32_t>(e.msg), f.version);
         if (record) touched_msgs.push_back(e.msg);
       }
     }
@@ -366,11 +388,11 @@ struct SimTransport::Impl {
     msg.remaining = static_cast<double>(msg.bytes);
     msg.rate = 0;
     msg.last = now;
-    msg.link_pos.resize(route.links.size());
+    if (route.links.size() > Message::kInlineHops) msg.more_pos.resize(route.links.size() - Message::kInlineHops);
     for (size_t k = 0; k < route.links.size(); ++k) {
       const int l = route.links[k];
       if (link_flows[l].empty()) busy_since[l] = now;
-      msg.link_pos[k] = static_cast<int>(link_flows[l].size());
+      msg.pos(k) = static_cast<int>(link_flows[l].size());
       link_flows[l].push_back(LinkEntry{m, static_cast<int>(k)});
       stats.link_bytes[l] += static_cast<double>(msg.bytes);
     }
@@ -383,10 +405,10 @@ struct SimTransport::Impl {
     for (size_t k = 0; k < route.links.size(); ++k) {
       const int l = route.links[k];
       std::vector<LinkEntry>& list = link_flows[l];
-      const int pos = msg.link_pos[k];
+      const int pos = msg.pos(k);
       const LinkEntry moved = list.back();
       list[pos] = moved;
-      msgs[moved.msg].link_pos[moved.k] = pos;
+      msgs[moved.msg].pos(moved.k) = pos;
       list.pop_back();
       if (list.empty()) stats.link_busy_us[l] += now - busy_since[l];
     }
@@ -402,14 +424,14 @@ struct SimTransport::Impl {
     const int conn = msg.conn;
     complete(msg.id);
     push(now + routes[msg.route].latency_us[msg.protocol] + model.message_overhead_us, EventType::kDeliver,
-         static_cast<uint64_t>(m));
+         static_cast<uint32_t>(m));
     Connection& c = conns[conn];
     c.data_busy = false;
     if (!c.data_wait.empty()) {
       const int next = c.data_wait.front();
       c.data_wait.pop_front();
       c.data_busy = true;
-      startFlow(next);
+      launchData(next);
     }
   }
 
@@ -426,17 +448,20 @@ struct SimTransport::Impl {
 
   void process(const Event& ev) {
     const int m = static_cast<int>(ev.payload);
-    switch (ev.type) {
+    switch (ev.type()) {
       case EventType::kNicStage: nicStage(m); break;
-      case EventType::kReady: readyForData(m); break;
+      case EventType::kReady: startFlow(m); break;
       case EventType::kFlowEnd: endFlow(m); break;
       case EventType::kDeliver: deliver(m); break;
-      case EventType::kLocalDone: complete(ev.payload); break;
+      case EventType::kLocalDone:
+        complete(local_ids[ev.payload]);
+        free_locals.push_back(ev.payload);
+        break;
     }
   }
 
   bool stale(const Event& ev) const {
-    return ev.type == EventType::kFlowEnd && msgs[static_cast<int>(ev.payload)].version != ev.version;
+    return ev.type() == EventType::kFlowEnd && msgs[static_cast<int>(ev.payload)].version != ev.version;
   }
 
   std::string deadlockMessage() const {
@@ -482,10 +507,12 @@ SimTransport::~SimTransport() = default;
 Result<RequestId> SimTransport::postSend(const SendRequest& request) {
   Impl& s = *impl_;
   BRAID_RETURN_IF_ERROR(s.checkEndpoints("send", request.rank, request.peer, request.channel, request.protocol));
-  BRAID_ASSIGN_OR_RETURN(const int conn, s.connFor(request.rank, request.peer, request.channel));
+  BRAID_ASSIGN_OR_RETURN(const int conn,
+                         s.connFor(request.rank, request.peer, request.channel, &s.send_cache[request.rank]));
   const int p = static_cast<int>(request.protocol);
-  for (int l : s.routes[s.conns[conn].route].links) {
-    if (!(s.link_cap[l][p] > 0)) {
+  if (!(s.routes[s.conns[conn].route].min_cap[p] > 0)) {
+    for (int l : s.routes[s.conns[conn].route].links) {
+      if (s.link_cap[l][p] > 0) continue;
       const Link& link = s.topo.links[l];
       return invalidArgument(
           fmt::format("sim: send from rank {} to rank {}: {} link {} -> {} has no bandwidth for {} "
@@ -517,7 +544,8 @@ Result<RequestId> SimTransport::postSend(const SendRequest& request) {
 Result<RequestId> SimTransport::postRecv(const RecvRequest& request) {
   Impl& s = *impl_;
   BRAID_RETURN_IF_ERROR(s.checkEndpoints("receive", request.peer, request.rank, request.channel, request.protocol));
-  BRAID_ASSIGN_OR_RETURN(const int conn, s.connFor(request.peer, request.rank, request.channel));
+  BRAID_ASSIGN_OR_RETURN(const int conn,
+                         s.connFor(request.peer, request.rank, request.channel, &s.recv_cache[request.rank]));
   const RequestId id = s.next_id++;
   ++s.outstanding;
   Connection& c = s.conns[conn];
@@ -551,7 +579,16 @@ Result<RequestId> SimTransport::postLocal(const LocalRequest& request) {
   const uint64_t bytes = std::max(request.src.bytes, request.dst.bytes);
   const double duration = request.fused ? 0.0 : static_cast<double>(bytes) / (s.model.local_gbps * kBytesPerUsPerGbps);
   if (duration > 0) {
-    s.push(s.now + duration, EventType::kLocalDone, id);
+    uint32_t slot = 0;
+    if (s.free_locals.empty()) {
+      slot = static_cast<uint32_t>(s.local_ids.size());
+      s.local_ids.push_back(id);
+    } else {
+      slot = s.free_locals.back();
+      s.free_locals.pop_back();
+      s.local_ids[slot] = id;
+    }
+    s.push(s.now + duration, EventType::kLocalDone, slot);
   } else {
     s.complete(id);
   }

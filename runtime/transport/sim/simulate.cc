@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace braid {
 
 Result<SimResult> simulate(const Algorithm& algorithm, const Topology& topology, const SimOptions& options) {
@@ -24,7 +26,9 @@ Result<SimResult> simulate(const Algorithm& algorithm, const Topology& topology,
   }
   lower.protocol = protocol;
   lower.instances = options.instances;
-  lower.slice_bytes = options.model.slice_bytes[p];  // 0: lowering's protocol default
+  // 0: lowering's protocol default. kUnlimitedBytes (SimModel::ideal: one slice per step) is passed as 2^62,
+  // larger than any buffer, so that slice arithmetic (bytes + slice - 1) cannot overflow.
+  lower.slice_bytes = std::min<uint64_t>(options.model.slice_bytes[p], uint64_t{1} << 62);
   BRAID_ASSIGN_OR_RETURN(Plan plan, lowerAlgorithm(algorithm, lower));
 
   SimTransport transport(topology, options.model, options.record_timeline);
