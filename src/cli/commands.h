@@ -7,10 +7,11 @@
 
 namespace braid::cli {
 
-void registerTopoCommands(CLI::App& app, int* exit_code);   // topo_cmd.cc: braid topo import|show|draw
-void registerVerifyCommand(CLI::App& app, int* exit_code);  // verify_cmd.cc: braid verify
-void registerAlgoCommand(CLI::App& app, int* exit_code);    // algo_cmd.cc: braid algo
-void registerDemoCommand(CLI::App& app, int* exit_code);    // demo_cmd.cc: braid demo (the README's main job)
-void registerBoundCommand(CLI::App& app, int* exit_code);   // bound_cmd.cc: braid bound
+void registerTopoCommands(CLI::App& app, int* exit_code);     // topo_cmd.cc: braid topo import|show|draw
+void registerVerifyCommand(CLI::App& app, int* exit_code);    // verify_cmd.cc: braid verify
+void registerAlgoCommand(CLI::App& app, int* exit_code);      // algo_cmd.cc: braid algo
+void registerDemoCommand(CLI::App& app, int* exit_code);      // demo_cmd.cc: braid demo (the README's main job)
+void registerBoundCommand(CLI::App& app, int* exit_code);     // bound_cmd.cc: braid bound
+void registerSimulateCommand(CLI::App& app, int* exit_code);  // simulate_cmd.cc: braid simulate
 
 }  // namespace braid::cli

@@ -153,8 +153,9 @@ std::string busbwPlot(const SimulateReport& report) {
   svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"12\">size (bytes, log2 scale)</text>\n",
                      coord(kLeft + plot_w / 2), kTop + plot_h + 40);
   svg += "</g>\n";
-  // Series.
-  for (const Series& s : series) {
+  // Series, Braid drawn last so it stays visible where it coincides with another curve.
+  for (auto it = series.rbegin(); it != series.rend(); ++it) {
+    const Series& s = *it;
     std::string points;
     for (const auto& [size, bw] : s.points) {
       if (!std::isfinite(bw)) continue;
@@ -189,7 +190,7 @@ std::string busbwPlot(const SimulateReport& report) {
 }
 
 std::string linkTimeline(const SimulateTimeline& timeline, const HtmlLimits& limits) {
-  constexpr double kLabelW = 250, kPlotW = 760, kRight = 20, kTop = 44, kRowH = 16, kBarH = 12, kAxisH = 44;
+  constexpr double kLabelW = 250, kPlotW = 760, kRight = 20, kTop = 64, kRowH = 16, kBarH = 12, kAxisH = 44;
   const double width = kLabelW + kPlotW + kRight;
   const int rows = static_cast<int>(timeline.links.size());
   const double height = kTop + std::max(1, rows) * kRowH + kAxisH + 36;
@@ -253,7 +254,7 @@ std::string linkTimeline(const SimulateTimeline& timeline, const HtmlLimits& lim
       "<g class=\"util-legend\" font-size=\"11\"><text x=\"10\" y=\"18\">utilization (GB/s / link GB/s)</text>"
       "<rect x=\"10\" y=\"24\" width=\"160\" height=\"10\" fill=\"url(#util-gradient)\"/>"
       "<text x=\"10\" y=\"{0}\">0%</text><text x=\"170\" y=\"{0}\" text-anchor=\"end\">100%</text></g>\n",
-      24 + 10 + 0);
+      48);
   svg += "</svg>\n";
   return svg;
 }
