@@ -53,6 +53,28 @@ struct NcclSystem {
 
 /// Derives NCCL's view of a topology: GPU arch from Vertex::model (V100/A100/H100/H200/B200...; unknown ->
 /// Ampere with a note), channels and per-channel bandwidths as NCCL's search would find them.
+/// Method (nccl@2.28.9 src/graph/search.cc ncclTopoCompute, nccl_plugins.md §4.5), per node with GPUs:
+///  * link bandwidths as NCCL rates them: NVLink = per-link GB/s by SM (V100 20, A100/A30 20, A10/A40 12, Hopper
+///    20.6, Blackwell 40.1) x lanes; PCIe, inter-socket and NIC links as the topology says;
+///  * one node: a ring channel is a cycle through the GPUs over Topology::route hops (greedy depth-first search;
+///    with NVLink also src/algos' findRings on the lanes left at that speed, e.g. a DGX-1's 6 lane-disjoint
+///    rings), each hop taking the channel's speed from every link it crosses; several nodes: a channel is NIC ->
+///    GPU chain -> the same NIC (gpuNicRoute hops), each channel taking its speed from the NIC as well;
+///  * pass 1 walks NCCL's speed list for the arch (intra on one node, inter across nodes) down from the first
+///    speed the GPUs can carry, widening path types until channels fit, keeps the most channels x speed, stops at
+///    a perfect graph or when the next speed is under 0.49 of the best; channels are then duplicated at half speed
+///    (speed >= 25, not on Hopper+ below 50 with more than 4 channels); pass 2 tries faster speeds;
+///  * trees: NCCL's balanced-tree pattern with the ring's channel count (pass 2 raises bwIntra up to 2 x bwInter);
+///    NVLS (Hopper+ nodes whose GPUs reach an NVSwitch): one channel per GPU (per NIC-nearest GPU across nodes),
+///    the head GPU's switch links carrying twice the channel's speed;
+///  * nodes combine as NCCL's init does (min channels and bandwidths, max path types), rings and trees end with
+///    the same channel count.
+/// Assumptions, also in `notes`: NVLink SHARP usable on Hopper+ NVSwitch nodes; CollNet off (NCCL's default);
+/// a channel leaves a node through the NIC it entered by (no cross-NIC); latency_inter_us = the NIC's network link
+/// alpha; CPU vendor from the CPU vertices' model (Intel if unknown); no NVB paths (routes never relay through a
+/// GPU). Greedy layouts never backtrack across channels (NCCL's search does, within its time limit), so on
+/// irregular topologies the channel count can be below NCCL's. Errors: kInvalidArgument without GPUs;
+/// kUnsupported when a node of a multi-node topology has no NIC on the network.
 Result<NcclSystem> ncclSystem(const Topology& topology);
 
 struct NcclEstimate {
@@ -78,7 +100,10 @@ Result<NcclPrediction> ncclPredict(const NcclSystem& system, CollectiveKind coll
 /// NCCL's algorithm built in the IR: kRing -> NCCL's rings (NVLink rings within a node, one ring per
 /// channel, chained through NICs across nodes), kTree -> double binary tree over nodes with chains inside.
 /// All-to-all -> NCCL's grouped send/recv pattern (every pair, all channels). Errors: kUnsupported for algos
-/// that need hardware the IR cannot express (NVLS, CollNet) — name it.
+/// that need hardware the IR cannot express (NVLS, CollNet) — name it — and for PAT (not built);
+/// kInvalidArgument for Tree with all-gather/reduce-scatter (NCCL's tree is all-reduce only) and for
+/// collectives other than allgather/reducescatter/allreduce/alltoall. Rings/trees use NcclSystem::ring/tree.channels
+/// channels; the channel orders are those of ncclSystem's search (src/sim/nccl_baseline.cc).
 Result<Algorithm> ncclBaselineAlgorithm(const Topology& topology, CollectiveKind collective, NcclAlgo algo,
                                         bool in_place, Protocol protocol);
 
