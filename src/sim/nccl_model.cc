@@ -722,10 +722,12 @@ GraphResult searchGraph(const Topology& t, const Node& node, NodeSearch& ns, Pat
   const int n = ns.numGpus();
   const int last = static_cast<int>(speeds.size()) - 1;
   const double max_bw = ns.maxBw();
-  double total_bw = ns.totalBw();
-  if (n > 1 && pattern != Pattern::kRing) total_bw *= static_cast<double>(n) / (n - 1);
+  // The start speed allows trees n/(n-1) of the GPU's total (a chain's last GPU sends nothing on); a graph is
+  // perfect once it reaches the unscaled total (search.cc: system->totalBw).
+  const double total_bw = ns.totalBw();
+  const double start_bw = n > 1 && pattern != Pattern::kRing ? total_bw * n / (n - 1) : total_bw;
   int idx = 0;
-  while (idx < last && (speeds[idx] > max_bw || speeds[idx] * min_channels > total_bw)) ++idx;
+  while (idx < last && (speeds[idx] > max_bw || speeds[idx] * min_channels > start_bw)) ++idx;
   const std::vector<int> intra_types = ns.intraTypes();
   const std::vector<int> inter_types = inter ? ns.interTypes() : std::vector<int>{nccl::kPathPix};
 
@@ -867,7 +869,8 @@ GraphResult nvlsGraph(NodeSearch& ns, const Topology& t, const std::vector<doubl
   }
   if (!(cap_min > 0) || n < 2) return g;
   const int max_channels = std::min(kMaxNvlsArity, n);
-  const double total_bw = ns.totalBw() * n / (n - 1);
+  const double total_bw = ns.totalBw();
+  const double start_bw = total_bw * n / (n - 1);
   const std::vector<double>& speeds = speedList(arch, inter);
   const int last = static_cast<int>(speeds.size()) - 1;
   // Channels whose switch links fit at speed s: heads carry (channels + 1) x s.
@@ -875,7 +878,7 @@ GraphResult nvlsGraph(NodeSearch& ns, const Topology& t, const std::vector<doubl
   g.type_intra = nccl::kPathNvl;
   if (!inter) {
     int idx = 0;
-    while (idx < last && (speeds[idx] > cap_min || speeds[idx] * max_channels > total_bw)) ++idx;
+    while (idx < last && (speeds[idx] > cap_min || speeds[idx] * max_channels > start_bw)) ++idx;
     while (idx < last && fitChannels(speeds[idx]) < max_channels) ++idx;
     if (fitChannels(speeds[idx]) < max_channels) return g;
     g.channels = max_channels;
@@ -907,7 +910,7 @@ GraphResult nvlsGraph(NodeSearch& ns, const Topology& t, const std::vector<doubl
     return count;
   };
   int idx = 0;
-  while (idx < last && (speeds[idx] > ns.maxBw() || speeds[idx] > total_bw)) ++idx;
+  while (idx < last && (speeds[idx] > ns.maxBw() || speeds[idx] > start_bw)) ++idx;
   while (true) {
     const double s = speeds[idx];
     const int k = std::min({headsAt(s), fitChannels(s), max_channels});
