@@ -243,6 +243,35 @@ TEST(NcclSystem, MultiNodeRingLatencyCountsInterNodeSteps) {
   EXPECT_NEAR(estimate(*ag, NcclAlgo::kRing, Protocol::kLL).bus_bw_gbps, 22.5, 1e-9);
 }
 
+TEST(NcclSystem, DgxH100TwoNodesRingAndNvlsTree) {
+  // Rings: PCIe Gen5 48 GB/s is the widest GPU -> NIC path, so the SM90 inter list starts at 48. A channel is
+  // NIC -> first GPU -> ... -> last GPU -> NIC: the last GPU sends nothing over NVLink, so with 8 channels (one per
+  // 50 GB/s NIC) each GPU's NVLink carries at most 7 x 48 = 336 <= 370.8 -> 8 x 48 = 384 >= 370.8: perfect.
+  // Hopper, 48 < 50 and 8 > 4 channels: not duplicated.
+  NcclSystem s = *ncclSystem(shipped("dgx-h100-x2"));
+  EXPECT_EQ(s.ring.channels, 8);
+  EXPECT_DOUBLE_EQ(s.ring.bw_intra, 48);
+  EXPECT_EQ(s.cpu_vendor, "Intel");
+  // NVLS: heads = the NICs' nearest GPUs (8 distinct); a head's switch links carry (k + 1) x speed: 48 -> k = 6,
+  // 45 -> 7, 42 -> 7, 40 -> 8 = every GPU: done, bwIntra 40; pass 2 raises bwInter while below 80 and the NIC
+  // paths carry it: 42, 45, 48 (top of the list).
+  ASSERT_TRUE(s.nvls);
+  EXPECT_EQ(s.nvls_graph.channels, 8);
+  EXPECT_DOUBLE_EQ(s.nvls_graph.bw_intra, 40);
+  EXPECT_DOUBLE_EQ(s.nvls_graph.bw_inter, 48);
+  // NVLSTree all-reduce, 2 nodes: per channel min(40 x 0.85 x 7/8 x 2 = 59.5, 48 x 2 = 96, perChMaxNVLSTreeBw
+  // Hopper N2 57.7) = 57.7; busBw 8 x 57.7 = 461.6; algBw x 16/30. Latency: intraLat NVLink NVLSTree/Simple 25
+  // + 2 x log2(2) x (NET NVLSTree/Simple 20.9 + NIC 1.3 + flush 1.3) = 25 + 47 = 72.
+  Result<NcclPrediction> p = ncclPredict(s, CollectiveKind::kAllReduce, kGiB);
+  ASSERT_TRUE(p.isOk());
+  const NcclEstimate& tree = estimate(*p, NcclAlgo::kNvlsTree, Protocol::kSimple);
+  EXPECT_NEAR(tree.bus_bw_gbps, 461.6, 1e-9);
+  EXPECT_NEAR(tree.alg_bw_gbps, 461.6 * 16 / 30, 1e-9);
+  EXPECT_NEAR(tree.latency_us, 72, 1e-9);
+  EXPECT_EQ(estimate(*p, NcclAlgo::kNvls, Protocol::kSimple).time_us, -1);  // NVLS across nodes needs CollNet
+  EXPECT_EQ(p->choiceName(), "NVLSTree/Simple");  // 246 GB/s algBw vs Ring/Simple 384 x 16/30 = 204.8
+}
+
 TEST(NcclSystem, PatNeedsOneGpuPerNode) {
   // Four nodes of one A100, one 200 Gb/s NIC each, on one switch (alpha 1.3 per hop).
   const std::string yaml = R"(name: one-gpu-nodes
