@@ -54,17 +54,18 @@ namespace braid {
 /// where one of those cuts binds. Errors as allGatherCutBound.
 Result<CutBound> allToAllCutBound(const Topology& t, double bytes_per_rank);
 
-/// Latency lower bound (alpha only): a chunk reaches at most twice as many ranks per step, so a collective
-/// over n ranks needs ceil(log2 n) steps (all-reduce: ceil(log2 n) as in recursive doubling; broadcast and
-/// all-gather the same), each costing at least the smallest GPU-to-GPU route alpha; and data must cross the
-/// alpha-diameter (max over rank pairs of the smallest route alpha). time_us = max of the two.
-/// Alphas are summed link alpha_us along shortest-alpha paths through any vertex (GPUs may relay). The step count
-/// assumes a rank joins one transfer per step (single-port, as recursive doubling); an algorithm whose ranks send to
-/// all peers at once in one step (direct) is not bound by it. Errors as allGatherCutBound; kInvalidArgument for
-/// custom collectives.
+/// Latency lower bound (alpha only): data from every rank must reach every other rank, so the collective takes
+/// at least the alpha-diameter — the largest, over rank pairs, of the smallest summed link alpha_us on a path
+/// between them (GPUs may relay). time_us = diameter_us. This holds in the simulator's multi-port model, where a
+/// rank may send to all its peers at once (direct algorithms finish in one step). Under a single-port model (a
+/// rank joins one transfer per step, as recursive doubling) a chunk reaches at most twice as many ranks per step,
+/// so ceil(log2 n) steps of at least the smallest route alpha are needed: single_port_us, reported for
+/// information, not part of the bound (SCCL/TACCL's step counts; Thakur et al. 2005). Errors as
+/// allGatherCutBound; kInvalidArgument for custom collectives.
 struct LatencyBound {
-  double time_us = 0;
-  int steps = 0;            // ceil(log2 n)
+  double time_us = 0;         // = diameter_us
+  double single_port_us = 0;  // steps x min_alpha_us (single-port model; informative)
+  int steps = 0;              // ceil(log2 n)
   double min_alpha_us = 0;  // smallest route alpha between two GPUs
   double diameter_us = 0;   // largest over pairs of the shortest alpha path
 };

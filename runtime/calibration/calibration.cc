@@ -108,8 +108,8 @@ Result<Context> contextFor(const CalibrationCase& c) {
   return Context{std::move(topology.value()), std::move(system.value())};
 }
 
-Result<std::vector<PredictedPoint>> evaluateWith(Predictor& predictor, const CalibrationCase& c,
-                                                 const SimModel& model, uint64_t min_size) {
+Result<std::vector<PredictedPoint>> evaluateWith(Predictor& predictor, const CalibrationCase& c, const SimModel& model,
+                                                 uint64_t min_size) {
   std::vector<PredictedPoint> rows;
   for (const MeasuredPoint& m : c.points) {
     if (m.size_bytes < min_size) continue;
@@ -165,10 +165,10 @@ Result<std::vector<NcclTestsRow>> parseNcclTestsOutput(const std::string& text, 
     if (!bad && !parseDouble(f[9], &row.ip_time_us)) bad = "in-place time";
     if (!bad && !parseDouble(f[10], &row.ip_algbw)) bad = "in-place algbw";
     if (!bad && !parseDouble(f[11], &row.ip_busbw)) bad = "in-place busbw";
-    if (bad) return Status(StatusCode::kParseError, fmt::format("{}:{}: field {} is not a number", filename, line_no, bad));
-    const bool repeated = std::any_of(rows.begin(), rows.end(), [&](const NcclTestsRow& r) {
-      return r.size_bytes == row.size_bytes;
-    });
+    if (bad)
+      return Status(StatusCode::kParseError, fmt::format("{}:{}: field {} is not a number", filename, line_no, bad));
+    const bool repeated =
+        std::any_of(rows.begin(), rows.end(), [&](const NcclTestsRow& r) { return r.size_bytes == row.size_bytes; });
     if (!repeated) rows.push_back(row);
   }
   return rows;
@@ -248,13 +248,12 @@ Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool 
     params.push_back({fmt::format("efficiency[{}][nvlink]", pn),
                       [](SimModel& m, int proto) { return &m.efficiency[proto][static_cast<int>(LinkKind::kNvlink)]; },
                       p, true});
-    params.push_back({fmt::format("hop_latency_us[{}][nvlink]", pn),
-                      [](SimModel& m, int proto) {
-                        return &m.hop_latency_us[proto][static_cast<int>(LinkKind::kNvlink)];
-                      },
-                      p, false});
-    params.push_back({fmt::format("launch_us[{}]", pn), [](SimModel& m, int proto) { return &m.launch_us[proto]; },
-                      p, false});
+    params.push_back(
+        {fmt::format("hop_latency_us[{}][nvlink]", pn),
+         [](SimModel& m, int proto) { return &m.hop_latency_us[proto][static_cast<int>(LinkKind::kNvlink)]; }, p,
+         false});
+    params.push_back(
+        {fmt::format("launch_us[{}]", pn), [](SimModel& m, int proto) { return &m.launch_us[proto]; }, p, false});
   }
   (void)nvl;
   SimModel best = start;
@@ -286,7 +285,8 @@ Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool 
           best_score = s.value();
           best = trial;
           improved = true;
-          if (verbose) std::fprintf(stderr, "fit: %s %.4g -> %.4g, error %.5f\n", param.name.c_str(), old, next, best_score);
+          if (verbose)
+            std::fprintf(stderr, "fit: %s %.4g -> %.4g, error %.5f\n", param.name.c_str(), old, next, best_score);
         }
       }
     }
@@ -297,14 +297,14 @@ Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool 
 
 std::string formatTable(const CalibrationCase& c, const std::vector<PredictedPoint>& rows) {
   std::string out = fmt::format("# {} on {} — {}\n", c.name, c.topology, c.source);
-  out += fmt::format("# {:>12} {:>14} {:>14} {:>8} {:>12} {:>16}  {}\n", "size(B)", "measured(GB/s)",
-                     "predicted", "error", "time(us)", "NCCL choice", "accept");
+  out += fmt::format("# {:>12} {:>14} {:>14} {:>8} {:>12} {:>16}  {}\n", "size(B)", "measured(GB/s)", "predicted",
+                     "error", "time(us)", "NCCL choice", "accept");
   double worst = 0;
   for (const PredictedPoint& r : rows) {
     const bool gated = r.size_bytes >= c.accept_from_bytes;
     if (gated) worst = std::max(worst, std::abs(r.error));
-    out += fmt::format("  {:>12} {:>14.2f} {:>14.2f} {:>+7.1f}% {:>12.1f} {:>16}  {}\n", r.size_bytes,
-                       r.measured_gbps, r.predicted_gbps, 100 * r.error, r.time_us, r.choice,
+    out += fmt::format("  {:>12} {:>14.2f} {:>14.2f} {:>+7.1f}% {:>12.1f} {:>16}  {}\n", r.size_bytes, r.measured_gbps,
+                       r.predicted_gbps, 100 * r.error, r.time_us, r.choice,
                        gated ? (std::abs(r.error) <= c.tolerance ? "ok" : "OUT") : "-");
   }
   out += fmt::format("# worst |error| at >= {} B: {:.1f}% (tolerance {:.0f}%)\n", c.accept_from_bytes, 100 * worst,
@@ -324,8 +324,8 @@ std::string describeModel(const SimModel& m) {
     const char* pn = protocolName(static_cast<Protocol>(p));
     for (int k = 0; k < kNumLinkKinds; ++k) {
       const char* kn = linkKindName(static_cast<LinkKind>(k));
-      out += fmt::format("efficiency[{}][{}] = {:.4g}; hop_latency_us[{}][{}] = {:.4g};\n", pn, kn,
-                         m.efficiency[p][k], pn, kn, m.hop_latency_us[p][k]);
+      out += fmt::format("efficiency[{}][{}] = {:.4g}; hop_latency_us[{}][{}] = {:.4g};\n", pn, kn, m.efficiency[p][k],
+                         pn, kn, m.hop_latency_us[p][k]);
     }
     out += fmt::format("launch_us[{}] = {:.4g}; slice_bytes[{}] = {};\n", pn, m.launch_us[p], pn, m.slice_bytes[p]);
   }

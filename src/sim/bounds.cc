@@ -389,7 +389,8 @@ Result<LatencyBound> latencyBound(const Topology& t, CollectiveKind collective) 
       bound.diameter_us = std::max(bound.diameter_us, dist[dst]);
     }
   }
-  bound.time_us = std::max(bound.steps * bound.min_alpha_us, bound.diameter_us);
+  bound.single_port_us = bound.steps * bound.min_alpha_us;
+  bound.time_us = bound.diameter_us;
   return bound;
 }
 

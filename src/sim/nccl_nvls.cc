@@ -55,23 +55,22 @@ Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int 
     return Status(StatusCode::kUnsupported, "NVLS emulation: needs at least one node with 2 or more GPUs");
   }
   if ((num_nodes & (num_nodes - 1)) != 0) {
-    return Status(StatusCode::kUnsupported,
-                  fmt::format("NVLS emulation: {} nodes is not a power of two (inter-node recursive doubling)",
-                              num_nodes));
+    return Status(
+        StatusCode::kUnsupported,
+        fmt::format("NVLS emulation: {} nodes is not a power of two (inter-node recursive doubling)", num_nodes));
   }
   const int n = static_cast<int>(topology.nodes[0].gpus.size());
   std::vector<int> switch_vertex(num_nodes, -1);
   for (int a = 0; a < num_nodes; ++a) {
     if (static_cast<int>(topology.nodes[a].gpus.size()) != n) {
-      return Status(StatusCode::kUnsupported,
-                    fmt::format("NVLS emulation: node {} has {} GPUs, node 0 has {}", topology.nodes[a].name,
-                                topology.nodes[a].gpus.size(), n));
+      return Status(StatusCode::kUnsupported, fmt::format("NVLS emulation: node {} has {} GPUs, node 0 has {}",
+                                                          topology.nodes[a].name, topology.nodes[a].gpus.size(), n));
     }
     switch_vertex[a] = nodeNvSwitch(topology, a);
     if (switch_vertex[a] < 0) {
-      return Status(StatusCode::kUnsupported,
-                    fmt::format("NVLS emulation: node {} has no single NVSwitch linked to all its GPUs",
-                                topology.nodes[a].name));
+      return Status(
+          StatusCode::kUnsupported,
+          fmt::format("NVLS emulation: node {} has no single NVSwitch linked to all its GPUs", topology.nodes[a].name));
     }
   }
 
@@ -137,8 +136,8 @@ Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int 
     }
   }
 
-  const int reduced_base = 0;              // switch scratch: reduced shares
-  const int result_base = n * rounds;      // switch scratch: stored shares to multicast
+  const int reduced_base = 0;          // switch scratch: reduced shares
+  const int result_base = n * rounds;  // switch scratch: stored shares to multicast
   for (int r = 0; r < rounds; ++r) {
     const int c = r % channels;
     // 1. Every GPU pushes its share-i part of round r to its node's switch.

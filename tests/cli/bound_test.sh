@@ -43,13 +43,13 @@ PY
 #   all-gather:  T = (n-1)/n x S / B_gpu = 7/8 x 2^30 / 264e3 us = 3558.8027... us; busbw = (7/8) S / T = 264.
 #   all-reduce:  reduce-scatter + all-gather = 2 x 3558.80 us; busbw = 2(7/8) S / T = 264.
 #   all-to-all:  (n-1)/n x S through the GPU's 264 GB/s: 3558.80 us as well.
-# Latency: every GPU pair is GPU -> NVSwitch -> GPU, 2 x 0.35 = 0.7 us; ceil(log2 8) = 3 steps: 2.1 us.
+# Latency: every GPU pair is GPU -> NVSwitch -> GPU, 2 x 0.35 = 0.7 us (the alpha-diameter).
 expect_rc 0 "allgather 1G --json" -- "$braid" bound --topology dgx-a100-x1 --coll allgather -b 1G -e 1G --json
 check "one row" 'len(d["rows"]) == 1 and d["rows"][0]["size_bytes"] == 2**30'
 check "allgather bound = 7/8 S / 264 GB/s" 'abs(d["rows"][0]["bound_us"] - 7/8 * 2**30 / 264e3) < 1e-6'
 check "allgather busbw ceiling = 264 GB/s" 'abs(d["rows"][0]["busbw_gbps"] - 264) < 1e-9'
 check "algbw = size / bound" 'abs(d["rows"][0]["algbw_gbps"] - 2**30 / d["rows"][0]["bound_us"] / 1e3) < 1e-9'
-check "latency bound 3 x 0.7 us" 'abs(d["rows"][0]["latency_us"] - 2.1) < 1e-9'
+check "latency bound = diameter 0.7 us" 'abs(d["rows"][0]["latency_us"] - 0.7) < 1e-9'
 check "the binding cut is one GPU" 'len(d["cut"]) == 1 and d["cut"][0].startswith("gpu")'
 check "names" 'd["topology"] == "dgx-a100-x1" and d["collective"] == "allgather"'
 
@@ -60,10 +60,10 @@ check "allreduce busbw ceiling = 264 GB/s" 'abs(d["rows"][0]["busbw_gbps"] - 264
 expect_rc 0 "alltoall 1G --json" -- "$braid" bound -t dgx-a100-x1 -c alltoall -b 1G -e 1G --json
 check "alltoall bound = 7/8 S / 264 GB/s" 'abs(d["rows"][0]["bound_us"] - 7/8 * 2**30 / 264e3) < 1e-6'
 
-# Small sizes are latency-bound: 1 KiB of all-gather moves in 7/8 x 1024 / 264e3 = 0.0034 us < 2.1 us.
+# Small sizes are latency-bound: 1 KiB of all-gather moves in 7/8 x 1024 / 264e3 = 0.0034 us < 0.7 us.
 expect_rc 0 "sweep 1K..1G x2 --json" -- "$braid" bound -t dgx-a100-x1 -c allgather --json
 check "default sweep 1K..1G x2 has 21 rows" 'len(d["rows"]) == 21 and d["rows"][0]["size_bytes"] == 1024'
-check "1 KiB is latency-bound" 'd["rows"][0]["bound_us"] == d["rows"][0]["latency_us"] and abs(d["rows"][0]["bound_us"] - 2.1) < 1e-9'
+check "1 KiB is latency-bound" 'd["rows"][0]["bound_us"] == d["rows"][0]["latency_us"] and abs(d["rows"][0]["bound_us"] - 0.7) < 1e-9'
 check "bound = max(bandwidth, latency) in every row" 'all(abs(r["bound_us"] - max(r["bandwidth_us"], r["latency_us"])) < 1e-12 for r in d["rows"])'
 check "bandwidth bound grows linearly" 'all(abs(r["bandwidth_us"] - 7/8 * r["size_bytes"] / 264e3) < 1e-9 * r["bandwidth_us"] + 1e-12 for r in d["rows"])'
 

@@ -31,7 +31,8 @@ Topology gpuSwitch(int n, double bw, double a) {
 
 TEST(LatencyBound, RingOfGpus) {
   // Steps ceil(log2 n); the nearest GPUs are one hop apart (a), the farthest floor(n/2) hops (floor(n/2) a).
-  // n = 5: steps 3, diameter 2a -> 3a. n = 8: steps 3, diameter 4a -> 4a. n = 9: steps 4, diameter 4a -> 4a.
+  // The bound is the diameter; steps x a is the single-port figure. n = 5: steps 3, diameter 2a; n = 8: steps 3,
+  // diameter 4a; n = 9: steps 4, diameter 4a.
   const double a = 0.7;
   struct Want {
     int n, steps, half;
@@ -42,17 +43,19 @@ TEST(LatencyBound, RingOfGpus) {
     EXPECT_EQ(b->steps, w.steps) << w.n;
     EXPECT_NEAR(b->min_alpha_us, a, 1e-12) << w.n;
     EXPECT_NEAR(b->diameter_us, w.half * a, 1e-12) << w.n;
-    EXPECT_NEAR(b->time_us, std::max(w.steps, w.half) * a, 1e-12) << w.n;
+    EXPECT_NEAR(b->time_us, w.half * a, 1e-12) << w.n;
+    EXPECT_NEAR(b->single_port_us, w.steps * a, 1e-12) << w.n;
   }
 }
 
 TEST(LatencyBound, SwitchIsTwoHopsEverywhere) {
-  // Every pair is GPU -> switch -> GPU: 2a. n = 8: 3 steps x 2a = 6a dominates the diameter 2a.
+  // Every pair is GPU -> switch -> GPU: 2a = 0.7 us, the bound. Single-port: 3 steps x 0.7 = 2.1 us.
   Result<LatencyBound> b = latencyBound(gpuSwitch(8, 100, 0.35), CollectiveKind::kAllGather);
   ASSERT_TRUE(b.isOk());
   EXPECT_NEAR(b->min_alpha_us, 0.7, 1e-12);
   EXPECT_NEAR(b->diameter_us, 0.7, 1e-12);
-  EXPECT_NEAR(b->time_us, 2.1, 1e-12);
+  EXPECT_NEAR(b->time_us, 0.7, 1e-12);
+  EXPECT_NEAR(b->single_port_us, 2.1, 1e-12);
 }
 
 TEST(LatencyBound, EdgeCases) {
@@ -68,7 +71,7 @@ TEST(CollectiveBound, SwitchClosedForms) {
   //   all-gather: each GPU receives the 7 other shares of S/8 through its downlink: 7 x 1e6 / 1e5 = 70 us;
   //   reduce-scatter: the same out of its uplink: 70 us; all-reduce: both, 140 us;
   //   all-to-all: (n-1)/n x S / B = 7/8 x 8e6 / 1e5 = 70 us.
-  //   latency: 3 steps x 0.7 = 2.1 us, below every bandwidth term.
+  //   latency: the diameter GPU -> switch -> GPU, 0.7 us, below every bandwidth term.
   const Topology t = gpuSwitch(8, 100, 0.35);
   const uint64_t size = 8'000'000;
   struct Want {
@@ -80,14 +83,14 @@ TEST(CollectiveBound, SwitchClosedForms) {
     Result<CollectiveBound> b = collectiveBound(t, w.kind, size);
     ASSERT_TRUE(b.isOk()) << b.status().toString();
     EXPECT_NEAR(b->bandwidth_us, w.us, 1e-9) << collectiveName(w.kind);
-    EXPECT_NEAR(b->latency_us, 2.1, 1e-12);
+    EXPECT_NEAR(b->latency_us, 0.7, 1e-12);
     EXPECT_NEAR(b->time_us, w.us, 1e-9);
     EXPECT_FALSE(b->cut.empty());
   }
-  // A tiny call is latency-bound: 8 bytes of all-gather move in 7 x 1 / 1e5 us, far below 2.1 us.
+  // A tiny call is latency-bound: 8 bytes of all-gather move in 7 x 1 / 1e5 us, far below 0.7 us.
   Result<CollectiveBound> tiny = collectiveBound(t, CollectiveKind::kAllGather, 8);
   ASSERT_TRUE(tiny.isOk());
-  EXPECT_NEAR(tiny->time_us, 2.1, 1e-12);
+  EXPECT_NEAR(tiny->time_us, 0.7, 1e-12);
   EXPECT_EQ(collectiveBound(t, CollectiveKind::kBroadcast, size).status().code(), StatusCode::kUnsupported);
 }
 
