@@ -1,10 +1,13 @@
 // The executor: runs a Plan's threadblocks over a Transport (ARCHITECTURE.md §5).
 //
-// Semantics (MSCCL runtime, ../shared/reference/taccl_msccl.md §2): each threadblock runs its steps in
-// order; a step starts when the previous step of its threadblock and every step named in its deps have
-// finished. Every step is cut into slices of at most plan.slice_bytes; a fused step (recv-copy-send,
-// recv-reduce-copy-send, ...) forwards slice k as soon as slice k arrived, so data pipelines across hops.
-// A send completes when the transport says so; the receiver's reduce/copy is a local request.
+// Semantics (MSCCL runtime, ../shared/reference/taccl_msccl.md §2.3, §3.2): every step is cut into slices
+// of at most plan.slice_bytes, and each threadblock loops over slice iterations outside and its steps inside,
+// as MSCCL's kernel does: iteration j runs slice j of every step that has one, one slice at a time. Slice j
+// of a step starts when slice j of the step before it in the loop finished and, for each dependency, slice
+// j (or the last slice, if it has fewer) of the step named. A fused step (recv-copy-send,
+// recv-reduce-copy-send, ...) forwards its slice as soon as it arrived, so data pipelines across hops while
+// a connection's FIFO (the transport's) lets senders run ahead. A send completes when the transport says
+// so; the receiver's reduce/copy is a local request. runtime/README.md has the details.
 #pragma once
 
 #include <vector>

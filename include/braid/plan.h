@@ -42,7 +42,7 @@ struct PlanThreadblock {
   std::vector<PlanStep> steps;
   /// Staging for steps that receive and reduce without storing first (kRecvReduceSend, and receive-reduce
   /// steps whose src overlaps their dst): a range of the scratch buffer at or beyond RankPlan::scratch_bytes,
-  /// as large as the largest such step of this threadblock; bytes == 0 when it has none.
+  /// as large as the largest slice of such a step of this threadblock; bytes == 0 when it has none.
   BufferRef temp{BufferKind::kScratch, 0, 0};
 };
 
@@ -71,7 +71,7 @@ struct Plan {
   bool in_place = false;
   Protocol protocol = Protocol::kSimple;
   int instances = 1;
-  uint64_t slice_bytes = 0;  // pipelining unit: every step is executed in slices of at most this many bytes
+  uint64_t slice_bytes = 0;     // pipelining unit: every step is executed in slices of at most this many bytes
   uint64_t element_bytes = 1;   // datatype size: slices are cut on whole elements
   std::vector<RankPlan> ranks;  // ranks[r].rank == r
 };
@@ -87,7 +87,10 @@ struct LowerOptions {
 
 /// Lowers `algorithm` for one size. Chunk i of a buffer of B bytes split into C chunks spans
 /// [floor(i*B/C), floor((i+1)*B/C)) so counts that do not divide get uneven chunks, never an overrun.
-/// Boundaries are rounded to whole elements (element_bytes). A size outside the algorithm's
+/// Boundaries are rounded to whole elements (element_bytes). A step over several chunks becomes consecutive
+/// plan steps, each either whole chunks that fit in one slice together or a single chunk (one chunk each
+/// with instances > 1): the executor loops over slices outside and steps inside (executor.h), and iteration
+/// j must hold slice j of every chunk a step covers. A size outside the algorithm's
 /// [min_bytes, max_bytes] window is not an error (windows are a selection concern).
 /// Errors: kInvalidArgument when the algorithm does not declare the requested mode (in-place/out-of-place),
 /// when size_bytes is not a multiple of element_bytes times the collective's size multiplier, or when

@@ -1,34 +1,42 @@
 // The executor (include/braid/executor.h): runs a Plan's threadblocks over a Transport, event-driven.
 //
-// Execution model (MSCCL, ../shared/reference/taccl_msccl.md §2.3, §3.2): every threadblock runs its steps
-// in order; a step starts when the previous step of its threadblock and every step in its deps finished.
-// A rank's threadblocks start once its precopies (PlanCopy) are done. Every step is cut into slices of at
-// most plan.slice_bytes (0: one slice), on whole elements (plan.element_bytes); slice k of a step of B bytes
-// spans [k*S, min((k+1)*S, B)), so sender and receiver of a connection cut a step identically and their
-// messages pair up in FIFO order. A zero-byte step still sends one zero-byte message, which keeps the peers
-// of a connection matched.
+// Execution model: MSCCL's kernel (Azure/msccl-executor-nccl src/device/msccl_kernel.cu; the same loop in
+// the SCCL interpreter it grew from), ../shared/reference/taccl_msccl.md §2.3 and §3.2. Every step is cut
+// into slices of at most plan.slice_bytes (0: one slice), on whole elements; slice j of a step of B bytes
+// spans [j*S, min((j+1)*S, B)), and a zero-byte step has one zero-byte slice (one zero-byte message, which
+// keeps the peers of a connection matched). A threadblock loops over iterations outside and its steps
+// inside: iteration j runs slice j of every step that has one, in step order, one slice at a time. Lowering
+// makes every plan step either one chunk, sliced from the chunk's start, or whole chunks that fit in one
+// slice (runtime/plan/instances.cc), so iteration j of a step always holds slice j of each chunk it covers
+// and what a later step reads in iteration j was written in iteration j or before. Dependencies are per
+// iteration, as MSCCL's flags (iteration, step): slice j of a step waits until the threadblock it depends
+// on has finished slice min(j, last) of the step named. A rank's threadblocks start once its precopies
+// (PlanCopy) are done.
 //
-// What each step posts, per slice k (S_k: slice k of a range; temp: the threadblock's staging range,
-// PlanThreadblock::temp):
-//   kSend                  send src_k
-//   kRecv                  recv dst_k
-//   kRecvCopySend          recv dst_k -> send dst_k
-//   kRecvReduceSend        recv temp_k -> temp_k += src_k -> send temp_k            (stores nothing)
-//   kRecvReduceCopy(Send)  src and dst disjoint:  recv dst_k -> dst_k += src_k [-> send dst_k]
-//                          src == dst:            recv temp_k -> dst_k += temp_k [-> send dst_k]
-//                          src overlaps dst:      recv temp_k -> temp_k += src_k -> copy temp_k to dst_k
-//                                                 [and send temp_k]
-//   kCopy / kReduce        one local request over the whole step
+// Why not all slices of a step at once: with a connection FIFO of bounded depth (NCCL_STEPS slots; the
+// simulated transport's fifo_depth) a step of more slices than slots must wait for its receiver, and when
+// the receiver's receive comes after its own large send — every ring — no step could finish. Looping over
+// slices outside, a threadblock never needs more than one slice of a step at a time; the FIFO lets senders
+// run up to its depth ahead, which pipelines slices across hops.
+//
+// What one slice posts (S_j: slice j of a range; temp: the threadblock's staging, PlanThreadblock::temp):
+//   kSend                  send src_j
+//   kRecv                  recv dst_j
+//   kRecvCopySend          recv dst_j -> send dst_j
+//   kRecvReduceSend        recv temp -> temp += src_j -> send temp                     (stores nothing)
+//   kRecvReduceCopy(Send)  src and dst disjoint:  recv dst_j -> dst_j += src_j [-> send dst_j]
+//                          src == dst:            recv temp -> dst_j += temp [-> send dst_j]
+//                          src overlaps dst:      recv temp -> temp += src_j -> copy temp to dst_j
+//                                                 [and send temp]
+//   kCopy / kReduce        one local request
 //   kNop                   nothing: finishes as soon as it starts
-// Every slice of a step is posted when the step starts; a fused step forwards slice k as soon as slice k
-// arrived (and was reduced) and slices 0..k-1 were forwarded — sends keep slice order, since the receiver
-// matches them in FIFO order — which pipelines data across hops. Local requests inside a fused step carry
-// LocalRequest::fused. A step finishes when all its requests completed.
+// Local requests inside a fused step carry LocalRequest::fused. A slice finishes when all its requests
+// completed.
 //
 // Events: the executor keeps a table RequestId -> continuation (request_table.h; no heap allocation per
 // request) and calls transport.poll(block = true) only when nothing else can be posted. A transport error
-// is returned as it is. When nothing is outstanding and steps remain, their dependencies can never be met
-// (a cycle): kInvalidArgument naming the waiting steps.
+// is returned as it is. When nothing is outstanding and threadblocks still wait, their dependencies can
+// never be met (a cycle): kInvalidArgument naming the waiting steps.
 #include "braid/executor.h"
 
 #include <fmt/format.h>
@@ -51,36 +59,38 @@ using exec::RequestTable;
 enum Kind : uint32_t {
   kSendDone = 0,
   kRecvDone = 1,
-  kReduceDone = 2,  // the reduction of a receive-reduce step
+  kReduceDone = 2,  // the reduction of a receive-reduce slice
   kCopyDone = 3,    // the staging copy of a receive-reduce step whose src overlaps its dst
-  kLocalDone = 4,   // kCopy / kReduce steps
+  kLocalDone = 4,   // kCopy / kReduce slices
   kPrecopyDone = 5,
 };
-constexpr uint32_t kMaxSlices = uint32_t{1} << 29;
 
-uint64_t pack(uint32_t owner, Kind kind, uint32_t slice) {
-  return (uint64_t{owner} << 32) | (uint64_t{kind} << 29) | slice;
-}
+uint64_t pack(uint32_t owner, Kind kind) { return (uint64_t{owner} << 32) | kind; }
 
 // Where a receive-reduce step receives (see the table at the top).
 enum class Route : uint8_t { kDirect, kStagedSame, kStagedOverlap };
 
-// A step as the executor keeps it: the PlanStep's fields in 40 bytes, with its dependency counter and its
-// waiters inline, in one flat array (threadblock by threadblock). Two million steps do not stay in cache;
-// starting and finishing a step then touches one line of this array instead of a PlanStep, a counter
-// array and a waiter index.
+// A step as the executor keeps it: the PlanStep's fields, its slice count, and where its dependencies and
+// waiters are, in one flat array (threadblock by threadblock). Two million steps do not stay in cache;
+// starting a slice touches one 48-byte entry instead of a PlanStep and its vectors.
 struct ExecStep {
   uint64_t bytes = 0;
   uint64_t src_offset = 0;
   uint64_t dst_offset = 0;
-  int32_t pending = 0;         // dependencies not finished yet
+  uint32_t slices = 1;
+  uint32_t deps_begin = 0;  // into Executor::deps_
+  uint32_t deps_count = 0;
   uint32_t waiters_begin = 0;  // into Executor::waiters_: the steps that depend on this one
   uint32_t waiters_count = 0;
   OpType type = OpType::kNop;
   BufferKind src_buffer = BufferKind::kInput;
   BufferKind dst_buffer = BufferKind::kOutput;
-  BufferRef src() const { return BufferRef{src_buffer, src_offset, bytes}; }
-  BufferRef dst() const { return BufferRef{dst_buffer, dst_offset, bytes}; }
+};
+
+// (threadblock index in Executor::tbs_, step)
+struct StepRef {
+  int32_t tb;
+  int32_t step;
 };
 
 struct TbState {
@@ -91,15 +101,18 @@ struct TbState {
   int recv_peer = -1;
   int channel = 0;
   BufferRef temp;  // staging (PlanThreadblock::temp)
-  int pc = 0;      // current (running or next) step
   int num_steps = 0;
-  int64_t first_step = 0;  // flat index of step 0
+  uint32_t iterations = 0;  // the most slices of any of its steps
+  int64_t first_step = 0;   // flat index of step 0
+  // Position: the slice (iteration, step) running or waiting to run; done once every slice finished.
+  uint32_t iter = 0;
+  int step = 0;
+  bool done = false;
+  bool waiting = false;  // its dependencies are not met yet
   uint32_t outstanding = 0;
-  uint64_t slice = 0;  // slice size of the running step
-  uint32_t slices = 0;
-  uint32_t next_send = 0;  // fused steps: the next slice to forward
   Route route = Route::kDirect;
-  std::vector<uint8_t> forwardable;  // fused steps: slice k arrived (and was reduced); reused across steps
+  uint64_t offset = 0;  // the running slice: bytes from the start of the step's ranges
+  uint64_t length = 0;
   double start_us = 0;
 };
 
@@ -151,16 +164,17 @@ class Executor {
         state.temp = tb.temp;
         state.num_steps = static_cast<int>(tb.steps.size());
         state.first_step = total_steps_;
+        state.done = tb.steps.empty();
         total_steps_ += static_cast<int64_t>(tb.steps.size());
-        tbs_.push_back(std::move(state));
+        tbs_.push_back(state);
       }
     }
-    // The step table, with dependency counters and, per target step, the steps waiting on it.
+    // The step table; dependencies as (tb index, step); per target step, the steps waiting on it (CSR).
     steps_.resize(total_steps_);
     std::vector<int64_t> count(total_steps_ + 1, 0);
     for (size_t g = 0; g < tbs_.size(); ++g) {
-      const TbState& state = tbs_[g];
-      const PlanThreadblock& tb = plan_.ranks[state.rank].threadblocks[g - rank_base_[state.rank]];
+      TbState& state = tbs_[g];
+      const PlanThreadblock& tb = plan_.ranks[state.rank].threadblocks[state.id];
       const int base = rank_base_[state.rank];
       for (size_t s = 0; s < tb.steps.size(); ++s) {
         const PlanStep& step = tb.steps[s];
@@ -171,12 +185,18 @@ class Executor {
         exec.src_offset = step.src.offset;
         exec.dst_buffer = step.dst.buffer;
         exec.dst_offset = step.dst.offset;
-        exec.pending = static_cast<int32_t>(step.deps.size());
-        for (const Dependency& dep : step.deps) ++count[tbs_[base + dep.tb].first_step + dep.step + 1];
+        exec.slices = slicesOf(step);
+        state.iterations = std::max(state.iterations, exec.slices);
+        exec.deps_begin = static_cast<uint32_t>(deps_.size());
+        exec.deps_count = static_cast<uint32_t>(step.deps.size());
+        for (const Dependency& dep : step.deps) {
+          deps_.push_back(StepRef{base + dep.tb, dep.step});
+          ++count[tbs_[base + dep.tb].first_step + dep.step + 1];
+        }
       }
     }
     for (int64_t i = 0; i < total_steps_; ++i) count[i + 1] += count[i];
-    if (count[total_steps_] > UINT32_MAX) {
+    if (count[total_steps_] >= UINT32_MAX) {
       return invalidArgument(
           fmt::format("plan '{}': {} dependencies is too many", plan_.algorithm, count[total_steps_]));
     }
@@ -187,16 +207,22 @@ class Executor {
     waiters_.resize(count[total_steps_]);
     for (size_t g = 0; g < tbs_.size(); ++g) {
       const TbState& state = tbs_[g];
-      const PlanThreadblock& tb = plan_.ranks[state.rank].threadblocks[g - rank_base_[state.rank]];
-      const int base = rank_base_[state.rank];
-      for (size_t s = 0; s < tb.steps.size(); ++s) {
-        for (const Dependency& dep : tb.steps[s].deps) {
-          waiters_[count[tbs_[base + dep.tb].first_step + dep.step]++] =
-              Waiter{static_cast<int32_t>(g), static_cast<int32_t>(s)};
+      for (int s = 0; s < state.num_steps; ++s) {
+        const ExecStep& exec = steps_[state.first_step + s];
+        for (uint32_t d = exec.deps_begin; d < exec.deps_begin + exec.deps_count; ++d) {
+          const StepRef& dep = deps_[d];
+          waiters_[count[tbs_[dep.tb].first_step + dep.step]++] = StepRef{static_cast<int32_t>(g), s};
         }
       }
     }
-    if (record_) timings_.resize(total_steps_);
+    if (record_) {
+      timings_.resize(total_steps_);
+      for (const TbState& state : tbs_) {
+        for (int s = 0; s < state.num_steps; ++s) {
+          timings_[state.first_step + s] = StepTiming{state.rank, state.id, s, 0, 0};
+        }
+      }
+    }
     return Status::ok();
   }
 
@@ -204,7 +230,8 @@ class Executor {
     ExecResult result;
     result.start_us = transport_.nowUs();
     end_us_ = result.start_us;
-    remaining_ = total_steps_;
+    running_ = 0;
+    for (const TbState& state : tbs_) running_ += state.done ? 0 : 1;
     precopies_left_.assign(plan_.num_ranks, 0);
     for (int r : ranks_) {
       const RankPlan& rank_plan = plan_.ranks[r];
@@ -213,7 +240,7 @@ class Executor {
         request.rank = r;
         request.src = copy.src;
         request.dst = copy.dst;
-        BRAID_RETURN_IF_ERROR(post(transport_.postLocal(request), pack(static_cast<uint32_t>(r), kPrecopyDone, 0)));
+        BRAID_RETURN_IF_ERROR(post(transport_.postLocal(request), pack(static_cast<uint32_t>(r), kPrecopyDone)));
         ++precopies_left_[r];
       }
       if (precopies_left_[r] == 0) releaseRank(r);
@@ -223,9 +250,9 @@ class Executor {
       while (!ready_.empty()) {
         const int g = ready_.front();
         ready_.pop_front();
-        BRAID_RETURN_IF_ERROR(startStep(g));
+        BRAID_RETURN_IF_ERROR(startSlice(g));
       }
-      if (remaining_ == 0 && table_.size() == 0) break;
+      if (running_ == 0 && table_.size() == 0) break;
       if (table_.size() == 0) return stuck();
       done.clear();
       BRAID_RETURN_IF_ERROR(transport_.poll(&done, /*block=*/true));
@@ -246,10 +273,10 @@ class Executor {
   }
 
  private:
-  struct Waiter {
-    int32_t tb;  // index into tbs_
-    int32_t step;
-  };
+  uint32_t slicesOf(const PlanStep& step) const {
+    if (slice_ == 0 || step.bytes <= slice_) return 1;
+    return static_cast<uint32_t>((step.bytes + slice_ - 1) / slice_);
+  }
 
   Status checkThreadblock(int r, int t, const PlanThreadblock& tb, int num_tbs) const {
     auto where = [&](size_t s) { return fmt::format("plan '{}': rank {} tb {} step {}", plan_.algorithm, r, t, s); };
@@ -276,12 +303,12 @@ class Executor {
                                            uses_src ? step.src.bytes : step.bytes,
                                            uses_dst ? step.dst.bytes : step.bytes));
       }
-      if (plan::needsStaging(step) && tb.temp.bytes < step.bytes) {
-        return invalidArgument(fmt::format("{}: needs {} bytes of staging but the threadblock has {}", where(s),
-                                           step.bytes, tb.temp.bytes));
+      const uint64_t staged = plan::stagedSliceBytes(step, slice_);
+      if (plan::needsStaging(step) && tb.temp.bytes < staged) {
+        return invalidArgument(
+            fmt::format("{}: needs {} bytes of staging but the threadblock has {}", where(s), staged, tb.temp.bytes));
       }
-      if (slice_ > 0 && step.type != OpType::kCopy && step.type != OpType::kReduce &&
-          (step.bytes + slice_ - 1) / slice_ >= kMaxSlices) {
+      if (slice_ > 0 && step.bytes / slice_ >= UINT32_MAX) {
         return invalidArgument(
             fmt::format("{}: {} bytes in slices of {} bytes are too many slices", where(s), step.bytes, slice_));
       }
@@ -302,11 +329,40 @@ class Executor {
     const int base = rank_base_[r];
     const int num_tbs = static_cast<int>(plan_.ranks[r].threadblocks.size());
     for (int g = base; g < base + num_tbs; ++g) {
-      if (tbs_[g].num_steps > 0 && steps_[tbs_[g].first_step].pending == 0) ready_.push_back(g);
+      if (!tbs_[g].done) arrive(g);
     }
   }
 
-  bool rankReleased(int r) const { return precopies_left_[r] == 0; }
+  // Whether threadblock `other` finished slice `iter` of its step `step` (it runs slices in (iteration,
+  // step) order, so it has when its position is past that one).
+  static bool passed(const TbState& other, uint32_t iter, int step) {
+    return other.done || other.iter > iter || (other.iter == iter && other.step > step);
+  }
+
+  // Whether slice `iter` of threadblock g's current step may start: for every dependency, slice
+  // min(iter, last) of the step named has finished.
+  bool depsMet(int g) const {
+    const TbState& state = tbs_[g];
+    const ExecStep& step = steps_[state.first_step + state.step];
+    for (uint32_t d = step.deps_begin; d < step.deps_begin + step.deps_count; ++d) {
+      const StepRef& dep = deps_[d];
+      const TbState& other = tbs_[dep.tb];
+      const uint32_t last = steps_[other.first_step + dep.step].slices - 1;
+      if (!passed(other, std::min(state.iter, last), dep.step)) return false;
+    }
+    return true;
+  }
+
+  // Threadblock g reached its position: start when its dependencies allow, else wait for them.
+  void arrive(int g) {
+    TbState& state = tbs_[g];
+    if (depsMet(g)) {
+      state.waiting = false;
+      ready_.push_back(g);
+    } else {
+      state.waiting = true;
+    }
+  }
 
   Status post(const Result<RequestId>& id, uint64_t value) {
     if (!id.isOk()) return id.status();
@@ -317,99 +373,91 @@ class Executor {
     return Status::ok();
   }
 
-  static BufferRef sliceOf(BufferKind buffer, uint64_t offset, uint64_t bytes, uint32_t k, uint64_t slice) {
-    const uint64_t begin = uint64_t{k} * slice;
-    return BufferRef{buffer, offset + begin, std::min(slice, bytes - begin)};
-  }
-
-  Status postSend(int g, const BufferRef& src, uint32_t k) {
-    const TbState& state = tbs_[g];
+  Status postSend(int g, const BufferRef& src) {
+    TbState& state = tbs_[g];
     SendRequest request;
     request.rank = state.rank;
     request.peer = state.send_peer;
     request.channel = state.channel;
     request.src = src;
     request.protocol = plan_.protocol;
-    ++tbs_[g].outstanding;
-    return post(transport_.postSend(request), pack(static_cast<uint32_t>(g), kSendDone, k));
+    ++state.outstanding;
+    return post(transport_.postSend(request), pack(static_cast<uint32_t>(g), kSendDone));
   }
 
-  Status postRecv(int g, const BufferRef& dst, uint32_t k) {
-    const TbState& state = tbs_[g];
+  Status postRecv(int g, const BufferRef& dst) {
+    TbState& state = tbs_[g];
     RecvRequest request;
     request.rank = state.rank;
     request.peer = state.recv_peer;
     request.channel = state.channel;
     request.dst = dst;
     request.protocol = plan_.protocol;
-    ++tbs_[g].outstanding;
-    return post(transport_.postRecv(request), pack(static_cast<uint32_t>(g), kRecvDone, k));
+    ++state.outstanding;
+    return post(transport_.postRecv(request), pack(static_cast<uint32_t>(g), kRecvDone));
   }
 
-  Status postLocal(int g, const BufferRef& src, const BufferRef& dst, bool reduce, bool fused, Kind kind, uint32_t k) {
+  Status postLocal(int g, const BufferRef& src, const BufferRef& dst, bool reduce, bool fused, Kind kind) {
+    TbState& state = tbs_[g];
     LocalRequest request;
-    request.rank = tbs_[g].rank;
+    request.rank = state.rank;
     request.src = src;
     request.dst = dst;
     request.reduce = reduce;
     request.fused = fused;
-    ++tbs_[g].outstanding;
-    return post(transport_.postLocal(request), pack(static_cast<uint32_t>(g), kind, k));
+    ++state.outstanding;
+    return post(transport_.postLocal(request), pack(static_cast<uint32_t>(g), kind));
   }
 
-  Status startStep(int g) {
+  // The running slice of a range / of the staging.
+  static BufferRef sliceOf(BufferKind buffer, uint64_t base, const TbState& state) {
+    return BufferRef{buffer, base + state.offset, state.length};
+  }
+  BufferRef srcSlice(const TbState& state) const { return sliceOf(state.cur.src_buffer, state.cur.src_offset, state); }
+  BufferRef dstSlice(const TbState& state) const { return sliceOf(state.cur.dst_buffer, state.cur.dst_offset, state); }
+  BufferRef tempSlice(const TbState& state) const {
+    return BufferRef{state.temp.buffer, state.temp.offset, state.length};
+  }
+
+  Status startSlice(int g) {
     TbState& state = tbs_[g];
-    const int64_t flat = state.first_step + state.pc;
+    const int64_t flat = state.first_step + state.step;
     state.cur = steps_[flat];
-    if (state.pc + 1 < state.num_steps) {
-      // The next step of this threadblock starts after a round trip through the transport; with thousands of
-      // threadblocks its line would have left the cache by then, so fetch it now.
-      __builtin_prefetch(&steps_[flat + 1]);
-    }
     const ExecStep& step = state.cur;
+    const uint64_t slice = slice_ == 0 ? step.bytes : slice_;
+    state.offset = uint64_t{state.iter} * slice;
+    state.length = std::min(slice, step.bytes - state.offset);
     state.start_us = transport_.nowUs();
+    if (record_ && state.iter == 0) timings_[flat].start_us = state.start_us;
     state.outstanding = 0;
+    if (state.step + 1 < state.num_steps) __builtin_prefetch(&steps_[flat + 1]);
     switch (step.type) {
-      case OpType::kNop: return finishStep(g, state.start_us);
+      case OpType::kNop: return finishSlice(g, state.start_us);
       case OpType::kCopy:
       case OpType::kReduce:
-        return postLocal(g, step.src(), step.dst(), step.type == OpType::kReduce, /*fused=*/false, kLocalDone, 0);
+        return postLocal(g, srcSlice(state), dstSlice(state), step.type == OpType::kReduce, /*fused=*/false,
+                         kLocalDone);
+      case OpType::kSend: return postSend(g, srcSlice(state));
       default: break;
     }
-    const uint64_t slice = slice_ == 0 || step.bytes == 0 ? std::max<uint64_t>(step.bytes, 1) : slice_;
-    state.slice = slice;
-    const uint32_t slices = step.bytes == 0 ? 1 : static_cast<uint32_t>((step.bytes + slice - 1) / slice);
-    state.slices = slices;
-    state.next_send = 0;
-    if (opSends(step.type) && step.type != OpType::kSend) state.forwardable.assign(slices, 0);
     state.route = Route::kDirect;
     if (step.type == OpType::kRecvReduceCopy || step.type == OpType::kRecvReduceCopySend) {
-      if (plan::sameRange(step.src(), step.dst())) {
+      const BufferRef src{step.src_buffer, step.src_offset, step.bytes};
+      const BufferRef dst{step.dst_buffer, step.dst_offset, step.bytes};
+      if (plan::sameRange(src, dst)) {
         state.route = Route::kStagedSame;
-      } else if (plan::overlaps(step.src(), step.dst())) {
+      } else if (plan::overlaps(src, dst)) {
         state.route = Route::kStagedOverlap;
       }
     }
-    if (step.type == OpType::kSend) {
-      for (uint32_t k = 0; k < slices; ++k) {
-        BRAID_RETURN_IF_ERROR(postSend(g, sliceOf(step.src_buffer, step.src_offset, step.bytes, k, slice), k));
-      }
-      return Status::ok();
-    }
     const bool staged = step.type == OpType::kRecvReduceSend || state.route != Route::kDirect;
-    const BufferKind into = staged ? state.temp.buffer : step.dst_buffer;
-    const uint64_t at = staged ? state.temp.offset : step.dst_offset;
-    for (uint32_t k = 0; k < slices; ++k) {
-      BRAID_RETURN_IF_ERROR(postRecv(g, sliceOf(into, at, step.bytes, k, slice), k));
-    }
-    return Status::ok();
+    return postRecv(g, staged ? tempSlice(state) : dstSlice(state));
   }
 
-  // A request of threadblock g's running step (or a precopy) completed at time_us.
+  // A request of threadblock g's running slice (or a precopy of rank g) completed at time_us.
   Status handle(uint64_t value, double time_us) {
     const uint32_t owner = static_cast<uint32_t>(value >> 32);
-    const Kind kind = static_cast<Kind>((value >> 29) & 7);
-    const uint32_t k = static_cast<uint32_t>(value & (kMaxSlices - 1));
+    const Kind kind = static_cast<Kind>(value & 0xFFFFFFFFu);
     end_us_ = std::max(end_us_, time_us);
     if (kind == kPrecopyDone) {
       if (--precopies_left_[owner] == 0) releaseRank(static_cast<int>(owner));
@@ -417,106 +465,103 @@ class Executor {
     }
     const int g = static_cast<int>(owner);
     TbState& state = tbs_[g];
-    const ExecStep& step = state.cur;
-    const uint64_t bytes = step.bytes;
-    const uint64_t slice = state.slice;
-    auto src = [&] { return sliceOf(step.src_buffer, step.src_offset, bytes, k, slice); };
-    auto dst = [&] { return sliceOf(step.dst_buffer, step.dst_offset, bytes, k, slice); };
-    auto temp = [&] { return sliceOf(state.temp.buffer, state.temp.offset, bytes, k, slice); };
+    const OpType type = state.cur.type;
     constexpr bool kReduce = true;
     constexpr bool kFused = true;
     if (kind == kRecvDone) {
-      switch (step.type) {
-        case OpType::kRecvCopySend: BRAID_RETURN_IF_ERROR(forward(g, k)); break;
+      switch (type) {
+        case OpType::kRecvCopySend: BRAID_RETURN_IF_ERROR(postSend(g, dstSlice(state))); break;
         case OpType::kRecvReduceSend:
-          BRAID_RETURN_IF_ERROR(postLocal(g, src(), temp(), kReduce, kFused, kReduceDone, k));
+          BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state), tempSlice(state), kReduce, kFused, kReduceDone));
           break;
         case OpType::kRecvReduceCopy:
         case OpType::kRecvReduceCopySend:
           switch (state.route) {
             case Route::kDirect:
-              BRAID_RETURN_IF_ERROR(postLocal(g, src(), dst(), kReduce, kFused, kReduceDone, k));
+              BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state), dstSlice(state), kReduce, kFused, kReduceDone));
               break;
             case Route::kStagedSame:
-              BRAID_RETURN_IF_ERROR(postLocal(g, temp(), dst(), kReduce, kFused, kReduceDone, k));
+              BRAID_RETURN_IF_ERROR(postLocal(g, tempSlice(state), dstSlice(state), kReduce, kFused, kReduceDone));
               break;
             case Route::kStagedOverlap:
-              BRAID_RETURN_IF_ERROR(postLocal(g, src(), temp(), kReduce, kFused, kReduceDone, k));
+              BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state), tempSlice(state), kReduce, kFused, kReduceDone));
               break;
           }
           break;
         default: break;  // kRecv: the data is where it belongs
       }
     } else if (kind == kReduceDone) {
-      if (state.route == Route::kStagedOverlap) {
-        BRAID_RETURN_IF_ERROR(postLocal(g, temp(), dst(), !kReduce, kFused, kCopyDone, k));
+      if (type == OpType::kRecvReduceSend) {
+        BRAID_RETURN_IF_ERROR(postSend(g, tempSlice(state)));
+      } else if (state.route == Route::kStagedOverlap) {
+        BRAID_RETURN_IF_ERROR(postLocal(g, tempSlice(state), dstSlice(state), !kReduce, kFused, kCopyDone));
+        if (type == OpType::kRecvReduceCopySend) BRAID_RETURN_IF_ERROR(postSend(g, tempSlice(state)));
+      } else if (type == OpType::kRecvReduceCopySend) {
+        BRAID_RETURN_IF_ERROR(postSend(g, dstSlice(state)));
       }
-      if (opSends(step.type)) BRAID_RETURN_IF_ERROR(forward(g, k));
     }
-    if (--state.outstanding == 0) return finishStep(g, time_us);
+    if (--state.outstanding == 0) return finishSlice(g, time_us);
     return Status::ok();
   }
 
-  // Slice k of fused step g may be forwarded: send every forwardable slice from next_send on, in order.
-  // Forwarded data is in dst (kRecvCopySend; receive-reduce steps that received into dst or reduced into
-  // it) or in the staging range (kRecvReduceSend; src overlapping dst).
-  Status forward(int g, uint32_t k) {
+  // Threadblock g's running slice finished: wake what waited on it, move to the next slice in
+  // (iteration, step) order.
+  Status finishSlice(int g, double time_us) {
     TbState& state = tbs_[g];
-    const ExecStep& step = state.cur;
-    state.forwardable[k] = 1;
-    const bool from_temp = step.type == OpType::kRecvReduceSend || state.route == Route::kStagedOverlap;
-    const BufferKind buffer = from_temp ? state.temp.buffer : step.dst_buffer;
-    const uint64_t offset = from_temp ? state.temp.offset : step.dst_offset;
-    while (state.next_send < state.slices && state.forwardable[state.next_send]) {
-      BRAID_RETURN_IF_ERROR(
-          postSend(g, sliceOf(buffer, offset, step.bytes, state.next_send, state.slice), state.next_send));
-      ++state.next_send;
-    }
-    return Status::ok();
-  }
-
-  Status finishStep(int g, double time_us) {
-    TbState& state = tbs_[g];
-    const int64_t flat = state.first_step + state.pc;
+    const int64_t flat = state.first_step + state.step;
     end_us_ = std::max(end_us_, time_us);
-    if (record_) timings_[flat] = StepTiming{state.rank, state.id, state.pc, state.start_us, time_us};
-    --remaining_;
-    const ExecStep& step = state.cur;  // its waiter list is the table's
-    for (uint32_t w = step.waiters_begin; w < step.waiters_begin + step.waiters_count; ++w) {
-      const Waiter& waiter = waiters_[w];
-      TbState& other = tbs_[waiter.tb];
-      // The waiting step is ready when this was its last dependency and its threadblock reached it (pc stops
-      // at a step until it can start; step 0 is reached when the rank's precopies are done).
-      if (--steps_[other.first_step + waiter.step].pending == 0 && other.pc == waiter.step &&
-          (waiter.step > 0 || rankReleased(other.rank))) {
+    if (record_) timings_[flat].end_us = time_us;
+    // Advance first: the waiters check this threadblock's position.
+    const ExecStep& finished = state.cur;
+    do {
+      if (++state.step == state.num_steps) {
+        state.step = 0;
+        if (++state.iter == state.iterations) {
+          state.done = true;
+          --running_;
+          break;
+        }
+      }
+    } while (steps_[state.first_step + state.step].slices <= state.iter);
+    for (uint32_t w = finished.waiters_begin; w < finished.waiters_begin + finished.waiters_count; ++w) {
+      const StepRef& waiter = waiters_[w];
+      const TbState& other = tbs_[waiter.tb];
+      if (other.waiting && other.step == waiter.step && depsMet(waiter.tb)) {
+        tbs_[waiter.tb].waiting = false;
         ready_.push_back(waiter.tb);
       }
     }
-    ++state.pc;
-    if (state.pc < state.num_steps && steps_[flat + 1].pending == 0) ready_.push_back(g);
+    if (!state.done) arrive(g);
     return Status::ok();
   }
 
   Status stuck() const {
     std::string waiting;
     int listed = 0;
+    int stuck_tbs = 0;
     for (const TbState& state : tbs_) {
-      if (state.pc >= state.num_steps) continue;
-      if (listed++ == 8) {
-        waiting += ", ...";
-        break;
-      }
-      const PlanStep& step = plan_.ranks[state.rank].threadblocks[state.id].steps[state.pc];
+      if (state.done) continue;
+      ++stuck_tbs;
+      if (listed == 8) continue;
+      ++listed;
+      const PlanStep& step = plan_.ranks[state.rank].threadblocks[state.id].steps[state.step];
       std::string deps;
-      for (const Dependency& dep : step.deps) {
-        const TbState& other = tbs_[rank_base_[state.rank] + dep.tb];
-        if (other.pc <= dep.step) deps += fmt::format(" tb {} step {}", dep.tb, dep.step);
+      const ExecStep& exec = steps_[state.first_step + state.step];
+      for (uint32_t d = exec.deps_begin; d < exec.deps_begin + exec.deps_count; ++d) {
+        const StepRef& dep = deps_[d];
+        const TbState& other = tbs_[dep.tb];
+        const uint32_t last = steps_[other.first_step + dep.step].slices - 1;
+        if (!passed(other, std::min(state.iter, last), dep.step))
+          deps += fmt::format(" tb {} step {}", other.id, dep.step);
       }
-      waiting += fmt::format("{}rank {} tb {} step {} ({}) waits for{}", listed > 1 ? "; " : "", state.rank, state.id,
-                             state.pc, opTypeName(step.type), deps.empty() ? " its rank's precopies" : deps);
+      waiting += fmt::format("{}rank {} tb {} step {} ({}, slice {}) waits for{}", listed > 1 ? "; " : "", state.rank,
+                             state.id, state.step, opTypeName(step.type), state.iter,
+                             deps.empty() ? " its rank's precopies" : deps);
     }
-    return invalidArgument(fmt::format("plan '{}': {} step(s) can never start, their dependencies never finish: {}",
-                                       plan_.algorithm, remaining_, waiting));
+    if (stuck_tbs > listed) waiting += fmt::format("; and {} more", stuck_tbs - listed);
+    return invalidArgument(
+        fmt::format("plan '{}': {} threadblock(s) can never go on, their dependencies never finish: {}",
+                    plan_.algorithm, stuck_tbs, waiting));
   }
 
   const Plan& plan_;
@@ -527,11 +572,12 @@ class Executor {
   std::vector<int> rank_base_;  // rank -> first index in tbs_ (-1: not local)
   std::vector<TbState> tbs_;
   std::vector<ExecStep> steps_;  // flat: threadblock by threadblock
-  std::vector<Waiter> waiters_;
+  std::vector<StepRef> deps_;
+  std::vector<StepRef> waiters_;
   int64_t total_steps_ = 0;
-  int64_t remaining_ = 0;
+  int64_t running_ = 0;  // threadblocks not done
   std::vector<int> precopies_left_;
-  std::deque<int> ready_;  // threadblocks whose current step can start
+  std::deque<int> ready_;  // threadblocks whose current slice can start
   RequestTable table_;
   long long requests_ = 0;
   double end_us_ = 0;

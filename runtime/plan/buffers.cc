@@ -13,8 +13,8 @@
 // has nowhere of its own to receive into — kRecvReduceSend stores nothing, a kRecvReduceCopy(Send) whose
 // src overlaps its dst — the executor receives into the threadblock's staging range (PlanThreadblock::temp).
 // There is no buffer kind for it: staging lives in the scratch buffer after the algorithm's own scratch
-// (offsets >= RankPlan::scratch_bytes), one range per threadblock as large as its largest staged step, and
-// transports allocate scratch_bytes + temp_bytes.
+// (offsets >= RankPlan::scratch_bytes), one range per threadblock as large as its largest staged slice (the
+// executor runs one slice of a threadblock at a time), and transports allocate scratch_bytes + temp_bytes.
 #include <algorithm>
 
 #include "plan/lower_internal.h"
@@ -57,12 +57,12 @@ bool needsStaging(const PlanStep& step) {
   }
 }
 
-void layoutStaging(RankPlan& rank_plan) {
+void layoutStaging(RankPlan& rank_plan, uint64_t slice_bytes) {
   uint64_t offset = rank_plan.scratch_bytes;
   for (PlanThreadblock& tb : rank_plan.threadblocks) {
     uint64_t need = 0;
     for (const PlanStep& step : tb.steps) {
-      if (needsStaging(step)) need = std::max(need, step.bytes);
+      if (needsStaging(step)) need = std::max(need, stagedSliceBytes(step, slice_bytes));
     }
     tb.temp = BufferRef{BufferKind::kScratch, offset, need};
     offset += need;

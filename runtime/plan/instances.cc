@@ -10,6 +10,15 @@
 // instances > 1 a step over `count` > 1 chunks becomes `count` steps of one chunk each, in order (both ends
 // of a connection split the same way, since matching steps have equal counts); a dependency on a step
 // becomes a dependency on the last of its pieces in the same copy.
+//
+// Slices and chunks. The executor runs a threadblock the way MSCCL's kernel does (Azure/msccl-executor-nccl
+// msccl_kernel.cu; ../shared/reference/taccl_msccl.md §3.2): an outer loop over slice iterations and an
+// inner loop over steps, iteration j of a step moving slice j of every chunk it covers. A plan step is
+// therefore either one chunk (or one instance's part of it), cut into slices from the chunk's start, or a
+// group of whole chunks that together fit in one slice (one message, as MSCCL moves a step's chunks
+// together). Without instances a step over several chunks becomes consecutive groups, greedily as many
+// chunks as fit in slice_bytes (a chunk larger than a slice is a group of its own); both ends of a
+// connection group the same way, since the chunks they name have equal sizes (chunks.cc).
 #include <vector>
 
 #include "plan/lower_internal.h"
@@ -18,14 +27,45 @@ namespace braid::plan {
 
 namespace {
 
-int piecesOf(const Step& step, int instances) {
-  return instances > 1 && step.type != OpType::kNop && step.count > 1 ? step.count : 1;
+// A piece of an IR step: chunks [first, first + count) of its ranges, relative to its offsets.
+struct Piece {
+  int first = 0;
+  int count = 1;
+};
+
+// Calls fn(piece) for each plan step IR step `step` of `rank` becomes, in order.
+template <typename Fn>
+void forEachPiece(const Geometry& geometry, int rank, const Step& step, int instances, uint64_t element_bytes,
+                  uint64_t slice_bytes, Fn&& fn) {
+  if (step.type == OpType::kNop || step.count <= 1) {
+    fn(Piece{0, step.type == OpType::kNop ? 0 : step.count});
+    return;
+  }
+  if (instances > 1) {
+    for (int c = 0; c < step.count; ++c) fn(Piece{c, 1});
+    return;
+  }
+  const bool src = opReadsSrc(step.type);
+  const BufferKind buffer = src ? step.src_buf : step.dst_buf;
+  const int offset = src ? step.src_off : step.dst_off;
+  int first = 0;
+  uint64_t bytes = 0;
+  for (int c = 0; c < step.count; ++c) {
+    const uint64_t chunk = geometry.size(rank, buffer, offset + c) * element_bytes;
+    if (c > first && (slice_bytes == 0 ? false : bytes + chunk > slice_bytes)) {
+      fn(Piece{first, c - first});
+      first = c;
+      bytes = 0;
+    }
+    bytes += chunk;
+  }
+  fn(Piece{first, step.count - first});
 }
 
 }  // namespace
 
 void buildThreadblocks(const Algorithm& algorithm, const Geometry& geometry, int instances, uint64_t element_bytes,
-                       std::vector<RankPlan>& ranks) {
+                       uint64_t slice_bytes, std::vector<RankPlan>& ranks) {
   for (size_t r = 0; r < algorithm.ranks.size(); ++r) {
     const int rank = static_cast<int>(r);
     const RankProgram& program = algorithm.ranks[r];
@@ -35,7 +75,11 @@ void buildThreadblocks(const Algorithm& algorithm, const Geometry& geometry, int
     for (int t = 0; t < num_tbs; ++t) {
       const std::vector<Step>& steps = program.threadblocks[t].steps;
       piece_base[t].assign(steps.size() + 1, 0);
-      for (size_t s = 0; s < steps.size(); ++s) piece_base[t][s + 1] = piece_base[t][s] + piecesOf(steps[s], instances);
+      for (size_t s = 0; s < steps.size(); ++s) {
+        int pieces = 0;
+        forEachPiece(geometry, rank, steps[s], instances, element_bytes, slice_bytes, [&](Piece) { ++pieces; });
+        piece_base[t][s + 1] = piece_base[t][s] + pieces;
+      }
     }
     RankPlan& rank_plan = ranks[r];
     rank_plan.threadblocks.resize(static_cast<size_t>(instances) * num_tbs);
@@ -49,20 +93,21 @@ void buildThreadblocks(const Algorithm& algorithm, const Geometry& geometry, int
         plan_tb.channel = tb.channel + i * algorithm.num_channels;
         plan_tb.steps.reserve(piece_base[t].back());
         for (const Step& step : tb.steps) {
-          const int pieces = piecesOf(step, instances);
-          const int count = pieces > 1 ? 1 : step.count;
-          for (int p = 0; p < pieces; ++p) {
+          bool first_piece = true;
+          forEachPiece(geometry, rank, step, instances, element_bytes, slice_bytes, [&](Piece piece) {
             PlanStep& plan_step = plan_tb.steps.emplace_back();
             plan_step.type = step.type;
             if (opReadsSrc(step.type)) {
               plan_step.src =
-                  resolve(geometry, rank, geometry.range(rank, step.src_buf, step.src_off + p, count, i, instances),
+                  resolve(geometry, rank,
+                          geometry.range(rank, step.src_buf, step.src_off + piece.first, piece.count, i, instances),
                           element_bytes);
               plan_step.bytes = plan_step.src.bytes;
             }
             if (opWritesDst(step.type)) {
               plan_step.dst =
-                  resolve(geometry, rank, geometry.range(rank, step.dst_buf, step.dst_off + p, count, i, instances),
+                  resolve(geometry, rank,
+                          geometry.range(rank, step.dst_buf, step.dst_off + piece.first, piece.count, i, instances),
                           element_bytes);
               plan_step.bytes = plan_step.dst.bytes;
             }
@@ -70,17 +115,18 @@ void buildThreadblocks(const Algorithm& algorithm, const Geometry& geometry, int
               // An in-place alias of itself: nothing to move, but later steps may still wait on it.
               plan_step = PlanStep{};
             }
-            if (p == 0) {
+            if (first_piece) {
               plan_step.deps.reserve(step.deps.size());
               for (const Dependency& dep : step.deps) {
                 plan_step.deps.push_back(Dependency{i * num_tbs + dep.tb, piece_base[dep.tb][dep.step + 1] - 1});
               }
+              first_piece = false;
             }
-          }
+          });
         }
       }
     }
-    layoutStaging(rank_plan);
+    layoutStaging(rank_plan, slice_bytes);
   }
 }
 

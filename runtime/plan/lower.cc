@@ -100,7 +100,7 @@ Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& opti
       if (!plan::sameRange(plan_copy.src, plan_copy.dst)) rank_plan.precopies.push_back(plan_copy);
     }
   }
-  plan::buildThreadblocks(algorithm, geometry, options.instances, eb, plan.ranks);
+  plan::buildThreadblocks(algorithm, geometry, options.instances, eb, plan.slice_bytes, plan.ranks);
   return plan;
 }
 

@@ -86,14 +86,20 @@ bool sameRange(const BufferRef& a, const BufferRef& b);
 /// kRecvReduceSend always (it stores nothing), kRecvReduceCopy(Send) when src overlaps dst.
 bool needsStaging(const PlanStep& step);
 /// Places every threadblock's staging after the rank's scratch: fills PlanThreadblock::temp and
-/// RankPlan::temp_bytes.
-void layoutStaging(RankPlan& rank_plan);
+/// RankPlan::temp_bytes. The executor stages one slice at a time, so a threadblock needs its largest staged
+/// slice: min(step bytes, slice_bytes) (slice_bytes 0: no slicing).
+void layoutStaging(RankPlan& rank_plan, uint64_t slice_bytes);
+/// The staging a step needs when the executor runs it in slices of `slice_bytes` (0: no slicing).
+inline uint64_t stagedSliceBytes(const PlanStep& step, uint64_t slice_bytes) {
+  return slice_bytes == 0 || step.bytes < slice_bytes ? step.bytes : slice_bytes;
+}
 
 // instances.cc
 /// Builds every rank's threadblocks: `instances` copies of each, channel c of copy i on c + i*nchannels,
-/// each chunk split in `instances` parts (a step over several chunks becomes one step per chunk when
-/// instances > 1), dependencies mapped to the same copy.
+/// each chunk split in `instances` parts, dependencies mapped to the same copy. A step over several chunks
+/// becomes one step per chunk when instances > 1, otherwise consecutive groups of chunks that fit in one
+/// slice of `slice_bytes` (0: unlimited) together, so every plan step is one chunk or one slice.
 void buildThreadblocks(const Algorithm& algorithm, const Geometry& geometry, int instances, uint64_t element_bytes,
-                       std::vector<RankPlan>& ranks);
+                       uint64_t slice_bytes, std::vector<RankPlan>& ranks);
 
 }  // namespace braid::plan

@@ -46,6 +46,7 @@ struct RunOptions {
   int instances = 1;
   uint64_t slice_bytes = 0;
   uint64_t seed = 1;
+  int fifo_depth = 0;  // MemTransport's: 0 unbounded
 };
 
 // nccl-tests size for `count` 4-byte elements: all-gather's count is the per-rank input, reduce-scatter's
@@ -123,7 +124,7 @@ RunOutcome run(const Algorithm& algorithm, const RunOptions& options) {
   outcome.plan = *plan;
   const int n = algorithm.num_ranks;
   Layout layout{*spec, plan->ranks[0].input_bytes / 4, plan->ranks[0].output_bytes / 4};
-  MemTransport mem(*plan, options.seed);
+  MemTransport mem(*plan, options.seed, /*move_data=*/true, options.fifo_depth);
   for (int r = 0; r < n; ++r) {
     for (BufferKind b : {BufferKind::kInput, BufferKind::kOutput, BufferKind::kScratch}) {
       for (uint64_t w = 0; w < mem.buffer(r, b).size() / 4; ++w) mem.setWord(r, b, w, kPoison);
@@ -201,9 +202,11 @@ Result<Algorithm> classic(ClassicAlgo algo, CollectiveKind kind, int n, bool in_
 
 // Every collective the algorithm applies to, for each n, both modes, every count.
 int classicMatrix(ClassicAlgo algo, const std::vector<int>& ns, const Topology* topology = nullptr,
-                  RunOptions base = {}, const std::vector<uint64_t>& counts = kCounts) {
+                  RunOptions base = {}, const std::vector<uint64_t>& counts = kCounts,
+                  const std::vector<CollectiveKind>& only = {}) {
   int runs = 0;
   for (CollectiveKind kind : classicCollectives(algo)) {
+    if (!only.empty() && std::find(only.begin(), only.end(), kind) == only.end()) continue;
     for (int n : ns) {
       for (bool in_place : {false, true}) {
         Result<Algorithm> algorithm = classic(algo, kind, n, in_place, topology);
@@ -282,6 +285,38 @@ TEST(ExecutorClassic, SmallSlicesAndInstances) {
   EXPECT_GT(classicMatrix(ClassicAlgo::kRing, {3, 5}, nullptr, three), 20);
 }
 
+// Bounded connection FIFOs while every step has dozens of slices. A threadblock runs one slice at a time,
+// looping over slices outside and steps inside as MSCCL does, so rings whose ranks all send before they
+// receive make progress with a FIFO of a single message. A step over several chunks larger than a slice
+// moves one message per chunk per iteration (as MSCCL does once a chunk fills its buffer), so exchanges
+// that send m chunks before receiving need m slots: with NCCL's 8 (NCCL_STEPS) every algorithm here on up to
+// 8 ranks runs (recursive doubling's largest exchange is 4 chunks, ring all-to-all's n-1 = 7).
+TEST(ExecutorClassic, BoundedFifo) {
+  Result<Topology> dgx1 = loadTopologyOrShipped("dgx1-v100");
+  ASSERT_TRUE(dgx1.isOk());
+  const std::vector<uint64_t> counts = {0, 7, 1003};
+  RunOptions one;
+  one.slice_bytes = 16;
+  one.fifo_depth = 1;
+  const std::vector<CollectiveKind> rings = {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                                             CollectiveKind::kAllReduce};
+  EXPECT_GT(classicMatrix(ClassicAlgo::kRing, {2, 3, 5, 8}, nullptr, one, counts, rings), 40);
+  EXPECT_GT(classicMatrix(ClassicAlgo::kMultiRing, {8}, &*dgx1, one, counts, rings), 10);
+  EXPECT_GT(classicMatrix(ClassicAlgo::kDoubleBinaryTree, {5, 8}, nullptr, one, counts), 5);
+  EXPECT_GT(classicMatrix(ClassicAlgo::kDirect, {3, 5}, nullptr, one, counts, rings), 10);
+  EXPECT_GT(classicMatrix(ClassicAlgo::kRecursiveDoubling, {2, 3}, nullptr, one, counts), 10);  // 1 chunk each
+  one.instances = 2;
+  EXPECT_GT(classicMatrix(ClassicAlgo::kRing, {3, 5}, nullptr, one, counts, rings), 20);
+  RunOptions nccl;
+  nccl.slice_bytes = 16;
+  nccl.fifo_depth = 8;
+  for (ClassicAlgo algo :
+       {ClassicAlgo::kRing, ClassicAlgo::kDirect, ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kPairwise}) {
+    EXPECT_GT(classicMatrix(algo, {3, 5, 8}, nullptr, nccl, counts), 10) << classicAlgoName(algo);
+  }
+  EXPECT_GT(classicMatrix(ClassicAlgo::kMultiRing, {8}, &*dgx1, nccl, counts), 10);
+}
+
 // The seeded completion order changes from seed to seed; the result may not.
 TEST(ExecutorClassic, AnyCompletionOrder) {
   Result<Algorithm> tree = classic(ClassicAlgo::kDoubleBinaryTree, CollectiveKind::kAllReduce, 7, false, nullptr);
@@ -329,47 +364,62 @@ TEST(Executor, OneMessagePerSliceAndZeroByteMessages) {
   }
 }
 
-// Timings: steps of a threadblock run one after another, and a step starts after its dependencies end.
+// Timings. With one slice per step the steps of a threadblock run one after another, and a step starts after
+// its dependencies ended. With many slices per step, iteration j runs slice j of every step, so a step
+// starts after the first slice of the step before it and of its dependencies, which started earlier.
 TEST(Executor, RecordsStepTimingsInOrder) {
   Result<Algorithm> tree = classic(ClassicAlgo::kDoubleBinaryTree, CollectiveKind::kAllReduce, 6, false, nullptr);
   ASSERT_TRUE(tree.isOk());
-  LowerOptions lower;
-  lower.size_bytes = 4 * 240;
-  lower.element_bytes = 4;
-  lower.slice_bytes = 32;
-  Result<Plan> plan = lowerAlgorithm(*tree, lower);
-  ASSERT_TRUE(plan.isOk()) << plan.status().toString();
-  MemTransport mem(*plan, 7);
-  Result<ExecResult> result = execute(*plan, mem, {}, /*record_steps=*/true);
-  ASSERT_TRUE(result.isOk()) << result.status().toString();
-  size_t total = 0;
-  std::map<std::tuple<int, int, int>, StepTiming> by_step;
-  for (const RankPlan& rank : plan->ranks) {
-    for (const PlanThreadblock& tb : rank.threadblocks) total += tb.steps.size();
-  }
-  ASSERT_EQ(result->steps.size(), total);
-  for (const StepTiming& timing : result->steps) {
-    EXPECT_LE(timing.start_us, timing.end_us);
-    EXPECT_LE(result->start_us, timing.start_us);
-    EXPECT_LE(timing.end_us, result->end_us);
-    by_step[{timing.rank, timing.tb, timing.step}] = timing;
-  }
-  ASSERT_EQ(by_step.size(), total);
-  int deps_checked = 0;
-  for (const RankPlan& rank : plan->ranks) {
-    for (const PlanThreadblock& tb : rank.threadblocks) {
-      for (size_t s = 0; s < tb.steps.size(); ++s) {
-        const StepTiming& me = by_step[{rank.rank, tb.id, static_cast<int>(s)}];
-        if (s > 0) EXPECT_LE((by_step[{rank.rank, tb.id, static_cast<int>(s) - 1}].end_us), me.start_us);
-        for (const Dependency& dep : tb.steps[s].deps) {
-          EXPECT_LE((by_step[{rank.rank, dep.tb, dep.step}].end_us), me.start_us);
-          ++deps_checked;
+  for (uint64_t slice : {uint64_t{0}, uint64_t{32}}) {
+    SCOPED_TRACE(fmt::format("slice {}", slice));
+    LowerOptions lower;
+    lower.size_bytes = 4 * 240;
+    lower.element_bytes = 4;
+    lower.slice_bytes = slice == 0 ? 4 * 240 : slice;  // 960: every step in one slice
+    Result<Plan> plan = lowerAlgorithm(*tree, lower);
+    ASSERT_TRUE(plan.isOk()) << plan.status().toString();
+    MemTransport mem(*plan, 7);
+    Result<ExecResult> result = execute(*plan, mem, {}, /*record_steps=*/true);
+    ASSERT_TRUE(result.isOk()) << result.status().toString();
+    size_t total = 0;
+    std::map<std::tuple<int, int, int>, StepTiming> by_step;
+    for (const RankPlan& rank : plan->ranks) {
+      for (const PlanThreadblock& tb : rank.threadblocks) total += tb.steps.size();
+    }
+    ASSERT_EQ(result->steps.size(), total);
+    for (const StepTiming& timing : result->steps) {
+      EXPECT_LE(timing.start_us, timing.end_us);
+      EXPECT_LE(result->start_us, timing.start_us);
+      EXPECT_LE(timing.end_us, result->end_us);
+      by_step[{timing.rank, timing.tb, timing.step}] = timing;
+    }
+    ASSERT_EQ(by_step.size(), total);
+    int deps_checked = 0;
+    int overlapping = 0;  // steps that started before the step before them ended
+    for (const RankPlan& rank : plan->ranks) {
+      for (const PlanThreadblock& tb : rank.threadblocks) {
+        for (size_t s = 0; s < tb.steps.size(); ++s) {
+          const StepTiming& me = by_step[{rank.rank, tb.id, static_cast<int>(s)}];
+          if (s > 0) {
+            const StepTiming& before = by_step[{rank.rank, tb.id, static_cast<int>(s) - 1}];
+            if (slice == 0) EXPECT_LE(before.end_us, me.start_us);
+            EXPECT_LE(before.start_us, me.start_us);
+            overlapping += before.end_us > me.start_us;
+          }
+          for (const Dependency& dep : tb.steps[s].deps) {
+            const StepTiming& target = by_step[{rank.rank, dep.tb, dep.step}];
+            if (slice == 0) EXPECT_LE(target.end_us, me.start_us);
+            EXPECT_LE(target.start_us, me.start_us);
+            ++deps_checked;
+          }
         }
       }
     }
+    EXPECT_GT(deps_checked, 0);  // the tree has cross-threadblock dependencies
+    if (slice == 0) EXPECT_EQ(overlapping, 0);
+    if (slice != 0) EXPECT_GT(overlapping, 0);  // slices of consecutive steps interleave
+    EXPECT_GT(result->requests, 0);
   }
-  EXPECT_GT(deps_checked, 0);  // the tree has cross-threadblock dependencies
-  EXPECT_GT(result->requests, 0);
 }
 
 // A plan written by hand: both ranks receive first, so nothing can ever complete.
@@ -406,7 +456,8 @@ TEST(Executor, TransportDeadlockIsReportedWithTheWaitingRanks) {
   ASSERT_FALSE(result.isOk());
   EXPECT_EQ(result.status().code(), StatusCode::kInternalError);
   EXPECT_NE(result.status().message().find("deadlock"), std::string::npos) << result.status().message();
-  EXPECT_NE(result.status().message().find("rank 0 waits for 4 message(s) from rank 1"), std::string::npos)
+  // One slice at a time: each rank waits for the first of its 4 slices.
+  EXPECT_NE(result.status().message().find("rank 0 waits for 1 message(s) from rank 1"), std::string::npos)
       << result.status().message();
 
   const Plan fine = twoRankPlan(OpType::kSend, OpType::kRecv);
@@ -428,7 +479,7 @@ TEST(Executor, DependencyCycleIsReported) {
   Result<ExecResult> result = execute(plan, mem);
   ASSERT_FALSE(result.isOk());
   EXPECT_EQ(result.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(result.status().message().find("rank 0 tb 0 step 0 (s) waits for tb 1 step 0"), std::string::npos)
+  EXPECT_NE(result.status().message().find("rank 0 tb 0 step 0 (s, slice 0) waits for tb 1 step 0"), std::string::npos)
       << result.status().message();
 }
 
@@ -501,7 +552,8 @@ TEST(Executor, TransportErrorsPropagate) {
   EXPECT_EQ(result.status().message(), "peer 3 is gone");
 }
 
-// Every MSCCL and TACCL XML of the corpus that verify() accepts runs correctly, in each mode it declares,
+// Every MSCCL and TACCL XML of the corpus that verify() accepts runs correctly, through connection FIFOs of
+// NCCL's 8 slots, in each mode it declares,
 // for counts that split evenly into its chunks (a multiple of nchunksperloop / multiplier) and for uneven
 // counts, which may be refused only as kUnsupported (chunks of different sizes would have to meet).
 TEST(ExecutorCorpus, VerifiedXmlAlgorithmsRunCorrectly) {
@@ -536,6 +588,7 @@ TEST(ExecutorCorpus, VerifiedXmlAlgorithmsRunCorrectly) {
           o.in_place = in_place;
           o.instances = instances;
           o.slice_bytes = count > even ? 32 : 0;
+          o.fifo_depth = 8;  // NCCL_STEPS
           const RunOutcome outcome = run(*algorithm, o);
           const bool even_split = count * mult % algorithm->num_chunks == 0;
           if (!outcome.status.isOk() && !even_split && outcome.status.code() == StatusCode::kUnsupported) {

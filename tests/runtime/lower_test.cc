@@ -285,6 +285,47 @@ TEST(Lower, InstancesSplitEveryChunkAndMapDependencies) {
   EXPECT_EQ(sent, 20u);
 }
 
+// A step over several chunks becomes groups of whole chunks that fit in one slice together, a chunk larger
+// than a slice on its own (the executor slices it); dependencies point at the last group. All-reduce n=2,
+// 4 chunks of 40 elements = 160 bytes each (size 640 bytes).
+//   slice 400: groups of 2 chunks (320 <= 400 < 480): [0,2) [2,4)
+//   slice 100: every chunk alone
+//   default (512 KiB): one step
+// The receive-reduce-send on the other side stages one slice: min(step bytes, slice).
+TEST(Lower, MultiChunkStepsBecomeGroupsThatFitInASlice) {
+  Algorithm a = shell(CollectiveKind::kAllReduce, 2, 4, false, true);
+  a.ranks[0].threadblocks = {tb(0, 1, -1, {send(kI, 0, 4)}),
+                             tb(1, -1, -1, {step(OpType::kNop, kI, -1, kO, -1, 0, {Dependency{0, 0}})})};
+  a.ranks[1].threadblocks = {tb(0, -1, 0, {step(OpType::kRecvReduceCopy, kI, 0, kI, 0, 4)})};
+  auto lower = [&](uint64_t slice) {
+    LowerOptions o;
+    o.size_bytes = 640;
+    o.element_bytes = 4;
+    o.slice_bytes = slice;
+    Result<Plan> plan = lowerAlgorithm(a, o);
+    EXPECT_TRUE(plan.isOk()) << plan.status().toString();
+    return *plan;
+  };
+  const Plan groups = lower(400);
+  const auto& sends = groups.ranks[0].threadblocks[0].steps;
+  ASSERT_EQ(sends.size(), 2u);
+  expectRef(sends[0].src, kI, 0, 320);
+  expectRef(sends[1].src, kI, 320, 320);
+  EXPECT_EQ(groups.ranks[0].threadblocks[1].steps[0].deps[0], (Dependency{0, 1}));
+  const auto& rrc = groups.ranks[1].threadblocks[0].steps;
+  ASSERT_EQ(rrc.size(), 2u);
+  expectRef(rrc[1].dst, kI, 320, 320);
+  expectRef(groups.ranks[1].threadblocks[0].temp, kS, 0, 320);  // src == dst: staged, one group at a time
+  const Plan single = lower(100);
+  ASSERT_EQ(single.ranks[0].threadblocks[0].steps.size(), 4u);
+  expectRef(single.ranks[0].threadblocks[0].steps[3].src, kI, 480, 160);
+  EXPECT_EQ(single.ranks[0].threadblocks[1].steps[0].deps[0], (Dependency{0, 3}));
+  expectRef(single.ranks[1].threadblocks[0].temp, kS, 0, 100);  // slices of 100 bytes
+  const Plan whole = lower(0);
+  ASSERT_EQ(whole.ranks[0].threadblocks[0].steps.size(), 1u);
+  expectRef(whole.ranks[0].threadblocks[0].steps[0].src, kI, 0, 640);
+}
+
 // The sending steps of a connection, in order, have the bytes of its receiving steps, in order: checked
 // for every connection of the classical algorithms at uneven sizes, with and without instances.
 TEST(Lower, BothEndsOfEveryConnectionAgreeOnBytes) {

@@ -17,8 +17,11 @@
 // are kInvalidArgument when posted; a message matched with a receive of another size is kInvalidArgument
 // from the poll that matched them.
 //
-// With move_data = false no buffers are allocated and nothing is copied: the transport only matches and
-// completes requests (for measuring the executor itself).
+// With fifo_depth > 0 a connection buffers at most that many messages ahead of its receiver, like NCCL's
+// NCCL_STEPS slots (and the simulated transport's fifo_depth): send number s of a connection can complete
+// only once s < (receives posted on it) + fifo_depth; a send waiting for room is named in the deadlock
+// report. With move_data = false no buffers are allocated and nothing is copied: the transport only
+// matches and completes requests (for measuring the executor itself).
 #pragma once
 
 #include <fmt/format.h>
@@ -49,8 +52,11 @@ class MemTransport : public Transport {
     long long bytes_sent = 0;
   };
 
-  explicit MemTransport(const Plan& plan, uint64_t seed = 1, bool move_data = true)
-      : num_ranks_(plan.num_ranks), move_data_(move_data), rng_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {
+  explicit MemTransport(const Plan& plan, uint64_t seed = 1, bool move_data = true, int fifo_depth = 0)
+      : num_ranks_(plan.num_ranks),
+        move_data_(move_data),
+        fifo_depth_(fifo_depth),
+        rng_(seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull) {
     id_mask_ = next() | 1;
     buffers_.resize(num_ranks_);
     sizes_.resize(num_ranks_);
@@ -92,7 +98,11 @@ class MemTransport : public Transport {
     r.conn = &conn;
     r.seq = conn.front_seq + conn.messages.size();
     conn.messages.push_back(Message{request.rank, request.src.bytes, {}, false});
-    ready_.push_back(slot);
+    if (fifo_depth_ > 0 && r.seq >= conn.recvs_posted + static_cast<uint64_t>(fifo_depth_)) {
+      conn.blocked.push_back(slot);  // no room in the FIFO until the receiver posts more receives
+    } else {
+      ready_.push_back(slot);
+    }
     return idOf(slot);
   }
 
@@ -107,6 +117,12 @@ class MemTransport : public Transport {
     ++counters_.recvs;
     Connection& conn = connections_[key(request.peer, request.rank, request.channel)];
     conn.recvs.push_back(slot);
+    ++conn.recvs_posted;
+    while (!conn.blocked.empty() &&
+           requests_[conn.blocked.front()].seq < conn.recvs_posted + static_cast<uint64_t>(fifo_depth_)) {
+      ready_.push_back(conn.blocked.front());
+      conn.blocked.pop_front();
+    }
     BRAID_RETURN_IF_ERROR(match(conn));
     return idOf(slot);
   }
@@ -183,6 +199,8 @@ class MemTransport : public Transport {
     std::deque<Message> messages;  // posted sends in order, not yet received
     uint64_t front_seq = 0;        // sequence number of messages.front()
     std::deque<uint32_t> recvs;    // posted receives not matched yet
+    uint64_t recvs_posted = 0;     // receives ever posted on it
+    std::deque<uint32_t> blocked;  // sends waiting for room in the FIFO (fifo_depth), in order
   };
 
   static uint64_t key(int src, int dst, int channel) {
@@ -301,6 +319,17 @@ class MemTransport : public Transport {
       const auto& [src, dst, channel] = names;
       const Connection& conn = *connection;
       if (conn.messages.empty() && conn.recvs.empty()) continue;
+      if (!conn.blocked.empty()) {
+        if (listed++ == 8) {
+          waiting += "; ...";
+          break;
+        }
+        waiting += fmt::format(
+            "{}rank {} waits for room to send {} message(s) to rank {} on channel {} ({} in the FIFO, no "
+            "receive posted)",
+            listed > 1 ? "; " : "", src, conn.blocked.size(), dst, channel, conn.messages.size() - conn.blocked.size());
+        continue;
+      }
       if (listed++ == 8) {
         waiting += "; ...";
         break;
@@ -319,6 +348,7 @@ class MemTransport : public Transport {
 
   int num_ranks_;
   bool move_data_;
+  int fifo_depth_;
   uint64_t rng_;
   uint64_t id_mask_ = 0;
   double now_ = 0;
