@@ -162,6 +162,24 @@ TEST(SimTransportTest, ReceivePostedLateCompletesWhenPosted) {
   EXPECT_NEAR(times[r], 150.0, kTol);
 }
 
+TEST(SimTransportTest, ReceivePostedBetweenDataEndAndDeliveryWaitsForDelivery) {
+  // B = 10 GB/s, a = 50 us, M = 1e6: data ends at 100 us, delivery at 150 us. The receive is posted at 120 us
+  // (after a 120 us local op): it completes at max(120, 150) = 150 us.
+  const Topology topo = lineTopology(2, 10, 50);
+  SimModel m = SimModel::ideal();
+  m.local_gbps = 1;  // 120000 bytes take 120 us
+  SimTransport t(topo, m);
+  const RequestId s = post(t.postSend(send(0, 1, 1000000)));
+  const RequestId timer = post(t.postLocal(local(1, 120000)));
+  std::map<RequestId, double> times;
+  drain(t, &times, 2);
+  EXPECT_NEAR(times[s], 100.0, kTol);
+  EXPECT_NEAR(times[timer], 120.0, kTol);
+  const RequestId r = post(t.postRecv(recv(1, 0, 1000000)));
+  drain(t, &times, 3);
+  EXPECT_NEAR(times[r], 150.0, kTol);
+}
+
 TEST(SimTransportTest, TwoFlowsSharingALinkTakeTwiceAsLong) {
   // Star of 3 GPUs (B = 10 GB/s, a = 1 us per hop). 0->2 and 1->2 share the downlink switch->gpu2: each
   // gets B/2, so both data phases end at 2M/B = 200 us, receives at 200 + 2a = 202 us.

@@ -28,7 +28,10 @@
 // Efficiency: one binary heap of events with lazy invalidation (a message's data-phase end is re-pushed
 // with a new version when its rate changes; stale entries are skipped), per link the list of messages in
 // their data phase, and on a start/finish only the messages on the touched links are re-rated (each keeps
-// its remaining bytes and the time its rate was last set).
+// its remaining bytes and the time its rate was last set). A message costs at most three events: the end of
+// stages 1-2 (only when its connection is idle; a queued message starts when its predecessor's data ends), the
+// end of its data phase, and its delivery (only when the receive is posted by then; a receive posted after the
+// delivery completes at once).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,7 +56,7 @@ enum EventType : uint8_t {
   kNicStage,   // sender overhead done: pass the NICs (stage 2)
   kReady,      // stages 1-2 done: enter the connection's data queue (stage 3)
   kFlowEnd,    // data phase ends (versioned)
-  kDeliver,    // data_end + L + o: the message is at the receiver (stage 5)
+  kDeliver,    // data_end + L + o of a slot whose receive is posted (payload: connection, version: seq)
   kLocalDone,  // a local copy/reduce finished
 };
 
@@ -66,8 +69,9 @@ struct SimRoute {
 
 struct Slot {  // one position of a connection's FIFO: send k <-> receive k
   RequestId recv = 0;
+  double delivery = -1;  // data end + L + o, known once the send's data phase ended; < 0 before
   bool recv_posted = false;
-  bool delivered = false;
+  bool delivered = false;  // the receive completed (or will be completed by a pending kDeliver)
 };
 
 struct Connection {
@@ -95,7 +99,7 @@ struct Message {
   double rate = 0;       // bytes/us
   double last = 0;
   uint32_t version = 0;
-  // Index in link_flows[route.links[k]] for each k, during the data phase: inline for routes of up to
+  // Index in links[route.links[k]].flows for each k, during the data phase: inline for routes of up to
   // kInlineHops links, in `more_pos` beyond.
   static constexpr int kInlineHops = 12;
   int link_pos[kInlineHops] = {};
@@ -139,9 +143,15 @@ struct SimTransport::Impl {
   std::vector<RequestId> local_ids;  // local requests in flight, by slot
   std::vector<uint32_t> free_locals;
 
-  std::vector<std::array<double, kNumProtocols>> link_cap;  // bytes/us per protocol
-  std::vector<std::vector<LinkEntry>> link_flows;
-  std::vector<double> busy_since;
+  // Per link, one cache line: the messages in their data phase on it, its capacity per protocol (bytes/us),
+  // bytes carried, and busy time as (sum of idle->busy times negated + busy->idle times).
+  struct alignas(64) LinkState {
+    std::vector<LinkEntry> flows;
+    std::array<double, kNumProtocols> cap{};
+    double busy_acc = 0;
+    double bytes = 0;
+  };
+  std::vector<LinkState> links;
   std::vector<double> nic_free;  // by vertex id
 
   // Re-rating scratch.
@@ -159,15 +169,13 @@ struct SimTransport::Impl {
     send_cache.assign(num_ranks, -1);
     recv_cache.assign(num_ranks, -1);
     const size_t nl = topo.links.size();
-    link_cap.resize(nl);
+    links.resize(nl);
     for (size_t l = 0; l < nl; ++l) {
       const Link& link = topo.links[l];
       for (int p = 0; p < kNumProtocols; ++p) {
-        link_cap[l][p] = link.bandwidth_gbps * kBytesPerUsPerGbps * model.efficiency[p][static_cast<int>(link.kind)];
+        links[l].cap[p] = link.bandwidth_gbps * kBytesPerUsPerGbps * model.efficiency[p][static_cast<int>(link.kind)];
       }
     }
-    link_flows.resize(nl);
-    busy_since.assign(nl, 0);
     nic_free.assign(topo.vertices.size(), 0);
     stats.link_bytes.assign(nl, 0);
     stats.link_busy_us.assign(nl, 0);
@@ -200,7 +208,7 @@ struct SimTransport::Impl {
       if (topo.vertices[link.dst].kind == VertexKind::kNic) sr.nics.push_back(link.dst);
       for (int p = 0; p < kNumProtocols; ++p) {
         sr.latency_us[p] += link.alpha_us + model.hop_latency_us[p][static_cast<int>(link.kind)];
-        const double cap = link_cap[sr.links[k]][p];
+        const double cap = links[sr.links[k]].cap[p];
         if (k == 0 || cap < sr.min_cap[p]) sr.min_cap[p] = cap;
       }
     }
@@ -333,7 +341,7 @@ struct SimTransport::Impl {
   double shareOf(const Message& msg) const {
     double rate = std::numeric_limits<double>::infinity();
     for (int l : routes[msg.route].links) {
-      rate = std::min(rate, link_cap[l][msg.protocol] / static_cast<double>(link_flows[l].size()));
+      rate = std::min(rate, links[l].cap[msg.protocol] / static_cast<double>(links[l].flows.size()));
     }
     return rate;
   }
@@ -341,9 +349,9 @@ struct SimTransport::Impl {
   void timelineNote(int l) {
     TimelineState& st = tl_state[l];
     double gbps = 0;
-    for (const LinkEntry& e : link_flows[l]) gbps += msgs[e.msg].rate;
+    for (const LinkEntry& e : links[l].flows) gbps += msgs[e.msg].rate;
     gbps /= kBytesPerUsPerGbps;
-    const int count = static_cast<int>(link_flows[l].size());
+    const int count = static_cast<int>(links[l].flows.size());
     if (gbps == st.gbps && count == st.messages) return;
     if (st.messages > 0 && now > st.start) segments.push_back(LinkSegment{l, st.start, now, st.gbps, st.messages});
     st.start = now;
@@ -351,12 +359,12 @@ struct SimTransport::Impl {
     st.messages = count;
   }
 
-  // Re-rates every message in its data phase on `links` (the route of a message that just started or ended).
-  void rerate(const std::vector<int>& links) {
+  // Re-rates every message in its data phase on `route_links` (the route of a message that just started or ended).
+  void rerate(const std::vector<int>& route_links) {
     ++stamp;
     touched_msgs.clear();
-    for (int l : links) {
-      for (const LinkEntry& e : link_flows[l]) {
+    for (int l : route_links) {
+      for (const LinkEntry& e : links[l].flows) {
         if (mark[e.msg] == stamp) continue;
         mark[e.msg] = stamp;
         Message& f = msgs[e.msg];
@@ -371,7 +379,7 @@ struct SimTransport::Impl {
       }
     }
     if (record) {
-      for (int l : links) timelineNote(l);
+      for (int l : route_links) timelineNote(l);
       for (int fm : touched_msgs) {
         for (int l : routes[msgs[fm].route].links) timelineNote(l);
       }
@@ -391,10 +399,11 @@ struct SimTransport::Impl {
     if (route.links.size() > Message::kInlineHops) msg.more_pos.resize(route.links.size() - Message::kInlineHops);
     for (size_t k = 0; k < route.links.size(); ++k) {
       const int l = route.links[k];
-      if (link_flows[l].empty()) busy_since[l] = now;
-      msg.pos(k) = static_cast<int>(link_flows[l].size());
-      link_flows[l].push_back(LinkEntry{m, static_cast<int>(k)});
-      stats.link_bytes[l] += static_cast<double>(msg.bytes);
+      LinkState& link = links[l];
+      if (link.flows.empty()) link.busy_acc -= now;
+      msg.pos(k) = static_cast<int>(link.flows.size());
+      link.flows.push_back(LinkEntry{m, static_cast<int>(k)});
+      link.bytes += static_cast<double>(msg.bytes);
     }
     rerate(route.links);
   }
@@ -404,13 +413,13 @@ struct SimTransport::Impl {
     const SimRoute& route = routes[msg.route];
     for (size_t k = 0; k < route.links.size(); ++k) {
       const int l = route.links[k];
-      std::vector<LinkEntry>& list = link_flows[l];
+      std::vector<LinkEntry>& list = links[l].flows;
       const int pos = msg.pos(k);
       const LinkEntry moved = list.back();
       list[pos] = moved;
       msgs[moved.msg].pos(moved.k) = pos;
       list.pop_back();
-      if (list.empty()) stats.link_busy_us[l] += now - busy_since[l];
+      if (list.empty()) links[l].busy_acc += now;
     }
     msg.rate = 0;
     ++msg.version;  // any pending kFlowEnd of this message is stale now
@@ -419,13 +428,17 @@ struct SimTransport::Impl {
   }
 
   // End of stage 3: the send completes; stages 4-5 are one delay; the connection's next data phase starts.
+  // A kDeliver event is scheduled only when the receive is already posted; otherwise postRecv completes the
+  // receive at once (delivery already past) or schedules the event then. The message itself is done here.
   void endData(int m) {
     Message& msg = msgs[m];
     const int conn = msg.conn;
     complete(msg.id);
-    push(now + routes[msg.route].latency_us[msg.protocol] + model.message_overhead_us, EventType::kDeliver,
-         static_cast<uint32_t>(m));
     Connection& c = conns[conn];
+    Slot& slot = slotAt(c, msg.seq);
+    slot.delivery = now + routes[msg.route].latency_us[msg.protocol] + model.message_overhead_us;
+    if (slot.recv_posted) pushDeliver(conn, msg.seq, slot.delivery);
+    free_msgs.push_back(m);
     c.data_busy = false;
     if (!c.data_wait.empty()) {
       const int next = c.data_wait.front();
@@ -435,15 +448,19 @@ struct SimTransport::Impl {
     }
   }
 
-  // Stage 6: the message is at the receiver; its receive completes now if posted, else when posted.
-  void deliver(int m) {
-    Message& msg = msgs[m];
-    Connection& c = conns[msg.conn];
-    Slot& slot = slotAt(c, msg.seq);
+  void pushDeliver(int conn, long long seq, double time) {
+    push(time, EventType::kDeliver, static_cast<uint32_t>(conn), static_cast<uint32_t>(seq));
+  }
+
+  // Stage 6 at the delivery time of slot `seq32` (low 32 bits of the sequence number) of a connection whose
+  // receive is posted: the receive completes.
+  void deliver(int conn, uint32_t seq32) {
+    Connection& c = conns[conn];
+    const long long seq = c.slot_base + static_cast<uint32_t>(seq32 - static_cast<uint32_t>(c.slot_base));
+    Slot& slot = slotAt(c, seq);
     slot.delivered = true;
-    if (slot.recv_posted) complete(slot.recv);
+    complete(slot.recv);
     popDoneSlots(c);
-    free_msgs.push_back(m);
   }
 
   void process(const Event& ev) {
@@ -452,7 +469,7 @@ struct SimTransport::Impl {
       case EventType::kNicStage: nicStage(m); break;
       case EventType::kReady: startFlow(m); break;
       case EventType::kFlowEnd: endFlow(m); break;
-      case EventType::kDeliver: deliver(m); break;
+      case EventType::kDeliver: deliver(m, ev.version); break;
       case EventType::kLocalDone:
         complete(local_ids[ev.payload]);
         free_locals.push_back(ev.payload);
@@ -512,7 +529,7 @@ Result<RequestId> SimTransport::postSend(const SendRequest& request) {
   const int p = static_cast<int>(request.protocol);
   if (!(s.routes[s.conns[conn].route].min_cap[p] > 0)) {
     for (int l : s.routes[s.conns[conn].route].links) {
-      if (s.link_cap[l][p] > 0) continue;
+      if (s.links[l].cap[p] > 0) continue;
       const Link& link = s.topo.links[l];
       return invalidArgument(
           fmt::format("sim: send from rank {} to rank {}: {} link {} -> {} has no bandwidth for {} "
@@ -553,7 +570,14 @@ Result<RequestId> SimTransport::postRecv(const RecvRequest& request) {
   Slot& slot = s.slotAt(c, seq);
   slot.recv = id;
   slot.recv_posted = true;
-  if (slot.delivered) s.complete(id);
+  if (slot.delivery >= 0) {  // the send's data phase ended: delivery is known
+    if (slot.delivery <= s.now) {
+      slot.delivered = true;
+      s.complete(id);
+    } else {
+      s.pushDeliver(conn, seq, slot.delivery);
+    }
+  }
   s.popDoneSlots(c);
   // A posted receive frees a credit: start the sends it unblocks.
   while (!c.credit_wait.empty() && s.hasCredit(c, s.msgs[c.credit_wait.front()].seq)) {
@@ -632,7 +656,15 @@ Status SimTransport::poll(std::vector<Completion>* done, bool block) {
 
 double SimTransport::nowUs() const { return impl_->now; }
 
-const SimStats& SimTransport::stats() const { return impl_->stats; }
+const SimStats& SimTransport::stats() const {
+  Impl& s = *impl_;
+  for (size_t l = 0; l < s.links.size(); ++l) {
+    const Impl::LinkState& link = s.links[l];
+    s.stats.link_bytes[l] = link.bytes;
+    s.stats.link_busy_us[l] = link.busy_acc + (link.flows.empty() ? 0.0 : s.now);  // a busy link: up to now
+  }
+  return s.stats;
+}
 
 std::vector<LinkSegment> SimTransport::timeline() const {
   std::vector<LinkSegment> out = impl_->segments;
