@@ -6,7 +6,6 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -205,7 +204,7 @@ TEST(SimulateTest, PlacementErrors) {
 }
 
 TEST(SimulateTest, ShippedDgx1RingAllReduceWithDefaults) {
-  // Ring all-reduce on the shipped DGX-1 (NVLink rings), default model (but see fifo_depth below), 1 MiB .. 1 GiB:
+  // Ring all-reduce on the shipped DGX-1 (NVLink rings), default model (fifo_depth 8 included), 1 MiB .. 1 GiB:
   // time grows with the size, and bus bandwidth 2(n-1)/n x size / time stays below every GPU's total NVLink
   // injection bandwidth (the all-reduce lower bound 2(n-1)/n x size / B, anchors_algorithms.md §4).
   Result<Topology> topo = loadTopologyOrShipped("dgx1-v100");
@@ -226,11 +225,6 @@ TEST(SimulateTest, ShippedDgx1RingAllReduceWithDefaults) {
   for (uint64_t size = 1ull << 20; size <= 1ull << 30; size <<= 2) {
     SimOptions o;
     o.size_bytes = size;
-    // The executor posts every slice of a step when the step starts, and every ring rank sends before it
-    // receives: with NCCL_STEPS = 8 credits a ring deadlocks (correctly reported by the transport) once a step
-    // holds more than 8 slices (> 4 MiB per step with Simple). MSCCL/NCCL avoid it by running the program
-    // slice by slice (tile loop); until the executor does, this test lifts the credit limit.
-    o.model.fifo_depth = std::numeric_limits<int>::max();
     Result<SimResult> r = simulate(alg, *topo, o);
     ASSERT_TRUE(r.isOk()) << size << " bytes: " << r.status().toString();
     EXPECT_GT(r->time_us, last) << size;
