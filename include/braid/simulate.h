@@ -34,25 +34,25 @@
 
 namespace braid {
 
-inline constexpr int kNumProtocols = 3;   // indexed by static_cast<int>(Protocol)
-inline constexpr int kNumLinkKinds = 5;   // indexed by static_cast<int>(LinkKind)
+inline constexpr int kNumProtocols = 3;  // indexed by static_cast<int>(Protocol)
+inline constexpr int kNumLinkKinds = 5;  // indexed by static_cast<int>(LinkKind)
 
 struct SimModel {
   /// Fraction of a link's bandwidth a protocol achieves, [protocol][link kind].
   std::array<std::array<double, kNumLinkKinds>, kNumProtocols> efficiency{};
   /// Extra latency per message per hop of the given kind, [protocol][link kind], microseconds.
   std::array<std::array<double, kNumLinkKinds>, kNumProtocols> hop_latency_us{};
-  std::array<double, kNumProtocols> launch_us{};         // once per collective
-  std::array<uint64_t, kNumProtocols> slice_bytes{};     // pipelining unit per protocol
-  int fifo_depth = 8;                                    // slices in flight per connection
-  double message_overhead_us = 0;                        // LogGP o, at sender and at receiver
-  double nic_gap_us = 0;                                 // LogGP g per NIC (1 / message rate)
-  double local_gbps = 1000;                              // local copy / reduce bandwidth per rank
+  std::array<double, kNumProtocols> launch_us{};      // once per collective
+  std::array<uint64_t, kNumProtocols> slice_bytes{};  // pipelining unit per protocol
+  int fifo_depth = 8;                                 // slices in flight per connection
+  double message_overhead_us = 0;                     // LogGP o, at sender and at receiver
+  double nic_gap_us = 0;                              // LogGP g per NIC (1 / message rate)
+  double local_gbps = 1000;                           // local copy / reduce bandwidth per rank
 
   /// The calibrated defaults (docs/simulator.md says where each number comes from).
   static SimModel defaults();
   /// An ideal α-β model: efficiency 1, no protocol latency, no launch cost, no overheads, one slice per
-  /// step (no pipelining) — hand-computable.
+  /// step (no pipelining), unlimited credits, free local copies (local_gbps = infinity) — hand-computable.
   static SimModel ideal();
 };
 
