@@ -82,10 +82,11 @@ struct ExecStep {
   uint32_t deps_count = 0;
   uint32_t waiters_begin = 0;  // into Executor::waiters_: the steps that depend on this one
   uint32_t waiters_count = 0;
-  OpType type = OpType::kNop;
-  BufferKind src_buffer = BufferKind::kInput;
-  BufferKind dst_buffer = BufferKind::kOutput;
+  OpType type : 8 = OpType::kNop;
+  BufferKind src_buffer : 8 = BufferKind::kInput;
+  BufferKind dst_buffer : 8 = BufferKind::kOutput;
 };
+static_assert(sizeof(ExecStep) == 48, "keep a step small: two million of them are walked per run");
 
 // (threadblock index in Executor::tbs_, step)
 struct StepRef {
