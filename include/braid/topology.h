@@ -103,7 +103,9 @@ class Topology {
   std::vector<int> linksBetween(int src, int dst) const;
   /// Best route between two GPU ranks that does not pass through a third GPU: the widest
   /// bottleneck, then the fewest hops, then the smallest alpha. Two GPUs of one node are routed
-  /// inside the node and never over the network (as NCCL does). nullopt if none exists.
+  /// inside the node and never over the network (as NCCL does). GPUs of different nodes leave and enter
+  /// through their own nearest NIC (ties spread by GPU local index, as NCCL binds GPUs to NICs) when such a
+  /// route exists. nullopt if none exists.
   std::optional<Route> route(int src_rank, int dst_rank) const;
 };
 

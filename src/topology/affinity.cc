@@ -77,43 +77,61 @@ std::string gpuNicPathClass(const Topology& t, const Route& r) {
   return pcie_switches > 1 ? "PXB" : "PIX";
 }
 
+namespace {
+
+// The nearest NICs of one GPU (ties all listed), as nicAffinity describes.
+std::vector<NicAffinity> gpuAffinity(const Topology& t, const Router& router, int rank) {
+  std::vector<NicAffinity> best;
+  const int gpu = t.gpuVertex(rank);
+  if (!isGpuVertex(t, gpu)) return best;
+  const int node = t.vertices[gpu].node;
+  if (node < 0 || node >= t.numNodes()) return best;
+  const std::vector<double> width = router.widths(gpu);
+  for (int nic : t.nodes[node].nics) {
+    if (!isNicVertex(t, nic) || width[nic] <= 0) continue;
+    std::optional<Route> r = router.shortestWithin(gpu, nic, width[nic]);
+    if (!r) continue;
+    NicAffinity a;
+    a.rank = rank;
+    a.nic_vertex = nic;
+    a.path_class = gpuNicPathClass(t, *r);
+    a.bandwidth_gbps = r->bandwidth_gbps;
+    a.hops = static_cast<int>(r->links.size());
+    if (!best.empty()) {
+      const NicAffinity& b = best.front();
+      const bool wider = a.bandwidth_gbps > b.bandwidth_gbps && !sameBandwidth(a.bandwidth_gbps, b.bandwidth_gbps);
+      const bool same_width = sameBandwidth(a.bandwidth_gbps, b.bandwidth_gbps);
+      const int order_a = pathTypeOrder(a.path_class), order_b = pathTypeOrder(b.path_class);
+      if (wider || (same_width && order_a < order_b)) {
+        best.clear();
+      } else if (!same_width || order_a > order_b) {
+        continue;
+      }
+    }
+    best.push_back(a);
+  }
+  return best;
+}
+
+}  // namespace
+
 std::vector<NicAffinity> nicAffinity(const Topology& t) {
   std::vector<NicAffinity> result;
   const Router router = nicRouter(t);
   const int gpus = t.numGpus();
   for (int rank = 0; rank < gpus; ++rank) {
-    const int gpu = t.gpuVertex(rank);
-    if (!isGpuVertex(t, gpu)) continue;
-    const int node = t.vertices[gpu].node;
-    if (node < 0 || node >= t.numNodes()) continue;
-    const std::vector<double> width = router.widths(gpu);
-    std::vector<NicAffinity> best;
-    for (int nic : t.nodes[node].nics) {
-      if (!isNicVertex(t, nic) || width[nic] <= 0) continue;
-      std::optional<Route> r = router.shortestWithin(gpu, nic, width[nic]);
-      if (!r) continue;
-      NicAffinity a;
-      a.rank = rank;
-      a.nic_vertex = nic;
-      a.path_class = gpuNicPathClass(t, *r);
-      a.bandwidth_gbps = r->bandwidth_gbps;
-      a.hops = static_cast<int>(r->links.size());
-      if (!best.empty()) {
-        const NicAffinity& b = best.front();
-        const bool wider = a.bandwidth_gbps > b.bandwidth_gbps && !sameBandwidth(a.bandwidth_gbps, b.bandwidth_gbps);
-        const bool same_width = sameBandwidth(a.bandwidth_gbps, b.bandwidth_gbps);
-        const int order_a = pathTypeOrder(a.path_class), order_b = pathTypeOrder(b.path_class);
-        if (wider || (same_width && order_a < order_b)) {
-          best.clear();
-        } else if (!same_width || order_a > order_b) {
-          continue;
-        }
-      }
-      best.push_back(a);
-    }
+    std::vector<NicAffinity> best = gpuAffinity(t, router, rank);
     result.insert(result.end(), best.begin(), best.end());
   }
   return result;
+}
+
+int trafficNic(const Topology& t, int rank) {
+  const std::vector<NicAffinity> best = gpuAffinity(t, nicRouter(t), rank);
+  if (best.empty()) return -1;
+  const int gpu = t.gpuVertex(rank);
+  const int local = std::max(0, t.vertices[gpu].local);
+  return best[local % best.size()].nic_vertex;
 }
 
 }  // namespace braid

@@ -169,6 +169,20 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
   }
   const int node = vertices[src].node;
   const bool same_node = node >= 0 && node == vertices[dst].node;
+  if (!same_node && node >= 0 && vertices[dst].node >= 0) {
+    // Across nodes, leave and enter through each GPU's traffic NIC (trafficNic), as NCCL binds a GPU to its
+    // nearest NIC; without such a path fall back to the unconstrained search below.
+    const int nic_src = trafficNic(*this, src_rank);
+    const int nic_dst = trafficNic(*this, dst_rank);
+    if (nic_src >= 0 && nic_dst >= 0) {
+      std::optional<Route> r = Router(*this, [this, nic_src, nic_dst](int v) {
+                                 const Vertex& x = vertices[v];
+                                 if (x.kind == VertexKind::kGpu) return false;
+                                 return x.kind != VertexKind::kNic || v == nic_src || v == nic_dst;
+                               }).best(src, dst);
+      if (r) return r;
+    }
+  }
   return Router(*this,
                 [this, same_node, node](int v) {
                   const Vertex& x = vertices[v];
