@@ -27,8 +27,9 @@ struct CalibrationCase {
   std::string source;    // where the numbers come from
   std::string topology;  // shipped topology name it runs on
   std::vector<MeasuredPoint> points;
-  uint64_t accept_from_bytes = 0;  // sizes >= this must be within `tolerance`
-  double tolerance = 0.15;         // relative busbw error allowed
+  uint64_t accept_from_bytes = 0;     // sizes >= this must be within `tolerance` (when gated_sizes is empty)
+  std::vector<uint64_t> gated_sizes;  // when set: exactly these sizes must be within `tolerance` (the fit points)
+  double tolerance = 0.15;            // relative busbw error allowed
 };
 
 /// The published cases: [0] Azure ND A100 v4 (the fit target), [1] Azure ND H100 v5 (NVLS), and, when
@@ -67,6 +68,8 @@ Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool 
 
 std::string formatTable(const CalibrationCase& c, const std::vector<PredictedPoint>& rows);
 bool withinTolerance(const CalibrationCase& c, const std::vector<PredictedPoint>& rows);
+/// Whether a size is held to the case's tolerance (gated_sizes, else accept_from_bytes).
+bool isGated(const CalibrationCase& c, uint64_t size);
 /// The model's fields as C++ assignments (what SimModel::defaults() holds).
 std::string describeModel(const SimModel& model);
 

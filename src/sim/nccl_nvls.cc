@@ -105,15 +105,17 @@ Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int 
   spec.in_place = false;
   ProgramBuilder b(spec, /*refs_in_place=*/false, /*scale=*/1);
 
-  // Threadblocks per channel. GPU: up (contributions to the switch, channel 2c), down (reduced share and
-  // multicast results from the switch, the store to it; channel 2c+1), x[level] (inter-node exchange).
-  // Switch: in[j] (contributions from GPU j, channel 2c), out[j] (to and from GPU j, channel 2c+1).
+  // Threadblocks per emulated channel c, each moving data one way so that slices pipeline (as NVLS runs its
+  // reduce and multicast in separate warps): channel 4c: GPU j -> switch contributions (GPU `up`, switch
+  // `in[j]`); 4c+1: switch -> GPU j reduced share (switch `red[j]`, GPU `red`) and the inter-node exchange
+  // (GPU `xs[d]` sends, `xr[d]` receives); 4c+2: GPU j -> switch store (GPU `st`, switch `st[j]`); 4c+3:
+  // switch -> GPU j multicast (switch `mc[j]`, GPU `mc`).
   struct GpuTbs {
-    int up = -1, down = -1;
-    std::vector<int> x;
+    int up = -1, red = -1, st = -1, mc = -1;
+    std::vector<int> xs, xr;
   };
   struct SwitchTbs {
-    std::vector<int> in, out;
+    std::vector<int> in, red, st, mc;
   };
   std::vector<std::vector<std::vector<GpuTbs>>> gtb(
       channels, std::vector<std::vector<GpuTbs>>(num_nodes, std::vector<GpuTbs>(n)));
@@ -124,14 +126,19 @@ Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int 
       for (int j = 0; j < n; ++j) {
         const int g = rank_of[a][j];
         GpuTbs& t = gtb[c][a][j];
-        t.up = b.newTb(g, s, -1, 2 * c);
-        t.down = b.newTb(g, s, s, 2 * c + 1);
+        t.up = b.newTb(g, s, -1, 4 * c);
+        t.red = b.newTb(g, -1, s, 4 * c + 1);
+        t.st = b.newTb(g, s, -1, 4 * c + 2);
+        t.mc = b.newTb(g, -1, s, 4 * c + 3);
         for (int d = 0; d < levels; ++d) {
           const int partner = rank_of[a ^ (1 << d)][j];
-          t.x.push_back(b.newTb(g, partner, partner, 2 * c + 1));
+          t.xs.push_back(b.newTb(g, partner, -1, 4 * c + 1));
+          t.xr.push_back(b.newTb(g, -1, partner, 4 * c + 1));
         }
-        stb[c][a].in.push_back(b.newTb(s, -1, g, 2 * c));
-        stb[c][a].out.push_back(b.newTb(s, g, g, 2 * c + 1));
+        stb[c][a].in.push_back(b.newTb(s, -1, g, 4 * c));
+        stb[c][a].red.push_back(b.newTb(s, g, -1, 4 * c + 1));
+        stb[c][a].st.push_back(b.newTb(s, -1, g, 4 * c + 2));
+        stb[c][a].mc.push_back(b.newTb(s, g, -1, 4 * c + 3));
       }
     }
   }
@@ -161,22 +168,21 @@ Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int 
         reduced[a][i] = prev;
       }
     }
-    // 3. Share i goes to GPU i, which combines it across nodes and stores it back to the switch.
+    // 3. Share i goes to GPU i, which combines it across nodes and stores it to the switch.
     std::vector<std::vector<StepRef>> stored(num_nodes, std::vector<StepRef>(n));
     for (int a = 0; a < num_nodes; ++a) {
       const int s = num_gpus + a;
       for (int i = 0; i < n; ++i) {
         const int g = rank_of[a][i];
-        const int out_tb = stb[c][a].out[i];
-        b.send(s, out_tb, ProgramBuilder::scratch(reduced_base + r * n + i), 1, {reduced[a][i]});
-        StepRef last = b.recv(g, gtb[c][a][i].down, b.out(g, r * n + i), 1);
+        const Loc share = b.out(g, r * n + i);
+        b.send(s, stb[c][a].red[i], ProgramBuilder::scratch(reduced_base + r * n + i), 1, {reduced[a][i]});
+        StepRef last = b.recv(g, gtb[c][a][i].red, share, 1);
         for (int d = 0; d < levels; ++d) {
-          const int xtb = gtb[c][a][i].x[d];
-          b.send(g, xtb, b.out(g, r * n + i), 1, {last});
-          last = b.recvReduceCopy(g, xtb, b.out(g, r * n + i), b.out(g, r * n + i), 1);
+          const StepRef sent = b.send(g, gtb[c][a][i].xs[d], share, 1, {last});
+          last = b.recvReduceCopy(g, gtb[c][a][i].xr[d], share, share, 1, {sent});
         }
-        b.send(g, gtb[c][a][i].down, b.out(g, r * n + i), 1, {last});
-        stored[a][i] = b.recv(s, out_tb, ProgramBuilder::scratch(result_base + r * n + i), 1);
+        b.send(g, gtb[c][a][i].st, share, 1, {last});
+        stored[a][i] = b.recv(s, stb[c][a].st[i], ProgramBuilder::scratch(result_base + r * n + i), 1);
       }
     }
     // 4. The switch multicasts every stored share to every GPU of its node.
@@ -185,8 +191,8 @@ Result<NvlsProgram> ncclNvlsProgram(const Topology& topology, int channels, int 
       for (int j = 0; j < n; ++j) {
         const int g = rank_of[a][j];
         for (int i = 0; i < n; ++i) {
-          b.send(s, stb[c][a].out[j], ProgramBuilder::scratch(result_base + r * n + i), 1, {stored[a][i]});
-          b.recv(g, gtb[c][a][j].down, b.out(g, r * n + i), 1);
+          b.send(s, stb[c][a].mc[j], ProgramBuilder::scratch(result_base + r * n + i), 1, {stored[a][i]});
+          b.recv(g, gtb[c][a][j].mc, b.out(g, r * n + i), 1);
         }
       }
     }

@@ -37,8 +37,8 @@ TEST(NvlsEmulation, SwitchBecomesARankAndLinksAreScaled) {
   EXPECT_EQ(program->topology.numGpus(), 5);
   EXPECT_EQ(program->topology.vertices[program->topology.gpuVertex(4)].kind, VertexKind::kGpu);
   for (const Link& l : program->topology.links) EXPECT_DOUBLE_EQ(l.bandwidth_gbps, 85.0);
-  // 4 channels are used per emulated channel pair: 2 channels x (up, down).
-  EXPECT_EQ(program->algorithm.num_channels, 4);
+  // 4 channels per emulated channel (contributions, reduced shares, stores, multicast): 2 x 4.
+  EXPECT_EQ(program->algorithm.num_channels, 8);
 }
 
 TEST(NvlsEmulation, EachGpuLinkCarriesMTimesOnePlusOneOverN) {

@@ -80,6 +80,17 @@ SimModel SimModel::defaults() {
   // Local copies/reductions run from HBM: read + write at ~2 TB/s (A100-80GB 2.0 TB/s, H100 SXM 3.35 TB/s,
   // anchors_algorithms.md §7); a copy moves each byte twice, so ~1000 GB/s of copied bytes.
   m.local_gbps = 1000;
+
+  // Calibrated NVLink values, replacing the NCCL-derived starting points above for NVLink: fitted by
+  // `calibrate --fit` (perf/calibrate.cc, runtime/calibration/) to Azure ND A100 v4's all-reduce busbw at 1 MiB,
+  // 16 MiB, 256 MiB, 1 GiB and 8 GiB with NCCL's choice simulated (Ring/LL, Ring/LL128, Ring/Simple), and
+  // checked by predicting ND H100 v5 and the realcases 2-node H100 log (docs/simulator.md, "Calibration").
+  m.efficiency[kSimple][kNvlink] = 1.0;
+  m.hop_latency_us[kSimple][kNvlink] = 0.5185;
+  m.efficiency[kLL][kNvlink] = 0.3033;
+  m.hop_latency_us[kLL][kNvlink] = 0.3619;
+  m.efficiency[kLL128][kNvlink] = 0.5686;
+  m.hop_latency_us[kLL128][kNvlink] = 1.076;
   return m;
 }
 
