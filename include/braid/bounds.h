@@ -66,8 +66,8 @@ struct LatencyBound {
   double time_us = 0;         // = diameter_us
   double single_port_us = 0;  // steps x min_alpha_us (single-port model; informative)
   int steps = 0;              // ceil(log2 n)
-  double min_alpha_us = 0;  // smallest route alpha between two GPUs
-  double diameter_us = 0;   // largest over pairs of the shortest alpha path
+  double min_alpha_us = 0;    // smallest route alpha between two GPUs
+  double diameter_us = 0;     // largest over pairs of the shortest alpha path
 };
 Result<LatencyBound> latencyBound(const Topology& t, CollectiveKind collective);
 
