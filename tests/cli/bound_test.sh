@@ -1,29 +1,7 @@
 #!/usr/bin/env bash
 # `braid bound`: values against closed forms on a shipped topology, the size sweep, JSON, and error exits.
 # Usage: bound_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
-set -uo pipefail
-braid=$1
-src=$2
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-passed=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-# expect_rc WANT DESCRIPTION -- command...
-expect_rc() {
-  local want=$1 what=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "$what: exit $got, want $want"
-    sed 's/^/    | /' "$tmp/err" | head -5
-  else
-    ok
-  fi
-}
+source "$(dirname "$0")/lib.sh" "$@"
 # check DESCRIPTION PYTHON_EXPRESSION_ON_d: the JSON in $tmp/out parsed as d; the expression must be true.
 check() {
   python3 - "$tmp/out" "$2" <<'PY' && ok || fail "$1"
@@ -98,5 +76,4 @@ expect_rc 1 "missing topology" -- "$braid" bound -t "$tmp/nope.yaml" -c allgathe
 grep -q "nope.yaml" "$tmp/err" && ok || fail "missing topology not named in the error"
 [ ! -s "$tmp/out" ] && ok || fail "missing topology printed on stdout"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

@@ -1,31 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end tests of the `braid` CLI as a user runs it: exit codes, outputs, errors.
 # Usage: cli_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
-set -uo pipefail
-braid=$1
-src=$2
-shared=$3
-rc_dir=$shared/realcases
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-passed=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-# expect_rc WANT DESCRIPTION -- command...
-expect_rc() {
-  local want=$1 what=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "$what: exit $got, want $want"
-    sed 's/^/    | /' "$tmp/err" | head -5
-  else
-    ok
-  fi
-}
+source "$(dirname "$0")/lib.sh" "$@"
 json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print($2)" "$1"; }
 
 # Version and usage errors.
@@ -142,5 +118,4 @@ grep -q "no route" "$tmp/err" && ok || fail "placement error does not say which 
 n=$(ls "$tmp"/braid-out/*.xml 2>/dev/null | wc -l)
 [ "$n" = 4 ] && ok || fail "demo wrote $n XML files, want 4"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish

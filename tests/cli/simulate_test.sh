@@ -2,31 +2,7 @@
 # End-to-end tests of `braid simulate`: the nccl-tests-like table, --json, the HTML report rendered by headless
 # Chromium, an MSCCL XML from the corpus, and exit codes.
 # Usage: simulate_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
-set -uo pipefail
-braid=$1
-src=$2
-shared=$3
-rc_dir=$shared/realcases
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-failures=0
-passed=0
-
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-ok() { passed=$((passed + 1)); }
-# expect_rc WANT DESCRIPTION -- command...
-expect_rc() {
-  local want=$1 what=$2
-  shift 3
-  "$@" >"$tmp/out" 2>"$tmp/err"
-  local got=$?
-  if [ "$got" -ne "$want" ]; then
-    fail "$what: exit $got, want $want"
-    sed 's/^/    | /' "$tmp/err" | head -5
-  else
-    ok
-  fi
-}
+source "$(dirname "$0")/lib.sh" "$@"
 # check DESCRIPTION PYTHON_CODE FILE...: the Python code (which sees argv and a loaded `d` = json of the first
 # file) must exit 0; it prints what is wrong otherwise.
 check_json() {
@@ -243,5 +219,4 @@ grep -q "nope.xml" "$tmp/err" && ok || fail "missing file not named: $(cat "$tmp
 expect_rc 1 "unknown topology" -- "$braid" simulate ring -t no-such-topology
 expect_rc 1 "html into a missing directory" -- "$braid" simulate ring -t dgx1-v100 -b 1K -e 4K --html "$tmp/no/dir/r.html"
 
-echo "$passed passed, $failures failed"
-[ "$failures" -eq 0 ]
+finish
