@@ -11,25 +11,13 @@
 #include "braid/nccl_model.h"
 #include "braid/simulate.h"
 #include "braid/topology.h"
+#include "support/small_topologies.h"
 
 namespace braid {
 namespace {
 
-// One node: n GPUs, each with a duplex NVLink of `bw` GB/s to one NVSwitch vertex.
-Topology starNode(int n, double bw) {
-  Topology t;
-  t.name = "star";
-  const int node = t.addNode("node0");
-  const int sw = t.addVertex(VertexKind::kNvSwitch, node, "nvswitch0");
-  for (int i = 0; i < n; ++i) {
-    const int g = t.addVertex(VertexKind::kGpu, node);
-    t.addDuplexLink(g, sw, LinkKind::kNvlink, bw, 0.0);
-  }
-  return t;
-}
-
 TEST(NvlsEmulation, SwitchBecomesARankAndLinksAreScaled) {
-  const Topology t = starNode(4, 100.0);
+  const Topology t = testing::starTopology(4, 100.0, 0.0);
   auto program = ncclNvlsProgram(t, /*channels=*/2, /*rounds=*/4, /*nvls_efficiency=*/0.85);
   ASSERT_TRUE(program.isOk()) << program.status().toString();
   EXPECT_EQ(program->gpu_ranks, 4);
@@ -43,7 +31,7 @@ TEST(NvlsEmulation, SwitchBecomesARankAndLinksAreScaled) {
 
 TEST(NvlsEmulation, EachGpuLinkCarriesMTimesOnePlusOneOverN) {
   for (int n : {2, 4, 8}) {
-    const Topology t = starNode(n, 100.0);
+    const Topology t = testing::starTopology(n, 100.0, 0.0);
     auto program = ncclNvlsProgram(t, 1, 2, 1.0);
     ASSERT_TRUE(program.isOk()) << program.status().toString();
     const uint64_t m = 8ull * 1024 * 1024;  // divisible by n * rounds * 4-byte elements
@@ -102,7 +90,7 @@ TEST(NvlsEmulation, RefusesWhatItCannotExpress) {
   auto r = ncclNvlsProgram(dgx1.value(), 1, 1, 0.85);
   ASSERT_FALSE(r.isOk());
   EXPECT_EQ(r.status().code(), StatusCode::kUnsupported);
-  const Topology t = starNode(4, 100.0);
+  const Topology t = testing::starTopology(4, 100.0, 0.0);
   EXPECT_EQ(ncclNvlsProgram(t, 2, 1, 0.85).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(ncclNvlsProgram(t, 1, 1, 0.0).status().code(), StatusCode::kInvalidArgument);
   EXPECT_DOUBLE_EQ(ncclNvlsEfficiency(2), 0.85);

@@ -9,32 +9,15 @@
 #include <vector>
 
 #include "braid/simulate.h"
+#include "support/small_topologies.h"
 
 namespace braid {
 namespace {
 
+using testing::lineTopology;
+using testing::starTopology;
+
 constexpr double kTol = 1e-9;
-
-// n GPUs in one node on a line: gpu i <-> gpu i+1, bandwidth b GB/s, alpha a us.
-Topology lineTopology(int n, double b, double a) {
-  Topology t;
-  t.name = "line";
-  const int node = t.addNode("n0");
-  for (int i = 0; i < n; ++i) t.addVertex(VertexKind::kGpu, node);
-  for (int i = 0; i + 1 < n; ++i) t.addDuplexLink(t.gpuVertex(i), t.gpuVertex(i + 1), LinkKind::kNvlink, b, a);
-  return t;
-}
-
-// n GPUs in one node, each with one duplex link (b, a) to one NVSwitch vertex.
-Topology starTopology(int n, double b, double a) {
-  Topology t;
-  t.name = "star";
-  const int node = t.addNode("n0");
-  for (int i = 0; i < n; ++i) t.addVertex(VertexKind::kGpu, node);
-  const int sw = t.addVertex(VertexKind::kNvSwitch, node, "nvswitch");
-  for (int i = 0; i < n; ++i) t.addDuplexLink(t.gpuVertex(i), sw, LinkKind::kNvlink, b, a);
-  return t;
-}
 
 // Two nodes, one GPU and one NIC each: gpu0 -pcie- nic0 -net- switch -net- nic1 -pcie- gpu1.
 Topology twoNodeTopology(double pcie_b, double pcie_a, double net_b, double net_a) {

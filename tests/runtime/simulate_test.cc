@@ -12,41 +12,14 @@
 #include "braid/algorithm.h"
 #include "braid/classic.h"
 #include "braid/topology.h"
+#include "support/small_topologies.h"
 
 namespace braid {
 namespace {
 
-// n GPUs on a ring: gpu i <-> gpu (i+1) mod n, bandwidth b, alpha a (for n = 2 one duplex link).
-Topology ringTopology(int n, double b, double a) {
-  Topology t;
-  t.name = "ring";
-  const int node = t.addNode("n0");
-  for (int i = 0; i < n; ++i) t.addVertex(VertexKind::kGpu, node);
-  for (int i = 0; i < (n == 2 ? 1 : n); ++i) {
-    t.addDuplexLink(t.gpuVertex(i), t.gpuVertex((i + 1) % n), LinkKind::kNvlink, b, a);
-  }
-  return t;
-}
-
-// n GPUs, each with one duplex link (b, a) to one switch vertex.
-Topology starTopology(int n, double b, double a) {
-  Topology t;
-  t.name = "star";
-  const int node = t.addNode("n0");
-  for (int i = 0; i < n; ++i) t.addVertex(VertexKind::kGpu, node);
-  const int sw = t.addVertex(VertexKind::kNvSwitch, node, "nvswitch");
-  for (int i = 0; i < n; ++i) t.addDuplexLink(t.gpuVertex(i), sw, LinkKind::kNvlink, b, a);
-  return t;
-}
-
-Topology lineTopology(int n, double b, double a) {
-  Topology t;
-  t.name = "line";
-  const int node = t.addNode("n0");
-  for (int i = 0; i < n; ++i) t.addVertex(VertexKind::kGpu, node);
-  for (int i = 0; i + 1 < n; ++i) t.addDuplexLink(t.gpuVertex(i), t.gpuVertex(i + 1), LinkKind::kNvlink, b, a);
-  return t;
-}
+using testing::lineTopology;
+using testing::ringTopology;
+using testing::starTopology;
 
 Algorithm classic(ClassicAlgo algo, CollectiveKind kind, int n, bool in_place, const Topology* topology = nullptr) {
   ClassicRequest req;
