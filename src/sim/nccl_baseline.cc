@@ -65,27 +65,27 @@ ChannelTree channelTree(const nccl::SearchResult& sr, int num_ranks, int channel
 }
 
 // Tree all-reduce: channel c owns chunk c. A rank folds its children's partial sums into its output chunk one
-// after the other, sends the sum to its parent, receives the result and passes it down.
+// after the other, sends the sum to its parent, receives the result and passes it down. The way up and the way
+// down run on separate threadblocks, as NCCL splits a tree channel's warps between reduce and broadcast
+// (nccl src/device/all_reduce.h, runTreeSplit), so slices pipeline both ways at once.
 void buildTreeAllReduce(ProgramBuilder& b, const std::vector<ChannelTree>& trees) {
   const int n = b.numRanks();
   for (int c = 0; c < static_cast<int>(trees.size()); ++c) {
     const ChannelTree& tree = trees[c];
     for (int r = 0; r < n; ++r) {
-      std::vector<int> child_tbs;
-      for (int child : tree.children[r]) child_tbs.push_back(b.newTb(r, child, child, c));
       StepRef reduced;
-      for (int tb : child_tbs) {
-        reduced = b.recvReduceCopy(r, tb, reduced.valid() ? b.out(r, c) : b.in(r, c), b.out(r, c), 1, {reduced});
+      for (int child : tree.children[r]) {
+        const int up = b.newTb(r, -1, child, c);
+        reduced = b.recvReduceCopy(r, up, reduced.valid() ? b.out(r, c) : b.in(r, c), b.out(r, c), 1, {reduced});
       }
       StepRef have_result = reduced;
       if (tree.parent[r] >= 0) {
-        const int tb = b.newTb(r, tree.parent[r], tree.parent[r], c);
-        b.send(r, tb, reduced.valid() ? b.out(r, c) : b.in(r, c), 1, {reduced});
-        have_result = b.recv(r, tb, b.out(r, c), 1);
+        b.send(r, b.newTb(r, tree.parent[r], -1, c), reduced.valid() ? b.out(r, c) : b.in(r, c), 1, {reduced});
+        have_result = b.recv(r, b.newTb(r, -1, tree.parent[r], c), b.out(r, c), 1);
       } else if (!reduced.valid() && !b.same(b.in(r, c), b.out(r, c))) {
         have_result = b.copy(r, b.newTb(r, -1, -1, c), b.in(r, c), b.out(r, c), 1);  // a root without children
       }
-      for (int tb : child_tbs) b.send(r, tb, b.out(r, c), 1, {have_result});
+      for (int child : tree.children[r]) b.send(r, b.newTb(r, child, -1, c), b.out(r, c), 1, {have_result});
     }
   }
 }

@@ -126,12 +126,15 @@ std::vector<NicAffinity> nicAffinity(const Topology& t) {
   return result;
 }
 
-int trafficNic(const Topology& t, int rank) {
+std::vector<int> nearestNics(const Topology& t, int rank) {
   const std::vector<NicAffinity> best = gpuAffinity(t, nicRouter(t), rank);
-  if (best.empty()) return -1;
+  if (best.empty()) return {};
+  // Rotate so that the traffic NIC (GPU local index mod ties) comes first.
   const int gpu = t.gpuVertex(rank);
-  const int local = std::max(0, t.vertices[gpu].local);
-  return best[local % best.size()].nic_vertex;
+  const size_t first = static_cast<size_t>(std::max(0, t.vertices[gpu].local)) % best.size();
+  std::vector<int> nics;
+  for (size_t i = 0; i < best.size(); ++i) nics.push_back(best[(first + i) % best.size()].nic_vertex);
+  return nics;
 }
 
 }  // namespace braid

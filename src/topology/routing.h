@@ -33,10 +33,10 @@ class Router {
   std::vector<std::vector<int>> out_;
 };
 
-/// The NIC a GPU's inter-node traffic uses: among its nearest NICs (nicAffinity's ties), the one at position
+/// A GPU's nearest NICs (nicAffinity's ties, as vertex ids), starting with its traffic NIC: the one at position
 /// (GPU local index mod number of ties) — GPUs that share a PCIe switch with as many NICs use one NIC each, as
-/// NCCL spreads GPUs over equally close NICs (nccl src/graph/topo.cc ncclTopoGetLocalNet). -1 when the GPU has
-/// no NIC in its node.
-int trafficNic(const Topology& topology, int rank);
+/// NCCL spreads GPUs over equally close NICs (nccl src/graph/topo.cc ncclTopoGetLocalNet). Empty when the GPU
+/// has no NIC in its node.
+std::vector<int> nearestNics(const Topology& topology, int rank);
 
 }  // namespace braid

@@ -170,17 +170,31 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
   const int node = vertices[src].node;
   const bool same_node = node >= 0 && node == vertices[dst].node;
   if (!same_node && node >= 0 && vertices[dst].node >= 0) {
-    // Across nodes, leave and enter through each GPU's traffic NIC (trafficNic), as NCCL binds a GPU to its
-    // nearest NIC; without such a path fall back to the unconstrained search below.
-    const int nic_src = trafficNic(*this, src_rank);
-    const int nic_dst = trafficNic(*this, dst_rank);
-    if (nic_src >= 0 && nic_dst >= 0) {
-      std::optional<Route> r = Router(*this, [this, nic_src, nic_dst](int v) {
-                                 const Vertex& x = vertices[v];
-                                 if (x.kind == VertexKind::kGpu) return false;
-                                 return x.kind != VertexKind::kNic || v == nic_src || v == nic_dst;
-                               }).best(src, dst);
-      if (r) return r;
+    // Across nodes, leave and enter through the GPUs' nearest NICs (nearestNics), as NCCL binds a GPU to its
+    // nearest NIC: first each GPU's own traffic NIC, then any nearest NIC at one end (rail-only networks join
+    // only same-rail NICs), then any at both; without such a path, the unconstrained search below.
+    const std::vector<int> src_nics = nearestNics(*this, src_rank);
+    const std::vector<int> dst_nics = nearestNics(*this, dst_rank);
+    if (!src_nics.empty() && !dst_nics.empty()) {
+      auto through = [&](std::vector<int> allowed) {
+        return Router(*this,
+                      [this, allowed](int v) {
+                        const Vertex& x = vertices[v];
+                        if (x.kind == VertexKind::kGpu) return false;
+                        return x.kind != VertexKind::kNic ||
+                               std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+                      })
+            .best(src, dst);
+      };
+      auto with = [](std::vector<int> a, const std::vector<int>& b) {
+        a.insert(a.end(), b.begin(), b.end());
+        return a;
+      };
+      for (const std::vector<int>& allowed : {std::vector<int>{src_nics[0], dst_nics[0]}, with(src_nics, {dst_nics[0]}),
+                                              with({src_nics[0]}, dst_nics), with(src_nics, dst_nics)}) {
+        std::optional<Route> r = through(allowed);
+        if (r) return r;
+      }
     }
   }
   return Router(*this,
