@@ -82,4 +82,10 @@ struct CollectiveBound {
 };
 Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collective, uint64_t size_bytes);
 
+/// collectiveBound for a sweep of sizes at the cost of one: the cut bound is linear in the size (the max over cuts
+/// S of k_S x size / B_S is size x max k_S / B_S), so it is computed once, at the largest size, and scaled; the
+/// latency bound does not depend on the size. Results in the order of `sizes`. Errors as collectiveBound.
+Result<std::vector<CollectiveBound>> collectiveBounds(const Topology& t, CollectiveKind collective,
+                                                      const std::vector<uint64_t>& sizes);
+
 }  // namespace braid

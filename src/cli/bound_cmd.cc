@@ -127,10 +127,18 @@ int runBound(const BoundOptions& opt) {
   spec.num_ranks = t.numGpus();
   const double bus_factor = spec.busBandwidthFactor();
 
-  std::vector<Row> rows;
+  std::vector<uint64_t> sizes;
   for (uint64_t size = *lo; size <= *hi;) {
-    Result<CollectiveBound> b = collectiveBound(t, *kind, size);
-    if (!b) return fail(kFailure, b.status().message());
+    sizes.push_back(size);
+    if (size > *hi / static_cast<uint64_t>(opt.factor)) break;
+    size *= static_cast<uint64_t>(opt.factor);
+  }
+  Result<std::vector<CollectiveBound>> bounds = collectiveBounds(t, *kind, sizes);
+  if (!bounds) return fail(kFailure, bounds.status().message());
+  std::vector<Row> rows;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const uint64_t size = sizes[i];
+    const CollectiveBound* b = &bounds->at(i);
     Row row;
     row.size = size;
     row.bound = *b;
@@ -138,8 +146,6 @@ int runBound(const BoundOptions& opt) {
     row.algbw = b->time_us > 0 ? static_cast<double>(size) / b->time_us / 1e3 : 0;
     row.busbw = row.algbw * bus_factor;
     rows.push_back(row);
-    if (size > *hi / static_cast<uint64_t>(opt.factor)) break;
-    size *= static_cast<uint64_t>(opt.factor);
   }
   const std::vector<int>& cut = rows.back().bound.cut;
 

@@ -209,6 +209,13 @@ class Simulation {
     return spec.busBandwidthFactor();
   }
 
+  /// Computes the lower bounds of a sweep at once (collectiveBounds: one cut computation for all sizes).
+  void prepareBounds(const std::vector<uint64_t>& sizes) {
+    Result<std::vector<CollectiveBound>> bounds = collectiveBounds(topology_, collective_, sizes);
+    if (!bounds) throw CmdError(kFailure, fmt::format("lower bound: {}", bounds.status().message()));
+    for (size_t i = 0; i < sizes.size(); ++i) bounds_[sizes[i]] = bounds->at(i);
+  }
+
   /// One row for `bytes` (already a whole number of elements); with `timeline` the Braid run records it.
   SimulateRow row(uint64_t count, uint64_t bytes, std::optional<SimulateTimeline>* timeline) {
     SimulateRow row;
@@ -286,8 +293,10 @@ class Simulation {
     row.nccl_sim_busbw_gbps = busbw(row.nccl_sim_us);
     row.nccl_sim_algo = nccl.label;
 
-    // Lower bound.
-    Result<CollectiveBound> bound = collectiveBound(topology_, collective_, bytes);
+    // Lower bound (prepared for the whole sweep by prepareBounds when it was called).
+    auto prepared = bounds_.find(bytes);
+    Result<CollectiveBound> bound = prepared != bounds_.end() ? Result<CollectiveBound>(prepared->second)
+                                                              : collectiveBound(topology_, collective_, bytes);
     if (!bound) throw CmdError(kFailure, fmt::format("lower bound at {} bytes: {}", bytes, bound.status().message()));
     row.bound_us = bound->time_us;
     row.bound_bandwidth_us = bound->bandwidth_us;
@@ -448,6 +457,7 @@ class Simulation {
   std::map<std::pair<int, int>, Algorithm> baselines_;
   std::set<std::pair<int, int>> inexpressible_;
   std::map<int, NvlsProgram> nvls_;
+  std::map<uint64_t, CollectiveBound> bounds_;  // prepareBounds: size -> lower bound
   bool nvls_refused_ = false;
   std::string nvls_refusal_;
   std::vector<std::string> notes_;
@@ -846,6 +856,9 @@ int runSimulate(const SimulateCmdOptions& opt) {
       }
     }
 
+    std::vector<uint64_t> bound_sizes = {timeline_size.second};
+    for (const auto& s : sizes) bound_sizes.push_back(s.second);
+    sim.prepareBounds(bound_sizes);
     std::optional<SimulateTimeline> timeline;
     for (const auto& [count, bytes] : sizes) {
       const bool record = bytes == timeline_size.second;

@@ -418,4 +418,19 @@ Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collec
   return bound;
 }
 
+Result<std::vector<CollectiveBound>> collectiveBounds(const Topology& t, CollectiveKind collective,
+                                                      const std::vector<uint64_t>& sizes) {
+  std::vector<CollectiveBound> out;
+  if (sizes.empty()) return out;
+  const uint64_t ref_size = std::max<uint64_t>(1, *std::max_element(sizes.begin(), sizes.end()));
+  BRAID_ASSIGN_OR_RETURN(CollectiveBound ref, collectiveBound(t, collective, ref_size));
+  for (uint64_t size : sizes) {
+    CollectiveBound b = ref;
+    b.bandwidth_us = ref.bandwidth_us * (static_cast<double>(size) / static_cast<double>(ref_size));
+    b.time_us = std::max(b.bandwidth_us, b.latency_us);
+    out.push_back(std::move(b));
+  }
+  return out;
+}
+
 }  // namespace braid
