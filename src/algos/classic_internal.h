@@ -64,7 +64,8 @@ struct RingSearch {
 /// Up to `max_rings` (>= 1) Hamiltonian cycles over the GPUs in which every hop is a direct NVLink
 /// link or goes GPU -> NVSwitch -> GPU over NVLink, each NVLink lane carrying at most one ring
 /// direction (NCCL's ring search, ../shared/reference/nccl_plugins.md §5). When no such cycle
-/// exists: one ring in the order whose weakest Topology::route is widest, with a note saying so.
+/// exists: one ring in the order whose weakest Topology::route is widest (above 128 GPUs: rank order), with a
+/// note saying so.
 /// Errors when some GPU cannot reach the next one at all.
 Result<RingSearch> findRings(const Topology& topology, int max_rings);
 

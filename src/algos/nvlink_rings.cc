@@ -169,7 +169,19 @@ Result<RingSearch> findRings(const Topology& topology, int max_rings) {
     }
     return result;
   }
-  // No NVLink Hamiltonian cycle: the order whose narrowest route is widest.
+  // No NVLink Hamiltonian cycle: the order whose narrowest route is widest. That search needs every pair's route;
+  // above kMaxRouteSearchRanks GPUs it would take minutes, so rank order is used (GPUs are numbered node by
+  // node, so the ring crosses each node boundary once).
+  constexpr int kMaxRouteSearchRanks = 128;
+  if (n > kMaxRouteSearchRanks) {
+    RingOrder ring(n);
+    for (int i = 0; i < n; ++i) ring[i] = i;
+    result.rings.push_back(std::move(ring));
+    result.notes.push_back(fmt::format(
+        "{} GPUs and no NVLink ring: rank order (node by node); the all-pairs route search stops at {} GPUs", n,
+        kMaxRouteSearchRanks));
+    return result;
+  }
   std::vector<std::vector<double>> bw(n, std::vector<double>(n, 0.0));
   std::vector<std::vector<LinkKind>> kind(n, std::vector<LinkKind>(n, LinkKind::kNvlink));
   std::set<double, std::greater<double>> widths;
