@@ -860,11 +860,28 @@ int runSimulate(const SimulateCmdOptions& opt) {
     for (const auto& s : sizes) bound_sizes.push_back(s.second);
     sim.prepareBounds(bound_sizes);
     std::optional<SimulateTimeline> timeline;
+    // A size that cannot be simulated (e.g. an algorithm that deadlocks on NCCL_STEPS credits at large sizes)
+    // costs its row, not the table: it is named in a note and the exit status is 1.
+    std::vector<std::string> failures;
     for (const auto& [count, bytes] : sizes) {
       const bool record = bytes == timeline_size.second;
-      report.rows.push_back(sim.row(count, bytes, record ? &timeline : nullptr));
+      try {
+        report.rows.push_back(sim.row(count, bytes, record ? &timeline : nullptr));
+      } catch (const CmdError& e) {
+        if (e.code() != kFailure) throw;
+        failures.push_back(e.message());
+      }
     }
-    if (!timeline) sim.row(timeline_size.first, timeline_size.second, &timeline);
+    if (report.rows.empty()) return fail(kFailure, failures.front());
+    if (!timeline) {
+      try {
+        sim.row(timeline_size.first, timeline_size.second, &timeline);
+      } catch (const CmdError& e) {
+        if (e.code() != kFailure) throw;
+        report.notes.push_back("no link timeline: " + e.message());
+      }
+    }
+    for (const std::string& f : failures) report.notes.push_back("not simulated: " + f);
     report.timeline = std::move(timeline);
     for (const std::string& n : sim.notes()) report.notes.push_back(n);
 
@@ -875,6 +892,13 @@ int runSimulate(const SimulateCmdOptions& opt) {
       if (!written) return fail(kFailure, written.message());
     }
     std::cout << out;
+    std::cout.flush();
+    if (!std::cout) return fail(kFailure, "cannot write the report to standard output");
+    if (!failures.empty()) {
+      std::cerr << fmt::format("braid simulate: {} of {} size(s) could not be simulated (see the notes)\n",
+                               failures.size(), sizes.size());
+      return kFailure;
+    }
     return 0;
   } catch (const CmdError& e) {
     return fail(e.code(), e.message());
