@@ -807,6 +807,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
     report.in_place = opt.in_place;
     report.instances = opt.instances;
     report.bus_factor = sim.busFactor();
+    for (const std::string& n : sim.topology().notes) report.notes.push_back("topology: " + n);
     for (const std::string& n : system_notes) report.notes.push_back("NCCL model: " + n);
     if (sim.algorithm) {
       for (const std::string& n : sim.algorithm->notes) report.notes.push_back("algorithm: " + n);
