@@ -358,7 +358,9 @@ TEST(Executor, OneMessagePerSliceAndZeroByteMessages) {
     // Ring all-reduce on n = 4, per rank: send, n-2 rrs, rrcs, n-2 rcs, recv = 2n-1 = 7 steps, of which
     // 2(n-1) = 6 send.
     EXPECT_EQ(steps, 4 * 7);
-    if (count == 0) EXPECT_EQ(messages, 4 * 6);
+    if (count == 0) {
+      EXPECT_EQ(messages, 4 * 6);
+    }
     // Every receive-reduce slice is reduced by one fused local request, none unfused.
     EXPECT_EQ(outcome.counters.fused_locals, outcome.counters.locals);
   }
@@ -402,13 +404,17 @@ TEST(Executor, RecordsStepTimingsInOrder) {
           const StepTiming& me = by_step[{rank.rank, tb.id, static_cast<int>(s)}];
           if (s > 0) {
             const StepTiming& before = by_step[{rank.rank, tb.id, static_cast<int>(s) - 1}];
-            if (slice == 0) EXPECT_LE(before.end_us, me.start_us);
+            if (slice == 0) {
+              EXPECT_LE(before.end_us, me.start_us);
+            }
             EXPECT_LE(before.start_us, me.start_us);
             overlapping += before.end_us > me.start_us;
           }
           for (const Dependency& dep : tb.steps[s].deps) {
             const StepTiming& target = by_step[{rank.rank, dep.tb, dep.step}];
-            if (slice == 0) EXPECT_LE(target.end_us, me.start_us);
+            if (slice == 0) {
+              EXPECT_LE(target.end_us, me.start_us);
+            }
             EXPECT_LE(target.start_us, me.start_us);
             ++deps_checked;
           }
@@ -416,8 +422,12 @@ TEST(Executor, RecordsStepTimingsInOrder) {
       }
     }
     EXPECT_GT(deps_checked, 0);  // the tree has cross-threadblock dependencies
-    if (slice == 0) EXPECT_EQ(overlapping, 0);
-    if (slice != 0) EXPECT_GT(overlapping, 0);  // slices of consecutive steps interleave
+    if (slice == 0) {
+      EXPECT_EQ(overlapping, 0);
+    }
+    if (slice != 0) {
+      EXPECT_GT(overlapping, 0);  // slices of consecutive steps interleave
+    }
     EXPECT_GT(result->requests, 0);
   }
 }

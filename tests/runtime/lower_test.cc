@@ -133,8 +133,12 @@ TEST(Lower, InPlaceAllGatherReadsTheOutputSlice) {
   expectRef(steps[2].dst, kO, 0, 12);
   for (const RankPlan& rank : in_place.ranks) {
     for (const PlanStep& s : rank.threadblocks[0].steps) {
-      if (opReadsSrc(s.type)) EXPECT_NE(s.src.buffer, kI);
-      if (opWritesDst(s.type)) EXPECT_NE(s.dst.buffer, kI);
+      if (opReadsSrc(s.type)) {
+        EXPECT_NE(s.src.buffer, kI);
+      }
+      if (opWritesDst(s.type)) {
+        EXPECT_NE(s.dst.buffer, kI);
+      }
     }
   }
   const Plan out_of_place = lowered(a, 24, false);
