@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "braid/algorithm.h"
+#include "support/ir_steps.h"
 
 namespace braid {
 namespace {
@@ -17,23 +18,11 @@ namespace {
 using B = BufferKind;
 using O = OpType;
 
-Step step(O type, B src_buf, int src_off, B dst_buf, int dst_off, int count = 1, std::vector<Dependency> deps = {}) {
-  Step s;
-  s.type = type;
-  s.src_buf = src_buf;
-  s.src_off = src_off;
-  s.dst_buf = dst_buf;
-  s.dst_off = dst_off;
-  s.count = count;
-  s.deps = std::move(deps);
-  return s;
-}
-Step send(B buf, int off, int count = 1) { return step(O::kSend, buf, off, B::kOutput, -1, count); }
-Step recv(B buf, int off, int count = 1) { return step(O::kRecv, B::kInput, -1, buf, off, count); }
-Step copy(B src, int src_off, B dst, int dst_off, int count = 1) {
-  return step(O::kCopy, src, src_off, dst, dst_off, count);
-}
-Step nop(std::vector<Dependency> deps) { return step(O::kNop, B::kInput, -1, B::kOutput, -1, 0, std::move(deps)); }
+using testing::copy;
+using testing::nop;
+using testing::recv;
+using testing::send;
+using testing::step;
 
 Threadblock tb(int id, int send_peer, int recv_peer, std::vector<Step> steps, int channel = 0) {
   Threadblock t;

@@ -11,6 +11,7 @@
 #include "braid/algorithm.h"
 #include "braid/classic.h"
 #include "braid/plan.h"
+#include "support/ir_steps.h"
 
 namespace braid {
 namespace {
@@ -19,20 +20,9 @@ constexpr BufferKind kI = BufferKind::kInput;
 constexpr BufferKind kO = BufferKind::kOutput;
 constexpr BufferKind kS = BufferKind::kScratch;
 
-Step step(OpType type, BufferKind src_buf, int src_off, BufferKind dst_buf, int dst_off, int count = 1,
-          std::vector<Dependency> deps = {}) {
-  Step s;
-  s.type = type;
-  s.src_buf = src_buf;
-  s.src_off = src_off;
-  s.dst_buf = dst_buf;
-  s.dst_off = dst_off;
-  s.count = count;
-  s.deps = std::move(deps);
-  return s;
-}
-Step send(BufferKind b, int off, int count = 1) { return step(OpType::kSend, b, off, kO, -1, count); }
-Step recv(BufferKind b, int off, int count = 1) { return step(OpType::kRecv, kI, -1, b, off, count); }
+using testing::recv;
+using testing::send;
+using testing::step;
 
 // An algorithm shell: n ranks with the collective's chunk counts; programs are filled by the test.
 Algorithm shell(CollectiveKind kind, int n, int num_chunks, bool in_place, bool out_of_place) {
