@@ -23,16 +23,7 @@ using testing::nop;
 using testing::recv;
 using testing::send;
 using testing::step;
-
-Threadblock tb(int id, int send_peer, int recv_peer, std::vector<Step> steps, int channel = 0) {
-  Threadblock t;
-  t.id = id;
-  t.send_peer = send_peer;
-  t.recv_peer = recv_peer;
-  t.channel = channel;
-  t.steps = std::move(steps);
-  return t;
-}
+using testing::tb;
 
 Algorithm makeAlgorithm(CollectiveKind kind, int n, int num_chunks, bool in_place, bool out_of_place) {
   Algorithm a;

@@ -23,6 +23,7 @@ constexpr BufferKind kS = BufferKind::kScratch;
 using testing::recv;
 using testing::send;
 using testing::step;
+using testing::tb;
 
 // An algorithm shell: n ranks with the collective's chunk counts; programs are filled by the test.
 Algorithm shell(CollectiveKind kind, int n, int num_chunks, bool in_place, bool out_of_place) {
@@ -42,16 +43,6 @@ Algorithm shell(CollectiveKind kind, int n, int num_chunks, bool in_place, bool 
     a.ranks.push_back(p);
   }
   return a;
-}
-
-Threadblock tb(int id, int send_peer, int recv_peer, std::vector<Step> steps, int channel = 0) {
-  Threadblock t;
-  t.id = id;
-  t.send_peer = send_peer;
-  t.recv_peer = recv_peer;
-  t.channel = channel;
-  t.steps = std::move(steps);
-  return t;
 }
 
 void expectRef(const BufferRef& ref, BufferKind buffer, uint64_t offset, uint64_t bytes) {

@@ -34,4 +34,15 @@ inline Step nop(std::vector<Dependency> deps) {
   return step(OpType::kNop, BufferKind::kInput, -1, BufferKind::kOutput, -1, 0, std::move(deps));
 }
 
+/// A threadblock with its peers, steps and channel.
+inline Threadblock tb(int id, int send_peer, int recv_peer, std::vector<Step> steps, int channel = 0) {
+  Threadblock t;
+  t.id = id;
+  t.send_peer = send_peer;
+  t.recv_peer = recv_peer;
+  t.channel = channel;
+  t.steps = std::move(steps);
+  return t;
+}
+
 }  // namespace braid::testing
