@@ -691,3 +691,17 @@ Result<Topology> importTacclProfile(const std::string& text, const std::string& 
 }
 
 }  // namespace braid
+
+namespace braid {
+
+Result<Topology> loadTacclTopology(const std::string& profile_path, const TacclSketch& sketch) {
+  Result<std::string> text = readFile(profile_path);
+  if (!text.isOk()) {
+    if (text.status().code() == StatusCode::kNotFound)
+      return notFound(fmt::format("TACCL profile {}: no such file", profile_path));
+    return text.status();
+  }
+  return importTacclProfile(*text, profile_path, &sketch);
+}
+
+}  // namespace braid

@@ -1,0 +1,75 @@
+// Sketch-guided synthesis in TACCL's line (Shah et al., "TACCL: Guiding Collective Algorithm Synthesis
+// using Communication Sketches", NSDI'23; ../shared/reference/taccl_msccl.md §1.5) on Z3 instead of
+// Gurobi: routing (Z3) -> ordering (greedy list scheduling with TACCL's heuristics) -> exact scheduling
+// with contiguity (Z3) -> MSCCL program. Reduce-scatter is the all-gather run backwards, all-reduce is
+// reduce-scatter followed by all-gather (TACCL §1.6). Every returned algorithm has passed verify().
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/collective.h"
+#include "braid/sketch.h"
+#include "braid/status.h"
+#include "braid/topology.h"
+
+namespace braid {
+
+/// A progress report from a running stage (the CLI prints these on stderr after 2 s).
+struct SynthesisProgress {
+  std::string stage;   // "routing", "ordering", "scheduling", "lowering", "verify"
+  std::string detail;  // e.g. "bisection 5/12: T <= 812.3 us feasible"
+  int variables = 0;   // solver problem size, when a solver runs
+  int constraints = 0;
+  double solver_seconds = 0;     // seconds spent in Z3 so far in this stage
+  double elapsed_seconds = 0;    // since synthesize() started
+  double best_makespan_us = -1;  // best makespan found so far in the stage's model, -1 = none yet
+};
+
+struct SynthesisRequest {
+  const Topology* topology = nullptr;  // required
+  /// The sketch; when `has_sketch` is false one is derived (deriveSketch).
+  Sketch sketch;
+  bool has_sketch = false;
+  CollectiveKind collective = CollectiveKind::kAllGather;
+  /// nccl-tests size the costs are taken at; 0 = the sketch's size_bytes (then 1 MiB per chunk).
+  uint64_t size_bytes = 0;
+  /// Wall-clock budget for all solver calls together, seconds. Stages that run out keep their best
+  /// solution so far (the greedy one at worst) and say so in the stage report.
+  double time_limit_s = 60;
+  Protocol protocol = Protocol::kSimple;                   // written into the algorithm
+  std::function<void(const SynthesisProgress&)> progress;  // may be empty
+};
+
+/// What one stage did.
+struct StageReport {
+  std::string name;    // "routing", "ordering", "scheduling", "reverse-scheduling", "lowering"
+  double seconds = 0;  // wall time
+  int variables = 0;   // solver variables (0 for non-solver stages)
+  int constraints = 0;
+  std::string status;      // "optimal", "feasible (time limit)", "greedy", "skipped: <why>", ...
+  double makespan_us = 0;  // the stage's model makespan after it ran
+};
+
+struct SynthesisResult {
+  Algorithm algorithm;  // verified; provenance filled (generator, topology, sketch, solver, created)
+  Sketch sketch;        // the sketch used (derived or given)
+  CollectiveSpec spec;  // what was verified (out-of-place and in-place where declared)
+  std::vector<StageReport> stages;
+  double makespan_us = 0;  // the synthesizer's α-β model estimate at the costing size
+  uint64_t costing_size_bytes = 0;
+  double seconds = 0;              // wall time of synthesize()
+  std::vector<std::string> notes;  // sketch derivation, symmetry dropped, time limits hit, ...
+};
+
+/// Synthesizes `request.collective` (allgather, reducescatter, allreduce, alltoall, broadcast, reduce) for
+/// the topology. Errors: kInvalidArgument (no topology, sketch inconsistent with it: names the sketch field),
+/// kInfeasible when the sketch admits no algorithm — the message names the conflicting constraint groups (Z3
+/// unsat core, e.g. "relay: gpus_to_sender_rev_map" and "postcondition: rank 17 receives chunk (3,0)"),
+/// kUnsupported for custom collectives, kInternalError if a produced algorithm fails verify() (a bug).
+Result<SynthesisResult> synthesize(const SynthesisRequest& request);
+
+}  // namespace braid
