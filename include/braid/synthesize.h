@@ -35,6 +35,7 @@ struct SynthesisRequest {
   Sketch sketch;
   bool has_sketch = false;
   CollectiveKind collective = CollectiveKind::kAllGather;
+  int root = 0;  // broadcast / reduce
   /// nccl-tests size the costs are taken at; 0 = the sketch's size_bytes (then 1 MiB per chunk).
   uint64_t size_bytes = 0;
   /// Wall-clock budget for all solver calls together, seconds. Stages that run out keep their best
