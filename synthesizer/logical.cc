@@ -92,8 +92,33 @@ void StageContext::report(const SynthesisProgress& p) const {
   progress(q);
 }
 
-Result<LogicalTopology> buildLogicalTopology(const Topology& topology, const Sketch& sketch, bool transposed,
+Result<LogicalTopology> buildLogicalTopology(const Topology& topology, const Sketch& given, bool transposed,
                                              std::vector<std::string>* notes) {
+  // TACCL ignores gpus_to_sender_rev_map entries that name GPUs beyond the node (A-Dying-Pig/taccl's
+  // adp_mi300x-n2 sketch has an entry "8" on 8-GPU nodes); so does Braid, with a note.
+  Sketch sketch = given;
+  if (topology.numNodes() > 0) {
+    const int gpn = static_cast<int>(topology.nodes[0].gpus.size());
+    for (auto it = sketch.relay_for.begin(); it != sketch.relay_for.end();) {
+      std::vector<int> kept;
+      for (int g : it->second) {
+        if (g >= 0 && g < gpn) kept.push_back(g);
+      }
+      if (it->first < 0 || it->first >= gpn || kept.size() != it->second.size()) {
+        if (notes) {
+          notes->push_back(fmt::format("{}: relay_for entry {} names GPUs beyond the {} GPUs per node: {}",
+                                       sketch.source, it->first, gpn,
+                                       it->first < 0 || it->first >= gpn ? "entry ignored" : "those GPUs ignored"));
+        }
+        if (it->first < 0 || it->first >= gpn) {
+          it = sketch.relay_for.erase(it);
+          continue;
+        }
+        it->second = kept;
+      }
+      ++it;
+    }
+  }
   BRAID_RETURN_IF_ERROR(checkSketch(sketch, topology));
   LogicalTopology lt;
   lt.topology = &topology;
