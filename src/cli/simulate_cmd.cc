@@ -28,6 +28,7 @@
 #include "braid/simulate.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/compare.h"
 #include "cli/html_report.h"
 
 namespace braid::cli {
@@ -71,34 +72,6 @@ class CmdError {
 std::string lower(std::string text) {
   std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
   return text;
-}
-
-/// nccl-tests size syntax (parsesize in tests/src/common.cu): digits with an optional K, M or G suffix
-/// (either case; powers of 1024). nullopt when malformed or above 2^63.
-std::optional<uint64_t> parseSize(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0) return std::nullopt;
-  uint64_t multiplier = 1;
-  const std::string suffix = lower(text.substr(digits));
-  if (suffix == "k") {
-    multiplier = uint64_t{1} << 10;
-  } else if (suffix == "m") {
-    multiplier = uint64_t{1} << 20;
-  } else if (suffix == "g") {
-    multiplier = uint64_t{1} << 30;
-  } else if (!suffix.empty()) {
-    return std::nullopt;
-  }
-  constexpr uint64_t kMax = uint64_t{1} << 63;
-  uint64_t value = 0;
-  for (size_t i = 0; i < digits; ++i) {
-    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
-    if (value > kMax) return std::nullopt;
-  }
-  if (value > kMax / multiplier) return std::nullopt;
-  return value * multiplier;
 }
 
 struct DataType {
@@ -148,35 +121,6 @@ bool simulatable(CollectiveKind kind) {
 
 enum class Source { kFile, kClassic, kNccl, kNcclRing, kNcclTree };
 
-/// An algorithm and the topology it runs on (NVLS runs on a topology with the switch as a pseudo-rank).
-struct Runnable {
-  const Algorithm* algorithm = nullptr;
-  const Topology* topology = nullptr;
-  int gpu_ranks = -1;  // ranks >= this are NVSwitch pseudo-ranks (NVLS emulation); -1: all ranks are GPUs
-};
-
-/// What NCCL runs for one size, as far as Braid can simulate it.
-struct NcclRun {
-  NcclAlgo algo = NcclAlgo::kRing;
-  Protocol protocol = Protocol::kSimple;
-  int nvls_rounds = 0;  // > 0: the NVLS emulation (ncclNvlsProgram) with this many rounds
-  std::string label;    // "Ring/LL128", or "p2p/Simple" for all-to-all
-  std::string note;     // set when NCCL's choice had to be replaced
-};
-
-/// The fastest enabled protocol of `algo` in NCCL's prediction, if any.
-std::optional<Protocol> bestProtocol(const NcclPrediction& prediction, NcclAlgo algo) {
-  std::optional<Protocol> best;
-  double best_time = std::numeric_limits<double>::infinity();
-  for (const NcclEstimate& e : prediction.all) {
-    if (e.algo == algo && e.time_us >= 0 && e.time_us < best_time) {
-      best_time = e.time_us;
-      best = e.protocol;
-    }
-  }
-  return best;
-}
-
 class Simulation {
  public:
   Simulation(const SimulateCmdOptions& opt, Topology topology, NcclSystem system, CollectiveKind collective,
@@ -186,20 +130,19 @@ class Simulation {
         system_(std::move(system)),
         collective_(collective),
         dtype_(dtype),
-        protocol_(protocol) {}
+        protocol_(protocol),
+        nccl_(topology_, system_, collective, opt.in_place) {}
 
   Source source = Source::kFile;
   std::optional<Algorithm> algorithm;  // file and classic sources
 
   const Topology& topology() const { return topology_; }
   /// Report-level notes gathered while simulating (each once).
-  const std::vector<std::string>& notes() const { return notes_; }
+  const std::vector<std::string>& notes() const { return nccl_.notes(); }
 
   /// The bytes nccl-tests would run for a requested size: count = size / (element x multiplier) whole elements.
   std::pair<uint64_t, uint64_t> countAndBytes(uint64_t size) const {
-    const uint64_t mult = collective_ == CollectiveKind::kAllReduce ? 1 : static_cast<uint64_t>(topology_.numGpus());
-    const uint64_t count = size / (dtype_.bytes * mult);
-    return {count, count * dtype_.bytes * mult};
+    return ncclTestsCountAndBytes(collective_, topology_.numGpus(), dtype_.bytes, size);
   }
 
   double busFactor() const {
@@ -306,109 +249,28 @@ class Simulation {
   }
 
  private:
-  /// NCCL's algorithm `algo` with `protocol`, built once. Errors other than kUnsupported end the command;
-  /// kUnsupported (an algorithm the IR cannot express) gives nullptr, remembered.
-  const Algorithm* tryBaseline(NcclAlgo algo, Protocol protocol) {
-    const auto key = std::make_pair(static_cast<int>(algo), static_cast<int>(protocol));
-    if (auto it = baselines_.find(key); it != baselines_.end()) return &it->second;
-    if (inexpressible_.count(key)) return nullptr;
-    Result<Algorithm> built = ncclBaselineAlgorithm(topology_, collective_, algo, opt_.in_place, protocol);
-    if (built) return &baselines_.emplace(key, std::move(*built)).first->second;
-    if (built.status().code() != StatusCode::kUnsupported) {
-      throw CmdError(kFailure, fmt::format("NCCL {}/{} for {} on {}: {}", ncclAlgoName(algo), protocolName(protocol),
-                                           collectiveName(collective_), topology_.name, built.status().message()));
-    }
-    inexpressible_.insert(key);
-    return nullptr;
-  }
-
+  /// NCCL's algorithm `algo` with `protocol`, built once (NcclBaselines); an error ends the command.
   const Algorithm& baseline(NcclAlgo algo, Protocol protocol) {
-    const Algorithm* built = tryBaseline(algo, protocol);
-    if (!built) {
-      throw CmdError(kFailure, fmt::format("NCCL {}/{} cannot be built for {} on {}", ncclAlgoName(algo),
-                                           protocolName(protocol), collectiveName(collective_), topology_.name));
-    }
-    return *built;
-  }
-
-  /// The NVLS emulation with `rounds` rounds, built once; nullptr when the topology does not allow it.
-  const NvlsProgram* tryNvls(int rounds) {
-    if (auto it = nvls_.find(rounds); it != nvls_.end()) return &it->second;
-    if (nvls_refused_) return nullptr;
-    Result<NvlsProgram> built =
-        ncclNvlsProgram(topology_, std::max(1, system_.nvls_graph.channels), rounds, ncclNvlsEfficiency(system_.arch));
-    if (built) return &nvls_.emplace(rounds, std::move(*built)).first->second;
-    if (built.status().code() != StatusCode::kUnsupported) {
-      throw CmdError(kFailure, fmt::format("NCCL NVLS emulation on {}: {}", topology_.name, built.status().message()));
-    }
-    nvls_refused_ = true;
-    nvls_refusal_ = built.status().message();
-    return nullptr;
-  }
-
-  void addNote(const std::string& note) {
-    if (std::find(notes_.begin(), notes_.end(), note) == notes_.end()) notes_.push_back(note);
+    Result<const Algorithm*> built = nccl_.baseline(algo, protocol);
+    if (!built) throw CmdError(kFailure, built.status().message());
+    return **built;
   }
 
   NcclRun ncclRun(const std::optional<NcclPrediction>& prediction, uint64_t bytes) {
-    NcclRun r;
-    if (!prediction) {  // all-to-all: NCCL runs grouped send/recv, which ncclBaselineAlgorithm builds
-      r.algo = NcclAlgo::kRing;
-      r.protocol = protocol_.value_or(Protocol::kSimple);
-      r.label = fmt::format("p2p/{}", protocolName(r.protocol));
-      return r;
-    }
-    r.algo = prediction->choice.algo;
-    r.protocol = prediction->choice.protocol;
-    r.label = prediction->choiceName();
-    if ((r.algo == NcclAlgo::kNvls || r.algo == NcclAlgo::kNvlsTree) && collective_ == CollectiveKind::kAllReduce) {
-      // Rounds as runtime/calibration/calibration.cc runs NVLS: about 1 MiB per GPU share and round, 1 to 4
-      // rounds per channel.
-      const int channels = std::max(1, system_.nvls_graph.channels);
-      const uint64_t per_round = static_cast<uint64_t>(std::max(1, system_.ranks_per_node)) *
-                                 static_cast<uint64_t>(channels) * (uint64_t{1} << 20);
-      const int k = static_cast<int>(std::clamp<uint64_t>((bytes + per_round - 1) / per_round, 1, 4));
-      if (tryNvls(channels * k)) {
-        r.nvls_rounds = channels * k;
-        addNote(
-            "NVLS (NVLink SHARP) is simulated with the switch as a pseudo-rank that reduces and multicasts "
-            "(ncclNvlsProgram); in-network reduction can beat the lower bound, which assumes none");
-        return r;
-      }
-    } else if (tryBaseline(r.algo, r.protocol)) {
-      return r;
-    }
-    const std::string why = nvls_refused_ && (r.algo == NcclAlgo::kNvls || r.algo == NcclAlgo::kNvlsTree)
-                                ? nvls_refusal_
-                                : std::string("the IR cannot express it");
-    r.algo = NcclAlgo::kRing;
-    r.protocol = bestProtocol(*prediction, NcclAlgo::kRing).value_or(Protocol::kSimple);
-    r.label = fmt::format("{}/{}", ncclAlgoName(r.algo), protocolName(r.protocol));
-    r.note = fmt::format("NCCL chose {} ({}); simulated {} instead", prediction->choiceName(), why, r.label);
-    return r;
+    Result<NcclRun> chosen = nccl_.choose(prediction, bytes, protocol_.value_or(Protocol::kSimple));
+    if (!chosen) throw CmdError(kFailure, chosen.status().message());
+    return std::move(*chosen);
   }
 
   Runnable ncclRunnable(const NcclRun& r) {
-    if (r.nvls_rounds > 0) {
-      const NvlsProgram* program = tryNvls(r.nvls_rounds);
-      return Runnable{&program->algorithm, &program->topology, program->gpu_ranks};
-    }
-    return Runnable{&baseline(r.algo, r.protocol), &topology_, -1};
+    Result<Runnable> runnable = nccl_.runnable(r);
+    if (!runnable) throw CmdError(kFailure, runnable.status().message());
+    return *runnable;
   }
 
   SimResult run(const Runnable& what, uint64_t bytes, std::optional<Protocol> protocol, int instances, bool record) {
-    SimOptions options;
-    options.size_bytes = bytes;
-    options.in_place = opt_.in_place;
-    options.protocol = protocol;
-    options.instances = instances;
-    options.record_timeline = record;
-    Result<SimResult> result = simulate(*what.algorithm, *what.topology, options);
-    if (!result) {
-      throw CmdError(kFailure, fmt::format("simulating {} at {} bytes: {}",
-                                           what.algorithm->name.empty() ? "(unnamed)" : what.algorithm->name, bytes,
-                                           result.status().message()));
-    }
+    Result<SimResult> result = simulateRunnable(what, bytes, protocol, opt_.in_place, instances, record);
+    if (!result) throw CmdError(kFailure, result.status().message());
     return std::move(*result);
   }
 
@@ -454,13 +316,8 @@ class Simulation {
   CollectiveKind collective_;
   DataType dtype_;
   std::optional<Protocol> protocol_;
-  std::map<std::pair<int, int>, Algorithm> baselines_;
-  std::set<std::pair<int, int>> inexpressible_;
-  std::map<int, NvlsProgram> nvls_;
   std::map<uint64_t, CollectiveBound> bounds_;  // prepareBounds: size -> lower bound
-  bool nvls_refused_ = false;
-  std::string nvls_refusal_;
-  std::vector<std::string> notes_;
+  NcclBaselines nccl_;                          // after topology_ and system_, which it refers to
 };
 
 // ---- output ---------------------------------------------------------------------------------------------
@@ -651,12 +508,12 @@ int runSimulate(const SimulateCmdOptions& opt) {
   };
   try {
     // Usage first: sizes, datatype, protocol, counts.
-    const std::optional<uint64_t> min_bytes = parseSize(opt.min_bytes);
+    const std::optional<uint64_t> min_bytes = parseNcclTestsSize(opt.min_bytes);
     if (!min_bytes) {
       return fail(kUsageError,
                   fmt::format("-b/--minbytes: '{}' is not a size (bytes, or a number with K, M or G)", opt.min_bytes));
     }
-    const std::optional<uint64_t> max_bytes = parseSize(opt.max_bytes);
+    const std::optional<uint64_t> max_bytes = parseNcclTestsSize(opt.max_bytes);
     if (!max_bytes) {
       return fail(kUsageError,
                   fmt::format("-e/--maxbytes: '{}' is not a size (bytes, or a number with K, M or G)", opt.max_bytes));
@@ -683,7 +540,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
     if (opt.instances < 1) return fail(kUsageError, fmt::format("--instances: {} must be at least 1", opt.instances));
     std::optional<uint64_t> timeline_request;
     if (!opt.timeline_size.empty()) {
-      timeline_request = parseSize(opt.timeline_size);
+      timeline_request = parseNcclTestsSize(opt.timeline_size);
       if (!timeline_request) {
         return fail(kUsageError, fmt::format("--timeline-size: '{}' is not a size", opt.timeline_size));
       }
