@@ -209,11 +209,12 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
 
   Comparison out;
   Result<NcclSystem> system = ncclSystem(topology);
-  if (!system) {
-    return Status(system.status().code(),
-                  fmt::format("NCCL's view of {}: {}", topology.name, system.status().message()));
+  if (system) {
+    for (const std::string& n : system->notes) out.notes.push_back("NCCL model: " + n);
+  } else {
+    out.notes.push_back(
+        fmt::format("NCCL not compared: NCCL's view of {}: {}", topology.name, system.status().message()));
   }
-  for (const std::string& n : system->notes) out.notes.push_back("NCCL model: " + n);
   if (collective == CollectiveKind::kAllToAll) {
     out.notes.push_back(
         "all-to-all: NCCL's model does not cover it (NCCL runs grouped send/recv); the NCCL and ring columns are "
@@ -242,7 +243,8 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
   Result<std::vector<CollectiveBound>> bounds = collectiveBounds(topology, collective, bound_sizes);
   if (!bounds) return Status(bounds.status().code(), fmt::format("lower bound: {}", bounds.status().message()));
 
-  NcclBaselines nccl(topology, *system, collective, /*in_place=*/false);
+  std::optional<NcclBaselines> nccl;
+  if (system) nccl.emplace(topology, *system, collective, /*in_place=*/false);
   const Runnable braid{&algorithm, &topology, -1};
   for (size_t i = 0; i < rows.size(); ++i) {
     SizeComparison& row = rows[i];
@@ -255,49 +257,61 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
     BRAID_ASSIGN_OR_RETURN(SimResult braid_run, simulateRunnable(braid, bytes, options.protocol, false, 1, false));
     row.predicted_us = braid_run.time_us;
     row.protocol = protocolName(braid_run.protocol);
+    row.ratio_to_bound = row.bound_us > 0 ? row.predicted_us / row.bound_us : 0;
+    if (!nccl) continue;
 
     std::optional<NcclPrediction> prediction;
     Result<NcclPrediction> predicted = ncclPredict(*system, collective, bytes);
     if (predicted) {
       prediction = std::move(*predicted);
       row.nccl_model_us = prediction->choice.time_us;
+      row.nccl_choice = prediction->choiceName();
     } else if (predicted.status().code() != StatusCode::kUnsupported) {
-      return Status(predicted.status().code(),
-                    fmt::format("NCCL model at {} bytes: {}", bytes, predicted.status().message()));
+      row.notes.push_back(fmt::format("NCCL not compared: NCCL model: {}", predicted.status().message()));
+      continue;
     }
 
     // NCCL's own choice.
-    BRAID_ASSIGN_OR_RETURN(NcclRun chosen, nccl.choose(prediction, bytes, Protocol::kSimple));
-    if (!chosen.note.empty()) row.notes.push_back(chosen.note);
-    BRAID_ASSIGN_OR_RETURN(Runnable chosen_runnable, nccl.runnable(chosen));
-    BRAID_ASSIGN_OR_RETURN(SimResult nccl_run,
-                           simulateRunnable(chosen_runnable, bytes, chosen.protocol, false, 1, false));
-    row.nccl_us = nccl_run.time_us;
-    row.nccl_choice = prediction ? prediction->choiceName() : chosen.label;
-    row.nccl_simulated = chosen.label;
+    Status nccl_status = [&]() -> Status {
+      BRAID_ASSIGN_OR_RETURN(NcclRun chosen, nccl->choose(prediction, bytes, Protocol::kSimple));
+      if (!chosen.note.empty()) row.notes.push_back(chosen.note);
+      if (!prediction) row.nccl_choice = chosen.label;
+      row.nccl_simulated = chosen.label;
+      BRAID_ASSIGN_OR_RETURN(Runnable runnable, nccl->runnable(chosen));
+      BRAID_ASSIGN_OR_RETURN(SimResult run, simulateRunnable(runnable, bytes, chosen.protocol, false, 1, false));
+      row.nccl_us = run.time_us;
+      return Status::ok();
+    }();
+    if (!nccl_status) row.notes.push_back("NCCL's choice not simulated: " + nccl_status.message());
 
-    // NCCL's ring with the protocol its model rates best for the ring (all-to-all: the send/recv run above).
-    if (!prediction) {
-      row.nccl_ring_us = row.nccl_us;
-      row.nccl_ring_choice = chosen.label;
-    } else {
+    // NCCL's ring with the protocol its model rates best for the ring (all-to-all: the send/recv pattern).
+    Status ring_status = [&]() -> Status {
+      if (!prediction) {
+        if (!row.nccl_us) return Status::ok();  // the same send/recv run failed above
+        row.nccl_ring_us = row.nccl_us;
+        row.nccl_ring_choice = row.nccl_simulated;
+        return Status::ok();
+      }
       const Protocol ring_protocol = bestProtocol(*prediction, NcclAlgo::kRing).value_or(Protocol::kSimple);
       row.nccl_ring_choice = fmt::format("{}/{}", ncclAlgoName(NcclAlgo::kRing), protocolName(ring_protocol));
-      if (chosen.nvls_rounds == 0 && chosen.algo == NcclAlgo::kRing && chosen.protocol == ring_protocol) {
+      if (row.nccl_us && row.nccl_simulated == row.nccl_ring_choice) {
         row.nccl_ring_us = row.nccl_us;  // the same run
-      } else {
-        BRAID_ASSIGN_OR_RETURN(const Algorithm* ring, nccl.baseline(NcclAlgo::kRing, ring_protocol));
-        BRAID_ASSIGN_OR_RETURN(SimResult ring_run,
-                               simulateRunnable(Runnable{ring, &topology, -1}, bytes, ring_protocol, false, 1, false));
-        row.nccl_ring_us = ring_run.time_us;
+        return Status::ok();
       }
-    }
+      BRAID_ASSIGN_OR_RETURN(const Algorithm* ring, nccl->baseline(NcclAlgo::kRing, ring_protocol));
+      BRAID_ASSIGN_OR_RETURN(SimResult run,
+                             simulateRunnable(Runnable{ring, &topology, -1}, bytes, ring_protocol, false, 1, false));
+      row.nccl_ring_us = run.time_us;
+      return Status::ok();
+    }();
+    if (!ring_status) row.notes.push_back("NCCL's ring not simulated: " + ring_status.message());
 
-    row.speedup_vs_nccl = row.predicted_us > 0 ? row.nccl_us / row.predicted_us : 0;
-    row.speedup_vs_ring = row.predicted_us > 0 ? row.nccl_ring_us / row.predicted_us : 0;
-    row.ratio_to_bound = row.bound_us > 0 ? row.predicted_us / row.bound_us : 0;
+    if (row.predicted_us > 0 && row.nccl_us) row.speedup_vs_nccl = *row.nccl_us / row.predicted_us;
+    if (row.predicted_us > 0 && row.nccl_ring_us) row.speedup_vs_ring = *row.nccl_ring_us / row.predicted_us;
   }
-  for (const std::string& n : nccl.notes()) out.notes.push_back(n);
+  if (nccl) {
+    for (const std::string& n : nccl->notes()) out.notes.push_back(n);
+  }
   out.sizes = std::move(rows);
   return out;
 }

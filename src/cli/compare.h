@@ -110,25 +110,27 @@ struct CompareOptions {
 };
 
 /// One size of a comparison. Times in microseconds; ratios > 1 favour the algorithm (speedups) or say how far
-/// it is from the bound (ratio_to_bound >= 1 up to the simulator's rounding: the bound is a lower bound).
+/// it is from the bound (ratio_to_bound >= 1: the bound is a lower bound). NCCL's columns are empty (nullopt)
+/// where NCCL's algorithms cannot run on the topology (e.g. a TACCL profile whose GPUs reach no common NIC); a
+/// row note says why.
 struct SizeComparison {
   uint64_t requested_bytes = 0;         // the size asked for
   uint64_t size_bytes = 0;              // nccl-tests size actually run (whole elements per rank)
   uint64_t count = 0;                   // nccl-tests count (elements per rank)
   double predicted_us = 0;              // the algorithm, simulated
   std::string protocol;                 // protocol the algorithm ran with
-  double nccl_us = 0;                   // NCCL's own choice, simulated
-  std::string nccl_choice;              // NCCL model's pick ("Ring/LL128"); "p2p/<proto>" for all-to-all
-  std::string nccl_simulated;           // what was simulated for nccl_us (differs from nccl_choice when replaced)
-  double nccl_ring_us = 0;              // NCCL's ring, simulated with the model's best ring protocol
-  std::string nccl_ring_choice;         // e.g. "Ring/LL128"; "p2p/Simple" for all-to-all (NCCL has no ring all-to-all)
+  std::optional<double> nccl_us;        // NCCL's own choice, simulated
+  std::string nccl_choice = "-";        // NCCL model's pick ("Ring/LL128"); "p2p/<proto>" for all-to-all
+  std::string nccl_simulated = "-";     // what was simulated for nccl_us (differs from nccl_choice when replaced)
+  std::optional<double> nccl_ring_us;   // NCCL's ring, simulated with the model's best ring protocol
+  std::string nccl_ring_choice = "-";   // e.g. "Ring/LL128"; "p2p/Simple" for all-to-all (no ring all-to-all)
   std::optional<double> nccl_model_us;  // ncclPredict's time (nullopt for all-to-all)
-  double bound_us = 0;                  // max(cut bound, latency bound)
+  double bound_us = 0;                  // max(bandwidth bound, latency bound)
   double bound_bandwidth_us = 0;
   double bound_latency_us = 0;
-  double speedup_vs_nccl = 0;  // nccl_us / predicted_us
-  double speedup_vs_ring = 0;  // nccl_ring_us / predicted_us
-  double ratio_to_bound = 0;   // predicted_us / bound_us (0 when the bound is 0)
+  std::optional<double> speedup_vs_nccl;  // nccl_us / predicted_us
+  std::optional<double> speedup_vs_ring;  // nccl_ring_us / predicted_us
+  double ratio_to_bound = 0;              // predicted_us / bound_us (0 when the bound is 0)
   std::vector<std::string> notes;
 };
 
@@ -140,8 +142,9 @@ struct Comparison {
 /// Compares `algorithm` (rank count = topology GPUs) with NCCL and the bound for `collective` (allgather,
 /// reducescatter, allreduce, alltoall) at each nccl-tests size in `sizes` (requested bytes; whole elements of
 /// options.element_bytes as nccl-tests runs them), out-of-place. Errors: kInvalidArgument for other collectives,
-/// a rank count that differs from the topology's or a list with no usable size; NCCL model, baseline, bound and
-/// simulation errors as they come (the message names the size).
+/// a rank count that differs from the topology's or a list with no usable size; bound errors and errors simulating
+/// `algorithm` as they come (the message names the size). NCCL's side failing (no NCCL view of the topology, a
+/// baseline that cannot be built or placed) is not an error: its columns stay empty and a note says why.
 Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& topology, CollectiveKind collective,
                                     const std::vector<uint64_t>& sizes, const CompareOptions& options = {});
 
