@@ -11,9 +11,12 @@
 //     input) before sending the partial sum to its parent; the owner reduces into its output.
 //   - Each rank's steps are ordered by one key, (phase, real time, receive-before-send, message): sends at the
 //     start of their message, receives at its end, the reduce phase of an all-reduce before its gather phase.
-//     Every dependency (program order, cross-threadblock dependency, a receive waiting for its send) then
-//     points to a strictly smaller key, so the program cannot deadlock; a dependency that would not is a
-//     schedule inconsistency and an error.
+//     Every dependency (program order, cross-threadblock dependency, a receive waiting for its send, a send
+//     waiting for FIFO room, i.e. for the receiver to reach an earlier message of the connection) then points
+//     to a strictly smaller key, so the program cannot deadlock; a dependency that would not is a schedule
+//     inconsistency and an error. With a bounded FIFO this holds while a message needs no more slots than the
+//     FIFO has: messages cut into several steps get receive-only threadblocks (so even one slot suffices for
+//     them), and a group of k chunks larger than a slice needs k of NCCL's 8 slots (TACCL groups <= 6).
 //   - Threadblocks: one per (send peer, channel) and one per (recv peer, channel) of a rank; a send connection
 //     and a receive connection that forward chunks from one to the other share a threadblock (greedy by the
 //     number of forwarded chunks). Where a receive is immediately followed in its threadblock by the send of
@@ -21,8 +24,10 @@
 //   - A message is one step of cnt chunks where its chunks are contiguous at both ends (members sorted by
 //     (owner, dest, piece) so that offsets ascend), otherwise one step per contiguous run; every message
 //     joined to it by a fused step splits the same way so that FIFO matching holds.
-//   - A threadblock above max_steps_per_tb steps spreads the messages of its pairs round-robin over more
-//     channels (both ends agree: message k of a pair uses channel k mod K), up to MSCCL's 32 channels.
+//   - A threadblock above max_steps_per_tb steps spreads the messages of its pairs over K channels (both ends
+//     agree): by data chain (chunk id mod K, so a chunk forwarded over several pairs stays on one channel and
+//     its steps still fuse, like MSCCL instances), or round-robin (message k on channel k mod K) where the
+//     chains load the channels unevenly; K grows up to the pair's message count and MSCCL's 32 channels.
 // ProgramBuilder (src/algos/builder.h) enforces MSCCL's structural rules, spills extra dependencies into nops
 // and splits counts above 71.
 #include <fmt/format.h>
@@ -49,9 +54,10 @@ using algos::Loc;
 using algos::ProgramBuilder;
 using algos::StepRef;
 
-constexpr int kMaxChannels = 32;  // NCCL MAXCHANNELS: the most channels an MSCCL algorithm may use
-constexpr int kPhaseReduce = 0;   // reverse schedule (partial sums toward the owner)
-constexpr int kPhaseGather = 1;   // forward schedule
+constexpr int kMaxChannels = 32;       // NCCL MAXCHANNELS: the most channels an MSCCL algorithm may use
+constexpr int kMaxTbsPerChannel = 32;  // Azure msccl-executor-nccl: threadblocks of a rank per channel
+constexpr int kPhaseReduce = 0;        // reverse schedule (partial sums toward the owner)
+constexpr int kPhaseGather = 1;        // forward schedule
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // A chunk location on one rank before scratch is laid out: input/output offsets are final, a scratch
@@ -112,6 +118,13 @@ struct Op {
   std::vector<std::vector<int>> deps;  // per member: ops that must finish first
 };
 
+// How the messages of one real pair spread over channels.
+struct Spread {
+  int channels = 1;
+  bool round_robin = false;  // message k on channel base + k mod channels; otherwise by data chain
+  int base = 0;              // first channel (moved up when a rank has too many threadblocks on a channel)
+};
+
 struct TbDesc {
   int send_peer = -1;
   int recv_peer = -1;
@@ -133,41 +146,86 @@ class Lowering {
     orderPairs();
     BRAID_RETURN_IF_ERROR(buildOps());
 
-    std::map<std::pair<int, int>, int> pair_channels;  // (from, to) -> channels its messages spread over
-    for (const auto& [pair, list] : pair_msgs_) pair_channels[pair] = 1;
+    // Channels per real pair: K = 1 until a threadblock is over the step limit. Message channels follow the
+    // data (chain) so that a chunk forwarded along several pairs stays on one channel and its receive and
+    // send can still fuse; a pair whose chains do not spread evenly over its K channels deals its messages
+    // round-robin instead (seq mode).
+    for (const auto& [pair, list] : pair_msgs_) spread_[pair] = Spread{};
     const int limit = req_.max_steps_per_tb;
-    std::string limit_note;
-    for (int iteration = 0;; ++iteration) {
+    for (;;) {
       std::vector<std::vector<TbDesc>> tbs;
-      BRAID_ASSIGN_OR_RETURN(Algorithm algorithm, build(pair_channels, &tbs));
-      if (limit <= 0) return finishHeader(std::move(algorithm), limit_note);
-      bool over = false, bumped = false;
+      std::set<std::pair<int, int>> split_into_paired;
+      BRAID_ASSIGN_OR_RETURN(Algorithm algorithm, build(&tbs, &split_into_paired));
+      // A message cut into several steps needs its receiver to take the first before the second fits in a
+      // one-slot FIFO; a receiving threadblock that also sends could be blocked on its own send then. Such
+      // receive connections get threadblocks of their own (they only wait for their sender).
+      const size_t solo_before = solo_recv_.size();
+      solo_recv_.insert(split_into_paired.begin(), split_into_paired.end());
+      if (solo_recv_.size() != solo_before) continue;
+      // The Azure executor runs at most 32 threadblocks of a rank per channel: connections of the threadblocks
+      // beyond that move up one channel (both ends follow the pair's base).
+      bool moved = false;
+      std::string crowded;
+      for (int r = 0; r < n_; ++r) {
+        std::map<int, int> seen;
+        for (const TbDesc& d : tbs[r]) {
+          if (++seen[d.channel] <= kMaxTbsPerChannel) continue;
+          for (const std::pair<int, int>& pair : {std::pair{r, d.send_peer}, std::pair{d.recv_peer, r}}) {
+            auto it = spread_.find(pair);
+            if (it == spread_.end()) continue;
+            if (it->second.base + it->second.channels < kMaxChannels) {
+              ++it->second.base;
+              moved = true;
+            } else if (crowded.empty()) {
+              crowded = fmt::format(
+                  "rank {} has more than {} threadblocks on channel {} (the Azure executor's "
+                  "limit) and no channel is left to move them to",
+                  r, kMaxTbsPerChannel, d.channel);
+            }
+          }
+        }
+      }
+      if (moved) continue;
+      if (limit <= 0) return finishHeader(std::move(algorithm), {crowded});
+      std::map<std::pair<int, int>, int> wanted;  // pair -> channels an over-limit threadblock asks for
       int longest = 0;
       for (int r = 0; r < n_; ++r) {
         for (size_t t = 0; t < algorithm.ranks[r].threadblocks.size(); ++t) {
           const int steps = static_cast<int>(algorithm.ranks[r].threadblocks[t].steps.size());
           longest = std::max(longest, steps);
           if (steps <= limit) continue;
-          over = true;
           const TbDesc& d = tbs[r][t];
           for (const std::pair<int, int>& pair : {std::pair{r, d.send_peer}, std::pair{d.recv_peer, r}}) {
-            auto it = pair_channels.find(pair);
-            if (it == pair_channels.end()) continue;
-            const int cap = std::min(kMaxChannels, static_cast<int>(pair_msgs_[pair].size()));
-            if (it->second < cap) {
-              it->second = std::min(cap, std::max(it->second + 1, (it->second * steps + limit - 1) / limit));
-              bumped = true;
-            }
+            auto it = spread_.find(pair);
+            if (it == spread_.end()) continue;
+            const int k = it->second.channels;
+            wanted[pair] = std::max(wanted[pair], std::max(k + 1, (k * steps + limit - 1) / limit));
           }
         }
       }
-      if (!over) return finishHeader(std::move(algorithm), limit_note);
-      if (!bumped) {
-        limit_note = fmt::format(
-            "the longest threadblock has {} steps, above the limit of {} (max_steps_per_tb); its connections "
-            "already use as many channels as they have messages or {} (MSCCL's maximum)",
-            longest, limit, kMaxChannels);
-        return finishHeader(std::move(algorithm), limit_note);
+      if (longest <= limit) return finishHeader(std::move(algorithm), {crowded});
+      bool progress = false;
+      for (const auto& [pair, want] : wanted) {
+        Spread& sp = spread_[pair];
+        const int cap = std::min(kMaxChannels - sp.base, static_cast<int>(pair_msgs_[pair].size()));
+        if (!sp.round_robin && sp.channels >= 2 && chainsUneven(pair, sp.channels)) {
+          sp.round_robin = true;
+        } else if (sp.channels < cap) {
+          sp.channels = std::min(cap, want);
+        } else if (!sp.round_robin) {
+          sp.round_robin = true;
+        } else {
+          continue;
+        }
+        progress = true;
+      }
+      if (!progress) {
+        return finishHeader(
+            std::move(algorithm),
+            {crowded,
+             fmt::format("the longest threadblock has {} steps, above the limit of {} (max_steps_per_tb); its "
+                         "connections already use as many channels as they have messages or {} (MSCCL's maximum)",
+                         longest, limit, kMaxChannels)});
       }
     }
   }
@@ -636,9 +694,25 @@ class Lowering {
 
   // ---- one program for a channel assignment ------------------------------------------------------
 
-  Result<Algorithm> build(const std::map<std::pair<int, int>, int>& pair_channels,
-                          std::vector<std::vector<TbDesc>>* tbs_out) {
-    for (Message& m : msgs_) m.channel = m.seq % pair_channels.at({m.from, m.to});
+  // The data chain of a message: the chunk of its first member (all-reduce: the reduce-scatter chunk).
+  int chainOf(const Message& m) const { return units_[data_[m.units[0]]].chunk; }
+
+  // True when the chains of the pair's messages load its `k` channels unevenly (chain mod k).
+  bool chainsUneven(const std::pair<int, int>& pair, int k) const {
+    const std::vector<int>& list = pair_msgs_.at(pair);
+    std::vector<int> load(k, 0);
+    for (int m : list) ++load[chainOf(msgs_[m]) % k];
+    const int fair = (static_cast<int>(list.size()) + k - 1) / k;
+    return *std::max_element(load.begin(), load.end()) > fair;
+  }
+
+  // One program for the current channel spread and solo receive connections. `split_into_paired` gets the
+  // pairs (from, to) of messages that took several steps into a threadblock that also sends.
+  Result<Algorithm> build(std::vector<std::vector<TbDesc>>* tbs_out, std::set<std::pair<int, int>>* split_into_paired) {
+    for (Message& m : msgs_) {
+      const Spread& sp = spread_.at({m.from, m.to});
+      m.channel = sp.base + (sp.round_robin ? m.seq : chainOf(m)) % sp.channels;
+    }
     std::vector<Op> ops = ops_;
     const int num_ops = static_cast<int>(ops.size());
     std::vector<int> alias(num_ops, -1);
@@ -680,10 +754,39 @@ class Lowering {
       std::vector<TbDesc>& list = tbs[r];
       for (const auto& [neg, key] : candidates) {
         const auto [ch, q, p] = key;
-        if (paired_sends.count({ch, p}) || paired_recvs.count({ch, q})) continue;
+        if (paired_sends.count({ch, p}) || paired_recvs.count({ch, q}) || solo_recv_.count({q, r})) continue;
         paired_sends.insert({ch, p});
         paired_recvs.insert({ch, q});
         list.push_back(TbDesc{p, q, ch});
+      }
+      // Above the executor's threadblocks per channel, unrelated send and receive connections share
+      // threadblocks too (the same peer first, as MSCCL's all-pairs algorithms do).
+      std::map<int, int> per_channel;
+      std::map<int, std::vector<int>> lone_sends, lone_recvs;  // channel -> peers
+      for (const auto& [ch, p] : sends) {
+        ++per_channel[ch];
+        if (!paired_sends.count({ch, p})) lone_sends[ch].push_back(p);
+      }
+      for (const auto& [ch, q] : recvs) {
+        if (paired_recvs.count({ch, q})) continue;
+        ++per_channel[ch];
+        if (!solo_recv_.count({q, r})) lone_recvs[ch].push_back(q);
+      }
+      for (auto& [ch, count] : per_channel) {
+        for (int same = 1; same >= 0; --same) {
+          for (int p : lone_sends[ch]) {
+            if (count <= kMaxTbsPerChannel) break;
+            if (paired_sends.count({ch, p})) continue;
+            for (int q : lone_recvs[ch]) {
+              if (paired_recvs.count({ch, q}) || (same == 1 && q != p)) continue;
+              paired_sends.insert({ch, p});
+              paired_recvs.insert({ch, q});
+              list.push_back(TbDesc{p, q, ch});
+              --count;
+              break;
+            }
+          }
+        }
       }
       for (const auto& [ch, p] : sends) {
         if (!paired_sends.count({ch, p})) list.push_back(TbDesc{p, -1, ch});
@@ -731,7 +834,18 @@ class Lowering {
       }
     }
 
-    // Fusion: a receive immediately followed in its threadblock by the send of exactly what it delivered.
+    // Fusion: a receive immediately followed in its threadblock by the send of exactly what it delivered. The
+    // fused step finishes only when its send does (which, with a bounded FIFO, waits for the receiver), so every
+    // other step waiting on the receive must come after the send in key order, or the order would no longer
+    // be well-founded (a relay forwarding a chunk to a second peer earlier than to this one keeps them apart).
+    std::vector<std::vector<int>> dependants(num_ops);
+    for (int o = 0; o < num_ops; ++o) {
+      for (const auto& member : ops[o].deps) {
+        for (int d : member) {
+          if (dependants[d].empty() || dependants[d].back() != o) dependants[d].push_back(o);
+        }
+      }
+    }
     for (int r = 0; r < n_; ++r) {
       std::vector<int> last_in_tb(tbs[r].size(), -1);
       for (int o : rank_ops[r]) {
@@ -751,6 +865,9 @@ class Lowering {
           for (int d : member) only_a = only_a && resolve(d) == a;
         }
         if (!only_a) continue;
+        bool later = true;
+        for (int d : dependants[a]) later = later && (d == o || B.key < ops[d].key);
+        if (!later) continue;
         OpType fused;
         if (A.type == OpType::kRecv) {
           fused = OpType::kRecvCopySend;
@@ -855,6 +972,14 @@ class Lowering {
         const std::set<int>& breaks = m >= 0 ? msg_breaks[find(m)] : own;
         std::vector<int> cuts(breaks.begin(), breaks.end());
         cuts.push_back(size);
+        if (op.recv_msg >= 0 && tbs[r][op_tb[o]].send_peer >= 0) {
+          int steps = 0, from = 0;
+          for (int end : cuts) {
+            steps += (end - from + algos::kMaxStepCount - 1) / algos::kMaxStepCount;
+            from = end;
+          }
+          if (steps > 1) split_into_paired->insert({msgs_[op.recv_msg].from, r});
+        }
         int begin = 0;
         for (int end : cuts) {
           std::vector<StepRef> deps;
@@ -890,7 +1015,7 @@ class Lowering {
     return algorithm;
   }
 
-  Algorithm finishHeader(Algorithm algorithm, const std::string& note) {
+  Algorithm finishHeader(Algorithm algorithm, const std::vector<std::string>& notes) {
     const CollectiveKind k = req_.collective;
     algorithm.name = req_.name.empty() ? fmt::format("braid-synth-{}-n{}", collectiveName(k), n_) : req_.name;
     algorithm.collective = k;
@@ -906,7 +1031,9 @@ class Lowering {
     const bool reduces =
         k == CollectiveKind::kReduceScatter || k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduce;
     algorithm.redop = reduces ? "sum" : "";
-    if (!note.empty()) algorithm.notes.push_back(note);
+    for (const std::string& note : notes) {
+      if (!note.empty()) algorithm.notes.push_back(note);
+    }
     return algorithm;
   }
 
@@ -919,6 +1046,8 @@ class Lowering {
   std::vector<int> data_;  // unit -> the unit whose data it is (all-reduce: gather unit -> its reduce unit)
   std::vector<Message> msgs_;
   std::map<std::pair<int, int>, std::vector<int>> pair_msgs_;
+  std::map<std::pair<int, int>, Spread> spread_;
+  std::set<std::pair<int, int>> solo_recv_;  // (from, to): receive connections never paired with a send
   std::vector<Op> ops_;
   std::vector<int> scratch_syms_;
 };
