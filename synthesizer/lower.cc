@@ -20,7 +20,9 @@
 //   - Threadblocks: one per (send peer, channel) and one per (recv peer, channel) of a rank; a send connection
 //     and a receive connection that forward chunks from one to the other share a threadblock (greedy by the
 //     number of forwarded chunks). Where a receive is immediately followed in its threadblock by the send of
-//     exactly the data it delivers, the two fuse into rcs / rrs / rrcs (MSCCLang's fusion, §2.2).
+//     exactly the data it delivers, the two fuse into rcs / rrs / rrcs (MSCCLang's fusion, §2.2). Above the
+//     Azure executor's 32 threadblocks of a rank per channel (§2.3 limits) unrelated connections share
+//     threadblocks too (same peer first), and what still does not fit moves to the next channel.
 //   - A message is one step of cnt chunks where its chunks are contiguous at both ends (members sorted by
 //     (owner, dest, piece) so that offsets ascend), otherwise one step per contiguous run; every message
 //     joined to it by a fused step splits the same way so that FIFO matching holds.
