@@ -7,6 +7,13 @@ find_package(fmt REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(Z3 REQUIRED IMPORTED_TARGET z3)
+# GLPK (Debian libglpk-dev): the LP of the route-constrained lower bound (src/sim/route_bound.cc). No CMake
+# package or pkg-config file ships with it, so the header and library are found directly.
+find_path(GLPK_INCLUDE_DIR glpk.h)
+find_library(GLPK_LIBRARY glpk)
+if(NOT GLPK_INCLUDE_DIR OR NOT GLPK_LIBRARY)
+  message(FATAL_ERROR "GLPK not found (glpk.h and libglpk): install libglpk-dev (scripts/install-deps.sh)")
+endif()
 
 # Optional backends.
 find_package(CUDAToolkit QUIET)

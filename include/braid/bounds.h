@@ -1,7 +1,8 @@
-// Bandwidth lower bounds for all-gather, reduce-scatter and all-reduce on a Topology (ForestColl cut bound).
+// Lower bounds on a collective's time on a Topology: the ForestColl cut bound, the route-constrained LP bound
+// (routeBound), the latency bound, and their combination for one nccl-tests call (collectiveBound).
 //
 // Units: bytes_per_rank in bytes, bandwidth in GB/s (1 GB/s = 1e3 bytes/us), times in microseconds.
-// Source: ForestColl (Zhao et al., arXiv 2402.06787; liangyuRain/ForestColl README), summarised in
+// Source of the cut bound: ForestColl (Zhao et al., arXiv 2402.06787; liangyuRain/ForestColl README), summarised in
 // shared/reference/anchors_algorithms.md §1: T_AG = max over cuts S of (data that must cross into S) /
 // (bandwidth into S). The model is bandwidth-only: link alpha_us is ignored.
 #pragma once
@@ -71,20 +72,52 @@ struct LatencyBound {
 };
 Result<LatencyBound> latencyBound(const Topology& t, CollectiveKind collective);
 
-/// Both bounds for one call of nccl-tests size `size_bytes`: time_us = max(bandwidth cut bound,
-/// latency bound). For all-gather bytes_per_rank = size / n; reduce-scatter size / n; all-reduce size / n
-/// per rank share; all-to-all size (each rank's send buffer).
+/// Largest GPU count routeBound solves its pair LP for (n (n-1) variables); above it routeBound is kUnsupported
+/// and collectiveBound(s) report route_us = 0 (the cut bound alone).
+inline constexpr int kRouteBoundMaxGpus = 256;
+
+/// Route-constrained bandwidth lower bound, microseconds. ASSUMPTION: every GPU-to-GPU message from rank a to
+/// rank b travels along the one route Topology::route(a, b) — as Braid's simulator (include/braid/simulate.h),
+/// NCCL and MSCCL send it; algorithms may still relay data through other GPUs. Under it, a linear program gives
+/// the bound: minimise T over f_ab >= 0 (bytes a sends b, for every ordered GPU pair with a route) subject to
+///   for every link e:   sum of f_ab over pairs whose route crosses e <= B_e T   (B_e = bandwidth_gbps x 1e3 B/us),
+///   for every GPU b:    sum_a f_ab >= D_in;   for every GPU a:  sum_b f_ab >= D_out,
+///   for every node q (several nodes): sum of f_ab entering q >= N_in(q), leaving q >= N_out(q),
+/// with m = bytes_per_rank, n GPUs, k of them in q:
+///   all-gather      D_in = (n-1) m, D_out = m,         N_in = (n-k) m, N_out = k m;
+///   reduce-scatter  D_in = m,       D_out = (n-1) m,   N_in = k m,     N_out = (n-k) m;
+///   all-to-all      D_in = D_out = (n-1)/n m,          N_in = N_out = k (n-k)/n m   (m = one rank's send buffer);
+///   all-reduce      the reduce-scatter time + the all-gather time (ForestColl's model, as allReduceCutBound).
+/// Each demand is a necessary condition (derived in src/sim/route_bound.cc). Why it can be tighter than the cut
+/// bound: the cut bound lets data into a GPU over every physical link at once, but a link no route between two
+/// GPUs uses (a DGX A100 GPU's PCIe link: GPU pairs talk through the NVSwitch) carries nothing, and a slow link on
+/// a route (a DGX-1's QPI between sockets) is shared by every pair whose route crosses it. It is not always
+/// tighter: cuts through switches are not in the LP, so collectiveBound takes the maximum of both.
+/// The LP is linear in m: solved once with GLPK's simplex (presolve on, terminal output off).
+/// `bytes_per_rank` as the cut bounds (all-gather, reduce-scatter, all-reduce: one rank's share; all-to-all: one
+/// rank's send buffer). Fewer than 2 GPUs: 0. Errors: kInvalidArgument when bytes_per_rank is negative or not
+/// finite, a link on a route is malformed, or a GPU cannot reach or be reached from another over routes (even
+/// relaying through GPUs; the message names it); kUnsupported for other collectives and above
+/// kRouteBoundMaxGpus GPUs; kInternalError when GLPK fails (its code in the message).
+Result<double> routeBound(const Topology& t, CollectiveKind collective, double bytes_per_rank);
+
+/// Both bounds for one call of nccl-tests size `size_bytes`: time_us = max(bandwidth bound, latency bound), the
+/// bandwidth bound being max(cut bound, route bound). For all-gather bytes_per_rank = size / n; reduce-scatter
+/// size / n; all-reduce size / n per rank share; all-to-all size (each rank's send buffer).
 struct CollectiveBound {
-  double time_us = 0;
-  double bandwidth_us = 0;  // the cut bound
+  double time_us = 0;       // max(bandwidth_us, latency_us)
+  double bandwidth_us = 0;  // the bandwidth bound: max(cut_us, route_us)
+  double cut_us = 0;        // the ForestColl cut bound (allGatherCutBound ... allToAllCutBound)
+  double route_us = 0;      // routeBound; 0 above kRouteBoundMaxGpus GPUs (not computed)
   double latency_us = 0;    // the latency bound
-  std::vector<int> cut;     // binding cut of the bandwidth bound
+  std::vector<int> cut;     // binding cut of the cut bound
 };
 Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collective, uint64_t size_bytes);
 
 /// collectiveBound for a sweep of sizes at the cost of one: the cut bound is linear in the size (the max over cuts
-/// S of k_S x size / B_S is size x max k_S / B_S), so it is computed once, at the largest size, and scaled; the
-/// latency bound does not depend on the size. Results in the order of `sizes`. Errors as collectiveBound.
+/// S of k_S x size / B_S is size x max k_S / B_S) and so is the route bound (its LP is homogeneous in the data),
+/// so each is computed once, at the largest size, and scaled; the latency bound does not depend on the size. Results in
+/// the order of `sizes`. Errors as collectiveBound.
 Result<std::vector<CollectiveBound>> collectiveBounds(const Topology& t, CollectiveKind collective,
                                                       const std::vector<uint64_t>& sizes);
 

@@ -109,6 +109,11 @@ class Topology {
   std::optional<Route> route(int src_rank, int dst_rank) const;
 };
 
+/// Topology::route for every ordered pair of GPU ranks at once, in one vector: element a * numGpus() + b is
+/// route(a, b) (nullopt on the diagonal and where no route exists). The same routes as route(a, b), computed with
+/// each GPU's nearest NICs found once instead of once per pair.
+std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology);
+
 /// Checks the model's invariants (ids, ranks, positive bandwidths, no self-loops, nodes).
 /// Errors name the vertex or link at fault.
 Status validateTopology(const Topology& topology);

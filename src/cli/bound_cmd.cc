@@ -1,10 +1,12 @@
 // `braid bound --topology T --coll C [-b 1K] [-e 1G] [-f 2] [--json]`: lower bounds on a collective's time over
-// an nccl-tests size sweep (include/braid/bounds.h collectiveBound): the bandwidth cut bound, the latency bound,
-// their maximum, and the algbw/busbw ceilings they imply (nccl-tests factors, ../shared/reference/nccl_plugins.md
-// §6.4).
+// an nccl-tests size sweep (include/braid/bounds.h collectiveBound): the bandwidth bound (the larger of the
+// ForestColl cut bound and the route-constrained LP bound), the latency bound, their maximum, and the algbw/busbw
+// ceilings they imply (nccl-tests factors, ../shared/reference/nccl_plugins.md §6.4).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -158,6 +160,8 @@ int runBound(const BoundOptions& opt) {
       out["rows"].push_back({{"size_bytes", r.size},
                              {"bound_us", r.bound.time_us},
                              {"bandwidth_us", r.bound.bandwidth_us},
+                             {"cut_us", r.bound.cut_us},
+                             {"route_us", r.bound.route_us},
                              {"latency_us", r.bound.latency_us},
                              {"algbw_gbps", r.algbw},
                              {"busbw_gbps", r.busbw}});
@@ -170,18 +174,31 @@ int runBound(const BoundOptions& opt) {
   std::cout << fmt::format("# braid bound: {} on {} ({} GPUs, {} node(s))\n", collectiveName(*kind), t.name,
                            t.numGpus(), t.numNodes());
   std::cout << fmt::format(
-      "# lower bounds: bound = max(bandwidth cut bound, latency bound); algbw = size / bound, busbw = algbw x {:.4g} "
-      "(nccl-tests)\n",
+      "# lower bounds: bound = max(bandwidth, latency), bandwidth = max(cut, route); algbw = size / bound, busbw = "
+      "algbw x {:.4g} (nccl-tests)\n",
       bus_factor);
-  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>11} {:>11} {:>11}\n", "size", "bound_us", "bandwidth_us",
-                           "latency_us", "algbw", "busbw");
-  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>11} {:>11} {:>11}\n", "(B)", "(us)", "(us)", "(us)", "(GB/s)",
-                           "(GB/s)");
+  std::cout << "# cut = ForestColl cut bound (every link); route = LP over the GPU pairs' routes (Topology::route)"
+            << (t.numGpus() > kRouteBoundMaxGpus ? fmt::format(", not computed above {} GPUs", kRouteBoundMaxGpus)
+                                                 : std::string())
+            << "\n";
+  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>13} {:>13} {:>11} {:>11} {:>11}\n", "size", "bound_us",
+                           "bandwidth_us", "cut_us", "route_us", "latency_us", "algbw", "busbw");
+  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>13} {:>13} {:>11} {:>11} {:>11}\n", "(B)", "(us)", "(us)", "(us)",
+                           "(us)", "(us)", "(GB/s)", "(GB/s)");
   for (const Row& r : rows) {
-    std::cout << fmt::format("  {:>12} {:>13.3f} {:>13.3f} {:>11.3f} {:>11.2f} {:>11.2f}\n", r.size, r.bound.time_us,
-                             r.bound.bandwidth_us, r.bound.latency_us, r.algbw, r.busbw);
+    std::cout << fmt::format("  {:>12} {:>13.3f} {:>13.3f} {:>13.3f} {:>13.3f} {:>11.3f} {:>11.2f} {:>11.2f}\n", r.size,
+                             r.bound.time_us, r.bound.bandwidth_us, r.bound.cut_us, r.bound.route_us,
+                             r.bound.latency_us, r.algbw, r.busbw);
   }
-  std::cout << "# binding cut: " << (cut.empty() ? std::string("none (fewer than 2 GPUs)") : shortCut(t, cut)) << "\n";
+  // Both bounds scale with the size, so the same one sets the bandwidth bound at every size (equal within 1e-9).
+  const CollectiveBound& last = rows.back().bound;
+  const bool tie = std::abs(last.route_us - last.cut_us) <= 1e-9 * std::max(last.route_us, last.cut_us);
+  const char* binding = tie                           ? "the cut and route bounds alike"
+                        : last.route_us > last.cut_us ? "the route bound (the cut bound is lower)"
+                                                      : "the cut bound (the route bound is lower)";
+  std::cout << "# bandwidth bound set by " << binding << "\n";
+  std::cout << "# binding cut of the cut bound: "
+            << (cut.empty() ? std::string("none (fewer than 2 GPUs)") : shortCut(t, cut)) << "\n";
   return 0;
 }
 
@@ -191,8 +208,8 @@ void registerBoundCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<BoundOptions>();
   CLI::App* cmd = app.add_subcommand(
       "bound",
-      "Lower bounds on a collective's time over an nccl-tests size sweep: bandwidth cut bound, latency bound, "
-      "and the algbw/busbw ceilings they imply");
+      "Lower bounds on a collective's time over an nccl-tests size sweep: bandwidth bound (cut and route bounds), "
+      "latency bound, and the algbw/busbw ceilings they imply");
   cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx-a100-x1)")->required();
   cmd->add_option("--coll,-c", opt->coll, "allgather | reducescatter | allreduce | alltoall")->required();
   cmd->add_option("-b,--minbytes", opt->min_bytes, "smallest size, nccl-tests syntax: 1K = 1024 (default 1K)");

@@ -409,9 +409,17 @@ Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collec
                          " (allgather, reducescatter, allreduce and alltoall have one)");
   }
   if (!cut) return cut.status();
+  // The route LP: above kRouteBoundMaxGpus it is not solved (route_us = 0, the cut bound alone).
+  double route_us = 0;
+  if (n <= kRouteBoundMaxGpus) {
+    BRAID_ASSIGN_OR_RETURN(route_us,
+                           routeBound(t, collective, collective == CollectiveKind::kAllToAll ? size : size / n));
+  }
   BRAID_ASSIGN_OR_RETURN(LatencyBound latency, latencyBound(t, collective));
   CollectiveBound bound;
-  bound.bandwidth_us = cut->time_us;
+  bound.cut_us = cut->time_us;
+  bound.route_us = route_us;
+  bound.bandwidth_us = std::max(bound.cut_us, bound.route_us);
   bound.latency_us = latency.time_us;
   bound.time_us = std::max(bound.bandwidth_us, bound.latency_us);
   bound.cut = cut->cut;
@@ -426,7 +434,10 @@ Result<std::vector<CollectiveBound>> collectiveBounds(const Topology& t, Collect
   BRAID_ASSIGN_OR_RETURN(CollectiveBound ref, collectiveBound(t, collective, ref_size));
   for (uint64_t size : sizes) {
     CollectiveBound b = ref;
-    b.bandwidth_us = ref.bandwidth_us * (static_cast<double>(size) / static_cast<double>(ref_size));
+    const double scale = static_cast<double>(size) / static_cast<double>(ref_size);
+    b.cut_us = ref.cut_us * scale;
+    b.route_us = ref.route_us * scale;
+    b.bandwidth_us = std::max(b.cut_us, b.route_us);
     b.time_us = std::max(b.bandwidth_us, b.latency_us);
     out.push_back(std::move(b));
   }

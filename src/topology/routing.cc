@@ -14,15 +14,22 @@ bool atLeast(double value, double bound) { return value >= bound * (1.0 - 1e-12)
 
 }  // namespace
 
-Router::Router(const Topology& topology, std::function<bool(int vertex)> relay)
-    : t_(topology), relay_(std::move(relay)), out_(topology.vertices.size()) {
-  const int n = static_cast<int>(t_.vertices.size());
-  for (size_t i = 0; i < t_.links.size(); ++i) {
-    const Link& l = t_.links[i];
+std::shared_ptr<const Router::Adjacency> Router::adjacency(const Topology& topology) {
+  auto out = std::make_shared<Adjacency>(topology.vertices.size());
+  const int n = static_cast<int>(topology.vertices.size());
+  for (size_t i = 0; i < topology.links.size(); ++i) {
+    const Link& l = topology.links[i];
     if (l.src < 0 || l.src >= n || l.dst < 0 || l.dst >= n) continue;
-    out_[l.src].push_back(static_cast<int>(i));
+    (*out)[l.src].push_back(static_cast<int>(i));
   }
+  return out;
 }
+
+Router::Router(const Topology& topology, std::function<bool(int vertex)> relay)
+    : Router(topology, std::move(relay), adjacency(topology)) {}
+
+Router::Router(const Topology& topology, std::function<bool(int vertex)> relay, std::shared_ptr<const Adjacency> out)
+    : t_(topology), relay_(std::move(relay)), out_(std::move(out)) {}
 
 std::vector<double> Router::widths(int src) const {
   const int n = static_cast<int>(t_.vertices.size());
@@ -35,7 +42,7 @@ std::vector<double> Router::widths(int src) const {
     queue.pop();
     if (w < width[v]) continue;
     if (v != src && !relay_(v)) continue;
-    for (int li : out_[v]) {
+    for (int li : (*out_)[v]) {
       const Link& l = t_.links[li];
       const double through = std::min(w, l.bandwidth_gbps);
       if (through > width[l.dst]) {
@@ -62,7 +69,7 @@ std::optional<Route> Router::shortestWithin(int src, int dst, double bottleneck)
     if (Cost{hops, alpha} > cost[v]) continue;
     if (v == dst) break;
     if (v != src && !relay_(v)) continue;
-    for (int li : out_[v]) {
+    for (int li : (*out_)[v]) {
       const Link& l = t_.links[li];
       if (!atLeast(l.bandwidth_gbps, bottleneck)) continue;
       const Cost next{hops + 1, alpha + l.alpha_us};

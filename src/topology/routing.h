@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -15,10 +16,16 @@ namespace braid {
 /// 2. a Dijkstra on (hops, α) over links with bandwidth >= B finds the shortest of the widest paths.
 /// Any path of pass 2 has bottleneck exactly B (>= B by construction, <= B by maximality of B).
 /// Routes relay only through vertices for which `relay(vertex)` holds (the endpoints are exempt).
-/// The adjacency list is built once; the topology must outlive the Router.
+/// The adjacency list is built once (or shared, see adjacency()); the topology must outlive the Router.
 class Router {
  public:
+  /// Outgoing link indices per vertex, shareable between Routers over one topology.
+  using Adjacency = std::vector<std::vector<int>>;
+  static std::shared_ptr<const Adjacency> adjacency(const Topology& topology);
+
   Router(const Topology& topology, std::function<bool(int vertex)> relay);
+  /// As above, reusing `out` = adjacency(topology) (routing many pairs builds it once).
+  Router(const Topology& topology, std::function<bool(int vertex)> relay, std::shared_ptr<const Adjacency> out);
 
   /// Widest bottleneck (GB/s) from vertex `src` to every vertex; -1 where unreachable, +inf at `src`.
   std::vector<double> widths(int src) const;
@@ -30,7 +37,7 @@ class Router {
  private:
   const Topology& t_;
   std::function<bool(int)> relay_;
-  std::vector<std::vector<int>> out_;
+  std::shared_ptr<const Adjacency> out_;
 };
 
 /// A GPU's nearest NICs (nicAffinity's ties, as vertex ids), starting with its traffic NIC: the one at position

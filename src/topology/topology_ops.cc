@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <queue>
 #include <set>
 #include <string>
@@ -158,9 +159,17 @@ Status validateTopology(const Topology& t) {
 // Intermediate vertices may be anything except GPUs: a route never relays through a third GPU. Between two GPUs
 // of one node the route stays inside that node and off the network (no NIC, no network switch): NCCL never moves
 // intra-node GPU traffic over the network, even where a NIC path would be wider than the inter-socket link.
-std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
-  const int src = gpuVertex(src_rank);
-  const int dst = gpuVertex(dst_rank);
+// (Topology::route and allGpuRoutes share this one implementation.)
+namespace {
+
+// Topology::route with each GPU's nearest NICs (nearestNics) taken from `nics_of(rank)` and the adjacency `out`
+// (Router::adjacency), so that a caller routing many pairs computes both once (allGpuRoutes).
+template <typename NicsOf>
+std::optional<Route> routeWithNics(const Topology& t, int src_rank, int dst_rank, const NicsOf& nics_of,
+                                   const std::shared_ptr<const Router::Adjacency>& out) {
+  const std::vector<Vertex>& vertices = t.vertices;
+  const int src = t.gpuVertex(src_rank);
+  const int dst = t.gpuVertex(dst_rank);
   if (src < 0 || dst < 0) return std::nullopt;
   if (src == dst) {
     Route self;
@@ -173,17 +182,18 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
     // Across nodes, leave and enter through the GPUs' nearest NICs (nearestNics), as NCCL binds a GPU to its
     // nearest NIC: first each GPU's own traffic NIC, then any nearest NIC at one end (rail-only networks join
     // only same-rail NICs), then any at both; without such a path, the unconstrained search below.
-    const std::vector<int> src_nics = nearestNics(*this, src_rank);
-    const std::vector<int> dst_nics = nearestNics(*this, dst_rank);
+    const std::vector<int>& src_nics = nics_of(src_rank);
+    const std::vector<int>& dst_nics = nics_of(dst_rank);
     if (!src_nics.empty() && !dst_nics.empty()) {
       auto through = [&](std::vector<int> allowed) {
-        return Router(*this,
-                      [this, allowed](int v) {
-                        const Vertex& x = vertices[v];
-                        if (x.kind == VertexKind::kGpu) return false;
-                        return x.kind != VertexKind::kNic ||
-                               std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-                      })
+        return Router(
+                   t,
+                   [&vertices, allowed](int v) {
+                     const Vertex& x = vertices[v];
+                     if (x.kind == VertexKind::kGpu) return false;
+                     return x.kind != VertexKind::kNic || std::find(allowed.begin(), allowed.end(), v) != allowed.end();
+                   },
+                   out)
             .best(src, dst);
       };
       auto with = [](std::vector<int> a, const std::vector<int>& b) {
@@ -197,14 +207,46 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
       }
     }
   }
-  return Router(*this,
-                [this, same_node, node](int v) {
-                  const Vertex& x = vertices[v];
-                  if (x.kind == VertexKind::kGpu) return false;
-                  return !same_node ||
-                         (x.node == node && x.kind != VertexKind::kNic && x.kind != VertexKind::kNetSwitch);
-                })
+  return Router(
+             t,
+             [&vertices, same_node, node](int v) {
+               const Vertex& x = vertices[v];
+               if (x.kind == VertexKind::kGpu) return false;
+               return !same_node || (x.node == node && x.kind != VertexKind::kNic && x.kind != VertexKind::kNetSwitch);
+             },
+             out)
       .best(src, dst);
+}
+
+}  // namespace
+
+std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
+  std::optional<std::vector<int>> src_nics, dst_nics;
+  return routeWithNics(
+      *this, src_rank, dst_rank,
+      [&](int rank) -> const std::vector<int>& {
+        std::optional<std::vector<int>>& slot = rank == src_rank ? src_nics : dst_nics;
+        if (!slot) slot = nearestNics(*this, rank);
+        return *slot;
+      },
+      Router::adjacency(*this));
+}
+
+std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology) {
+  const int n = topology.numGpus();
+  std::vector<std::optional<std::vector<int>>> nics(n);
+  auto nics_of = [&](int rank) -> const std::vector<int>& {
+    if (!nics[rank]) nics[rank] = nearestNics(topology, rank);
+    return *nics[rank];
+  };
+  const std::shared_ptr<const Router::Adjacency> out = Router::adjacency(topology);
+  std::vector<std::optional<Route>> routes(static_cast<size_t>(n) * n);
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a != b) routes[static_cast<size_t>(a) * n + b] = routeWithNics(topology, a, b, nics_of, out);
+    }
+  }
+  return routes;
 }
 
 }  // namespace braid
