@@ -1,0 +1,183 @@
+// Synthesis benchmark (issue 4): per shipped topology and collective, synthesizes Braid's algorithm
+// (include/braid/synthesize.h, derived sketch), then simulates it next to NCCL's own choice, NCCL's ring and the
+// lower bound at 1 KiB, 1 MiB and 256 MiB (src/cli/compare.h), all in one run, and prints synthesis seconds,
+// predicted times and the ratios. It checks the issue's limits on this machine and exits 1 when one fails:
+//   synthesis time: dgx1-v100 all-gather < 10 s; dgx2-x2 all-gather, all-reduce, all-to-all < 60 s each;
+//                   ndv2-x4 all-gather < 60 s;
+//   quality at 256 MiB: dgx1-v100 all-gather <= 1.05 x the lower bound; ndv2-x2 all-gather and all-reduce >= 1.5x
+//                   faster than NCCL's ring; ndv2-x4 all-gather and all-reduce >= 1.2x.
+// Usage: synth_benchmark [--topologies a,b,...] [--collectives allgather,...] [--time-limit S] [--sizes 1K,1M,256M]
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "braid/synthesize.h"
+#include "braid/topology.h"
+#include "cli/compare.h"
+
+namespace {
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (!item.empty()) out.push_back(item);
+  }
+  return out;
+}
+
+struct Limit {
+  std::string topology;
+  std::string collective;
+  double max_seconds = 0;          // 0 = no time limit check
+  double max_ratio_to_bound = 0;   // at 256 MiB; 0 = none
+  double min_speedup_vs_ring = 0;  // at 256 MiB; 0 = none
+};
+
+const std::vector<Limit>& limits() {
+  static const std::vector<Limit> l = {
+      {"dgx1-v100", "allgather", 10, 1.05, 0}, {"dgx2-x2", "allgather", 60, 0, 0},
+      {"dgx2-x2", "allreduce", 60, 0, 0},      {"dgx2-x2", "alltoall", 60, 0, 0},
+      {"ndv2-x4", "allgather", 60, 0, 1.2},    {"ndv2-x4", "allreduce", 0, 0, 1.2},
+      {"ndv2-x2", "allgather", 0, 0, 1.5},     {"ndv2-x2", "allreduce", 0, 0, 1.5},
+  };
+  return l;
+}
+
+std::string fmtOpt(const std::optional<double>& v, const char* spec = "{:.2f}") {
+  return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> topologies = {"dgx1-v100", "dgx-a100-x1", "dgx-a100-x2", "dgx-h100-x1", "dgx-h100-x2",
+                                         "ndv2-x1",   "ndv2-x2",     "ndv2-x4",     "dgx2-x1",     "dgx2-x2",
+                                         "pcie-2s4g", "dgx-a100-x4", "dgx-h100-x4"};
+  std::vector<std::string> collectives = {"allgather", "allreduce", "alltoall"};
+  std::vector<std::string> size_texts = {"1K", "1M", "256M"};
+  double time_limit = 60;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::cerr << "synth_benchmark: " << arg << " needs a value\n";
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (arg == "--topologies") {
+      topologies = split(value());
+    } else if (arg == "--collectives") {
+      collectives = split(value());
+    } else if (arg == "--sizes") {
+      size_texts = split(value());
+    } else if (arg == "--time-limit") {
+      time_limit = std::stod(value());
+    } else {
+      std::cerr << "usage: synth_benchmark [--topologies a,b] [--collectives allgather,allreduce,alltoall] "
+                   "[--time-limit S] [--sizes 1K,1M,256M]\n";
+      return 2;
+    }
+  }
+  std::vector<uint64_t> sizes;
+  for (const std::string& s : size_texts) {
+    std::optional<uint64_t> v = braid::cli::parseNcclTestsSize(s);
+    if (!v) {
+      std::cerr << "synth_benchmark: bad size " << s << "\n";
+      return 2;
+    }
+    sizes.push_back(*v);
+  }
+
+  int failures = 0;
+  std::vector<std::string> verdicts;
+  fmt::print(
+      "# Braid synthesis benchmark: derived sketch, time limit {} s per synthesis; times in us (Braid's "
+      "simulator, float, out-of-place)\n",
+      time_limit);
+  fmt::print("# vs NCCL / vs ring = NCCL time / Braid time (> 1: Braid faster); /bound = Braid time / lower bound\n");
+  fmt::print("{:<12} {:<10} {:>5} {:>8} {:>6}", "topology", "collective", "ranks", "synth s", "chunk");
+  for (const std::string& s : size_texts) {
+    fmt::print(" | {:>6} {:>10} {:>8} {:>8} {:>7}", s, "Braid us", "vs NCCL", "vs ring", "/bound");
+  }
+  fmt::print("\n");
+  for (const std::string& name : topologies) {
+    braid::Result<braid::Topology> topo = braid::loadTopologyOrShipped(name);
+    if (!topo) {
+      fmt::print("{:<12} cannot load: {}\n", name, topo.status().message());
+      ++failures;
+      continue;
+    }
+    for (const std::string& coll_name : collectives) {
+      std::optional<braid::CollectiveKind> coll = braid::parseCollective(coll_name);
+      if (!coll) {
+        std::cerr << "synth_benchmark: unknown collective " << coll_name << "\n";
+        return 2;
+      }
+      braid::SynthesisRequest req;
+      req.topology = &*topo;
+      req.collective = *coll;
+      req.time_limit_s = time_limit;
+      braid::Result<braid::SynthesisResult> result = braid::synthesize(req);
+      if (!result) {
+        fmt::print("{:<12} {:<10} {:>5} FAILED: {}\n", name, coll_name, topo->numGpus(), result.status().message());
+        ++failures;
+        continue;
+      }
+      braid::Result<braid::cli::Comparison> cmp = braid::cli::compareAlgorithm(result->algorithm, *topo, *coll, sizes);
+      if (!cmp) {
+        fmt::print("{:<12} {:<10} {:>5} compare FAILED: {}\n", name, coll_name, topo->numGpus(),
+                   cmp.status().message());
+        ++failures;
+        continue;
+      }
+      fmt::print("{:<12} {:<10} {:>5} {:>8.2f} {:>6}", name, coll_name, topo->numGpus(), result->seconds,
+                 result->sketch.chunkup);
+      for (const braid::cli::SizeComparison& row : cmp->sizes) {
+        fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f}", "", row.predicted_us, fmtOpt(row.speedup_vs_nccl),
+                   fmtOpt(row.speedup_vs_ring), row.ratio_to_bound);
+      }
+      fmt::print("\n");
+      std::fflush(stdout);
+      for (const Limit& limit : limits()) {
+        if (limit.topology != name || limit.collective != coll_name) continue;
+        if (limit.max_seconds > 0) {
+          const bool ok = result->seconds < limit.max_seconds;
+          verdicts.push_back(fmt::format("{} {} {} synthesis {:.2f} s < {} s", ok ? "PASS" : "FAIL", name, coll_name,
+                                         result->seconds, limit.max_seconds));
+          failures += ok ? 0 : 1;
+        }
+        const braid::cli::SizeComparison* big = nullptr;
+        for (const auto& row : cmp->sizes) {
+          if (row.requested_bytes == (uint64_t{256} << 20)) big = &row;
+        }
+        if (!big) continue;
+        if (limit.max_ratio_to_bound > 0) {
+          const bool ok = big->ratio_to_bound <= limit.max_ratio_to_bound;
+          verdicts.push_back(fmt::format("{} {} {} at 256 MiB: {:.3f} x the lower bound <= {}", ok ? "PASS" : "FAIL",
+                                         name, coll_name, big->ratio_to_bound, limit.max_ratio_to_bound));
+          failures += ok ? 0 : 1;
+        }
+        if (limit.min_speedup_vs_ring > 0) {
+          const bool ok = big->speedup_vs_ring && *big->speedup_vs_ring >= limit.min_speedup_vs_ring;
+          verdicts.push_back(fmt::format("{} {} {} at 256 MiB: {}x faster than NCCL's ring >= {}x",
+                                         ok ? "PASS" : "FAIL", name, coll_name, fmtOpt(big->speedup_vs_ring),
+                                         limit.min_speedup_vs_ring));
+          failures += ok ? 0 : 1;
+        }
+      }
+    }
+  }
+  for (const std::string& v : verdicts) fmt::print("# {}\n", v);
+  fmt::print("# {} failure(s)\n", failures);
+  return failures == 0 ? 0 : 1;
+}
