@@ -252,6 +252,8 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
     const CollectiveBound& bound = bounds->at(i);
     row.bound_us = bound.time_us;
     row.bound_bandwidth_us = bound.bandwidth_us;
+    row.bound_cut_us = bound.cut_us;
+    row.bound_route_us = bound.route_us;
     row.bound_latency_us = bound.latency_us;
 
     BRAID_ASSIGN_OR_RETURN(SimResult braid_run, simulateRunnable(braid, bytes, options.protocol, false, 1, false));

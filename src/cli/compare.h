@@ -9,8 +9,8 @@
 //     cannot express (CollNet, PAT) replaced by NCCL's ring with a note; all-to-all is NCCL's grouped send/recv;
 //   * NCCL's ring with the protocol NCCL's model rates fastest for the ring at that size (what
 //     `braid simulate nccl-ring` runs);
-// and takes the lower bound max(ForestColl cut bound, latency bound) from collectiveBounds (include/braid/bounds.h,
-// ../shared/reference/anchors_algorithms.md §1). Units: bytes, microseconds.
+// and takes the lower bound max(ForestColl cut bound, route-constrained bound, latency bound) from collectiveBounds
+// (include/braid/bounds.h, ../shared/reference/anchors_algorithms.md §1). Units: bytes, microseconds.
 #pragma once
 
 #include <cstdint>
@@ -126,7 +126,9 @@ struct SizeComparison {
   std::string nccl_ring_choice = "-";   // e.g. "Ring/LL128"; "p2p/Simple" for all-to-all (no ring all-to-all)
   std::optional<double> nccl_model_us;  // ncclPredict's time (nullopt for all-to-all)
   double bound_us = 0;                  // max(bandwidth bound, latency bound)
-  double bound_bandwidth_us = 0;
+  double bound_bandwidth_us = 0;        // max(cut, route) bandwidth bound
+  double bound_cut_us = 0;              // the ForestColl cut bound alone
+  double bound_route_us = 0;            // the route-constrained LP bound alone (0 when not computed)
   double bound_latency_us = 0;
   std::optional<double> speedup_vs_nccl;  // nccl_us / predicted_us
   std::optional<double> speedup_vs_ring;  // nccl_ring_us / predicted_us
