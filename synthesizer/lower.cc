@@ -17,9 +17,10 @@
 //     inconsistency and an error. With a bounded FIFO this holds while a message needs no more slots than the
 //     FIFO has: messages cut into several steps get receive-only threadblocks (so even one slot suffices for
 //     them), and a group of k chunks larger than a slice needs k of NCCL's 8 slots (TACCL groups <= 6).
-//   - Threadblocks: one per (send peer, channel) and one per (recv peer, channel) of a rank; a send connection
-//     and a receive connection that forward chunks from one to the other share a threadblock (greedy by the
-//     number of forwarded chunks). Where a receive is immediately followed in its threadblock by the send of
+//   - Threadblocks: one per (send peer, channel) and one per (recv peer, channel) of a rank. With
+//     LowerRequest::pair_connections, a send connection and a receive connection that forward chunks from one
+//     to the other share a threadblock (greedy by the number of forwarded chunks); off by default (model.h says
+//     why). Where a receive is immediately followed in its threadblock by the send of
 //     exactly the data it delivers, the two fuse into rcs / rrs / rrcs (MSCCLang's fusion, §2.2). Above the
 //     Azure executor's 32 threadblocks of a rank per channel (§2.3 limits) unrelated connections share
 //     threadblocks too (same peer first), and what still does not fit moves to the next channel.
@@ -750,7 +751,9 @@ class Lowering {
         if (op.recv_msg >= 0) recvs.insert({msgs_[op.recv_msg].channel, msgs_[op.recv_msg].from});
       }
       std::vector<std::pair<int, std::tuple<int, int, int>>> candidates;
-      for (const auto& [key, w] : weight) candidates.push_back({-w, key});
+      if (req_.pair_connections) {
+        for (const auto& [key, w] : weight) candidates.push_back({-w, key});
+      }
       std::sort(candidates.begin(), candidates.end());
       std::set<std::pair<int, int>> paired_sends, paired_recvs;
       std::vector<TbDesc>& list = tbs[r];

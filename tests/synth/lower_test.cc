@@ -188,6 +188,7 @@ LowerRequest forwardRequest(CollectiveKind kind, const LogicalTopology& lt, cons
   r.forward_logical = &lt;
   r.forward_problem = &p;
   r.forward = &s;
+  r.pair_connections = true;  // the structure tests below describe MSCCLang-style paired threadblocks
   return r;
 }
 
@@ -199,6 +200,7 @@ LowerRequest reverseRequest(CollectiveKind kind, const LogicalTopology& lt, cons
   r.reverse_logical = &lt;
   r.reverse_problem = &p;
   r.reverse = &s;
+  r.pair_connections = true;
   return r;
 }
 
@@ -401,6 +403,53 @@ TEST(LowerSchedule, RingAllGatherStructure) {
                  {OpType::kRecv, kI, -1, kO, mod(v - 3, n), 1}},
                 fmt::format("rank {}", v));
     for (const Step& step : tb.steps) EXPECT_TRUE(step.deps.empty());
+  }
+  expectAllGood(a);
+}
+
+// The default (pair_connections off): the same ring gets a send-only and a receive-only threadblock per rank,
+// no fused steps, and each forward depends on the receive of the same chunk in the other threadblock.
+//   send tb (send v+1): cpy i[0] -> o[v]; s o[v]; s o[v-1] (after recv of o[v-1]); s o[v-2] (after its recv)
+//   recv tb (recv v-1): r o[v-1]; r o[v-2]; r o[v-3]
+TEST(LowerSchedule, RingAllGatherUnpaired) {
+  const int n = 4;
+  const LogicalTopology lt = logical(n, ringLinks(n));
+  const ChunkProblem p = makeChunkProblem(CollectiveKind::kAllGather, lt, 1, 0, 4096);
+  const Schedule s = ringSchedule(lt, p, +1);
+  LowerRequest req = forwardRequest(CollectiveKind::kAllGather, lt, p, s);
+  req.pair_connections = false;
+  const Algorithm a = lower(req);
+  ASSERT_EQ(a.num_ranks, n);
+  for (int v = 0; v < n; ++v) {
+    const RankProgram& rp = a.ranks[v];
+    ASSERT_EQ(rp.threadblocks.size(), 2u) << "rank " << v;
+    const Threadblock* send_tb = nullptr;
+    const Threadblock* recv_tb = nullptr;
+    for (const Threadblock& tb : rp.threadblocks) {
+      if (tb.send_peer >= 0) send_tb = &tb;
+      if (tb.recv_peer >= 0) recv_tb = &tb;
+    }
+    ASSERT_TRUE(send_tb && recv_tb && send_tb != recv_tb) << "rank " << v;
+    EXPECT_EQ(send_tb->send_peer, mod(v + 1, n));
+    EXPECT_EQ(send_tb->recv_peer, -1);
+    EXPECT_EQ(recv_tb->recv_peer, mod(v - 1, n));
+    EXPECT_EQ(recv_tb->send_peer, -1);
+    int sends = 0, recvs = 0, forwards_with_dep = 0;
+    for (const Step& step : send_tb->steps) {
+      EXPECT_NE(step.type, OpType::kRecvCopySend);
+      if (step.type == OpType::kSend) {
+        ++sends;
+        if (step.src_off != v) {
+          ASSERT_EQ(step.deps.size(), 1u);
+          EXPECT_EQ(step.deps[0].tb, recv_tb->id);
+          ++forwards_with_dep;
+        }
+      }
+    }
+    for (const Step& step : recv_tb->steps) recvs += step.type == OpType::kRecv ? 1 : 0;
+    EXPECT_EQ(sends, 3);
+    EXPECT_EQ(forwards_with_dep, 2);
+    EXPECT_EQ(recvs, 3);
   }
   expectAllGood(a);
 }
