@@ -30,9 +30,13 @@
 // algorithm runs at exactly the same size (the simulator handles its chunks being uneven there).
 //
 // Usage: taccl_compare [--sizes 1K,64K,1M,16M,256M] [--time-limit S] [--shared DIR]
+//                      [--sketches derived,taccl,all-pairs] [--instances 1,3]
+// (--sketches / --instances restrict Braid's choices, to see what each contributes.)
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -170,6 +174,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> size_texts = {"1K", "64K", "1M", "16M", "256M"};
   double time_limit = 10;
   fs::path shared = BRAID_SHARED_DIR;
+  bool use_sketch[kNumSketches] = {true, true, true};
+  std::vector<int> instance_counts = {1, 3};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -185,8 +191,29 @@ int main(int argc, char** argv) {
       time_limit = std::stod(value());
     } else if (arg == "--shared") {
       shared = value();
+    } else if (arg == "--sketches") {
+      for (bool& u : use_sketch) u = false;
+      for (const std::string& name : split(value())) {
+        const int k = name == "derived" ? 0 : name == "taccl" ? 1 : name == "all-pairs" ? 2 : -1;
+        if (k < 0) {
+          std::cerr << "taccl_compare: --sketches: unknown sketch " << name << " (derived, taccl, all-pairs)\n";
+          return 2;
+        }
+        use_sketch[k] = true;
+      }
+    } else if (arg == "--instances") {
+      instance_counts.clear();
+      for (const std::string& text : split(value())) {
+        const int v = std::atoi(text.c_str());
+        if (v < 1 || v > 32) {
+          std::cerr << "taccl_compare: --instances: " << text << " is not 1..32\n";
+          return 2;
+        }
+        instance_counts.push_back(v);
+      }
     } else {
-      std::cerr << "usage: taccl_compare [--sizes 1K,64K,1M,16M,256M] [--time-limit S] [--shared DIR]\n";
+      std::cerr << "usage: taccl_compare [--sizes 1K,64K,1M,16M,256M] [--time-limit S] [--shared DIR] "
+                   "[--sketches derived,taccl,all-pairs] [--instances 1,3]\n";
       return 2;
     }
   }
@@ -292,7 +319,7 @@ int main(int argc, char** argv) {
       // fastest in the simulator.
       Best best[kNumSketches];
       for (int k = 0; k < kNumSketches; ++k) {
-        if (!sketches[k]) continue;
+        if (!sketches[k] || !use_sketch[k]) continue;
         for (int chunkup : {1, 2, 3}) {
           braid::SynthesisRequest req;
           req.topology = &*topology;
@@ -309,7 +336,7 @@ int main(int argc, char** argv) {
                              chunkup, result.status().message()));
             continue;
           }
-          for (int instances : {1, 3}) {
+          for (int instances : instance_counts) {
             braid::SimOptions braid_sim = sim;
             braid_sim.instances = instances;
             Result<braid::SimResult> run = braid::simulate(result->algorithm, *topology, braid_sim);
@@ -335,7 +362,8 @@ int main(int argc, char** argv) {
       std::string verdict;
       if (speedup < 1) {
         ++(report.ok ? slower : slower_than_invalid);
-        verdict = report.ok ? " **slower**" : " slower (TACCL's file fails verify())";
+        verdict = fmt::format(" {} by {:.4f} us{}", report.ok ? "**slower**" : "slower",
+                              winner->us - taccl_run->time_us, report.ok ? "" : " (TACCL's file fails verify())");
       }
       rows.push_back(fmt::format("| {} | {} | {} | {} ({}) | {} / {} | {:.2f} | {} | {} | {} | {:.3f}x{} |", c.xml,
                                  c.topology_tag, braid::collectiveName(coll), sizeText(requested), size,
@@ -356,8 +384,9 @@ int main(int argc, char** argv) {
   for (const std::string& row : rows) fmt::print("{}\n", row);
   for (const std::string& note : notes) fmt::print("\n# note: {}", note);
   fmt::print(
-      "\n# Braid columns: the fastest over chunkup c = 1, 2, 3 and i = 1, 3 instances; speedup = TACCL / the fastest "
-      "Braid column\n");
+      "\n# Braid columns: the fastest over chunkup c = 1, 2, 3 and i = {} instance(s); speedup = TACCL / the fastest "
+      "Braid column\n",
+      fmt::join(instance_counts, ", "));
   fmt::print(
       "# {} row(s) where Braid is slower than a TACCL algorithm that verifies, {} where it is slower than one that "
       "does not, {} error(s)\n",
