@@ -75,9 +75,8 @@ using SteadyClock = std::chrono::steady_clock;
 constexpr int kInf = std::numeric_limits<int>::max() / 4;
 constexpr double kGapTarget = 0.01;       // stop bisection at 1 % relative gap
 constexpr double kHyperedgeSlack = 1e-3;  // the hyperedge tweak may cost at most 0.1 % of the makespan
-constexpr double kHyperedgeSeconds = 5;
-constexpr double kLpSeconds = 5;  // the linear relaxation's lower bound may take this long   // and take at most this
-                                  // long (a quarter of the time left at most)
+constexpr double kHyperedgeSeconds = 5;   // ... and may take this long (at most a quarter of the time left)
+constexpr double kLpSeconds = 5;          // the linear relaxation's bound may take this long (a fifth at most)
 
 const char kRelayGroup[] = "relay: inter-node links may carry only the chunks of gpus_to_sender_rev_map";
 const char kPathsGroup[] = "logical topology: shortest paths (+slack)";
@@ -327,8 +326,8 @@ class RoutingModel {
   int representative(int c) const { return pb_.orbit.size() == pb_.chunks.size() ? pb_.orbit[c].first : c; }
   int element(int c) const { return pb_.orbit.size() == pb_.chunks.size() ? pb_.orbit[c].second : 0; }
 
-  /// Lower bound on the makespan: the slowest chunk's fastest arrival, and per rank the time to receive (send)
-  /// the chunks it needs (owns) through all its in- (out-) links.
+  /// Lower bound on the makespan: the slowest chunk's fastest arrival over its candidate links, and cuts (see
+  /// cutBound) around every rank (chunks it needs enter it, chunks it owns leave it) and every node.
   double lowerBound() const {
     double lb = 0;
     const double bytes = pb_.chunk_bytes;
@@ -361,18 +360,23 @@ class RoutingModel {
       }
       for (int t : pb_.chunks[c].targets) lb = std::max(lb, best[t]);
     }
-    // Cuts: every single rank and every node. Chunks owned outside the set with a target inside enter it at least
-    // once; chunks owned inside with a target outside leave it at least once.
-    std::vector<std::vector<int>> sets;
-    for (int r = 0; r < lt_.num_ranks; ++r) sets.push_back({r});
-    if (!lt_.node_of.empty()) {
-      std::map<int, std::vector<int>> nodes;
-      for (int r = 0; r < lt_.num_ranks; ++r) nodes[lt_.node_of[r]].push_back(r);
-      if (nodes.size() > 1)
-        for (auto& [node, ranks] : nodes) sets.push_back(ranks);
+    // Cuts around single ranks: a rank receives every chunk it is a target of, and sends every chunk it owns at
+    // least once.
+    std::vector<int> need(lt_.num_ranks, 0), own(lt_.num_ranks, 0);
+    for (const Chunk& chunk : pb_.chunks) {
+      if (!chunk.targets.empty()) ++own[chunk.owner];
+      for (int t : chunk.targets) ++need[t];
     }
+    for (int r = 0; r < lt_.num_ranks; ++r)
+      lb = std::max(
+          {lb, cutBound(lt_, bytes, need[r], lt_.in_links[r]), cutBound(lt_, bytes, own[r], lt_.out_links[r])});
+    // Cuts around nodes: chunks owned outside with a target inside enter the node at least once; chunks owned
+    // inside with a target outside leave it at least once.
+    std::map<int, std::vector<int>> nodes;
+    for (int r = 0; r < static_cast<int>(lt_.node_of.size()); ++r) nodes[lt_.node_of[r]].push_back(r);
+    if (nodes.size() < 2) return lb;
     std::vector<char> inside(lt_.num_ranks);
-    for (const std::vector<int>& set : sets) {
+    for (const auto& [node, set] : nodes) {
       std::fill(inside.begin(), inside.end(), 0);
       for (int r : set) inside[r] = 1;
       int enter = 0, leave = 0;
@@ -538,10 +542,14 @@ class RoutingModel {
   }
 
   /// Lower bound from the linear relaxation (x in [0, 1], no hop levels, no arrival times): receive once, forward
-  /// at most what was received, loads within T; minimize T with z3::optimize over the reals (simplex). nullopt
-  /// when it does not finish within `seconds`.
-  std::optional<double> lpBound(double seconds) const {
-    z3::optimize opt(z_);
+  /// at most what was received, loads within T. A bisection on T in [low, high] with LRA feasibility checks (Z3's
+  /// SMT solver with its older simplex, arith.solver=2, whose checks honour the time limit: z3::optimize and the
+  /// default arithmetic solver ran minutes past it on a 5000-variable relaxation, DGX-1 all-to-all chunkup 12).
+  /// Returns the largest T shown infeasible (every routing takes longer), or nullopt when none above `low` was
+  /// shown within `seconds`.
+  std::optional<double> lpBound(double low, double high, double seconds) const {
+    const auto start = SteadyClock::now();
+    z3::expr_vector lp(z_);  // the relaxation's constraints
     std::vector<std::optional<z3::expr>> r(x_.size());
     std::vector<char> zero(x_.size(), 0);
     for (int s : zeros_) zero[s] = 1;
@@ -550,11 +558,11 @@ class RoutingModel {
       if (zero[s]) return z_.real_val(0);
       if (!r[s]) {
         r[s] = z_.real_const(fmt::format("r{}", s).c_str());
-        opt.add(*r[s] >= 0 && *r[s] <= 1);
+        lp.push_back(*r[s] >= 0 && *r[s] <= 1);
       }
       return *r[s];
     };
-    for (const auto& [a, b] : ties_) opt.add(val(a) == val(b));
+    for (const auto& [a, b] : ties_) lp.push_back(val(a) == val(b));
     const int n = lt_.num_ranks;
     for (size_t c = 0; c < pb_.chunks.size(); ++c) {
       if (!enc_[c].constrained) continue;
@@ -573,29 +581,30 @@ class RoutingModel {
       for (int v = 0; v < n; ++v) {
         if (v == chunk.owner) continue;
         if (target[v]) {
-          opt.add(total(in[v]) == 1);
+          lp.push_back(total(in[v]) == 1);
         } else if (in[v].size() > 1) {
-          opt.add(total(in[v]) <= 1);
+          lp.push_back(total(in[v]) <= 1);
         }
       }
       for (size_t i = 0; i < g.links.size(); ++i) {
         const int u = lt_.links[g.links[i]].src;
-        if (u != chunk.owner) opt.add(val(enc_[c].slot[i]) <= total(in[u]));
+        if (u != chunk.owner) lp.push_back(val(enc_[c].slot[i]) <= total(in[u]));
       }
       if (pb_.kind == CollectiveKind::kAllToAll) {
         for (int v = 0; v < n; ++v) {
           if (v == chunk.dest || out[v].size() == 0) continue;
-          opt.add(total(out[v]) <= (v == chunk.owner ? z_.real_val(1) : total(in[v])));
+          lp.push_back(total(out[v]) <= (v == chunk.owner ? z_.real_val(1) : total(in[v])));
         }
       }
     }
     const z3::expr t = z_.real_const("T_lp");
+    lp.push_back(t >= 0);
     const double bytes = pb_.chunk_bytes;
     auto load = [&](const std::vector<std::pair<int, int>>& slots, double per_chunk) {
       if (slots.empty()) return;
       z3::expr_vector terms(z_);
       for (const auto& [s, m] : slots) terms.push_back(z_.real_val(m) * val(s));
-      opt.add(t >= realVal(per_chunk) * z3::sum(terms));
+      lp.push_back(t >= realVal(per_chunk) * z3::sum(terms));
     };
     for (size_t l = 0; l < lt_.links.size(); ++l) load(link_load_[l], lt_.links[l].cost(bytes));
     for (size_t e = 0; e < res_load_.size(); ++e) {
@@ -604,12 +613,34 @@ class RoutingModel {
       if (res_single_link_[e] >= 0 && per_chunk <= lt_.links[res_single_link_[e]].cost(bytes)) continue;
       load(res_load_[e], per_chunk);
     }
-    opt.minimize(t);
-    z3::params p(z_);
-    p.set("timeout", static_cast<unsigned>(std::clamp(seconds * 1000, 1.0, 4.0e9)));
-    opt.set(p);
-    if (opt.check() != z3::sat) return std::nullopt;
-    return opt.get_model().eval(t, true).as_double();
+    std::optional<double> shown;
+    bool first = true;
+    while (high - low > 0.5 * kGapTarget * high) {
+      const double left = seconds - secondsSince(start);
+      if (left <= 0.01) break;
+      // The first probe is just above `low`: when the relaxation fits there it cannot help, and one check says so.
+      const double mid = first ? low + 0.5 * kGapTarget * high : (low + high) / 2;
+      // A fresh, non-incremental solver per check: the incremental one's push / assumptions preprocess without a
+      // time limit (minutes on large relaxations).
+      z3::solver check(z_);
+      z3::params p(z_);
+      p.set("timeout", static_cast<unsigned>(std::clamp(left * 1000, 1.0, 4.0e9)));
+      p.set("arith.solver", 2u);
+      check.set(p);
+      for (unsigned i = 0; i < lp.size(); ++i) check.add(lp[i]);
+      check.add(t <= realVal(mid));
+      const z3::check_result r = check.check();
+      if (r == z3::unsat) {
+        low = mid;
+        shown = mid;
+      } else if (r == z3::sat && !first) {
+        high = mid;
+      } else {
+        break;
+      }
+      first = false;
+    }
+    return shown;
   }
 
   /// Routes of every chunk under `model`.
@@ -628,7 +659,8 @@ class RoutingModel {
   }
 
   /// Are `parent`'s routes a solution of the structural constraints (candidates, trees/paths, hop budgets,
-  /// symmetry ties)? Used to start from the greedy routes without a solver call.
+  /// symmetry ties), up to the order of interchangeable pieces? Used to start from the greedy routes without a
+  /// solver call (the pieces' order changes no load, so the bisection is unaffected).
   bool satisfiedBy(const std::vector<std::vector<int>>& parent) const {
     const int n = lt_.num_ranks;
     for (size_t c = 0; c < pb_.chunks.size(); ++c) {
@@ -750,7 +782,6 @@ class RoutingModel {
   double latencyFloor() const { return latency_floor_; }
   int numVariables() const { return num_vars_; }
   bool usesReals() const { return uses_reals_; }
-  int numBoundConstraints(double bound) const { return static_cast<int>(boundConstraints(bound).size()); }
 
  private:
   int newVar(const std::string& name) {
@@ -1243,37 +1274,17 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
       best = std::move(greedy);
       best_t = routesMakespan(logical, problem, best);
     }
-    // The linear relaxation's bound. Above the combinatorial bound it also lifts the latency floor, so chunks whose
-    // longest arrival stays below it lose their arrival-time variables (the model is rebuilt), and it rounds up to
-    // the next load value when no arrival times are modeled.
     double lo = lower;
-    if ((best_t < 0 || best_t - lo > kGapTarget * best_t) && ctx.secondsLeft() > 0.1) {
-      const auto c0 = SteadyClock::now();
-      const std::optional<double> lp = model->lpBound(std::min(ctx.secondsLeft() / 5, kLpSeconds));
-      solver_seconds += secondsSince(c0);
-      if (lp && *lp * (1 - 1e-9) > lo) {
-        lo = *lp * (1 - 1e-9);
-        if (model->usesReals()) {
-          auto lifted = std::make_unique<RoutingModel>(z, logical, problem, path_slack);
-          lifted->computeGeometry();
-          lifted->build(lo);
-          model = std::move(lifted);
-        }
-        lo = model->nextLoadValue(lo);
-      }
-      progress(lp ? fmt::format("linear relaxation: T >= {:.3f} us", *lp) : "linear relaxation: timed out",
-               model->numVariables(), static_cast<int>(model->base().size()), best_t);
-    }
     rep.variables = model->numVariables();
     rep.constraints = static_cast<int>(model->base().size());
-    z3::solver solver(z);
-    for (unsigned i = 0; i < model->base().size(); ++i) solver.add(model->base()[i]);
+    auto solver = std::make_unique<z3::solver>(z);
+    for (unsigned i = 0; i < model->base().size(); ++i) solver->add(model->base()[i]);
     auto timed_check = [&](double seconds) {
       z3::params p(z);
       p.set("timeout", static_cast<unsigned>(std::clamp(seconds * 1000, 1.0, 4.0e9)));
-      solver.set(p);
+      solver->set(p);
       const auto c0 = SteadyClock::now();
-      const z3::check_result r = solver.check();
+      const z3::check_result r = solver->check();
       solver_seconds += secondsSince(c0);
       return r;
     };
@@ -1286,6 +1297,32 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
         best_t = t;
       }
       return t;
+    };
+    // The linear relaxation's bound, tried once when a check times out (proofs are what it helps with). Above the
+    // latency floor it also lets chunks whose longest arrival stays below it drop their arrival-time variables
+    // (model and solver are rebuilt), and bounds round up to the next load value when no arrival times remain.
+    bool lp_tried = false;
+    auto try_lp = [&]() {
+      lp_tried = true;
+      const auto c0 = SteadyClock::now();
+      const std::optional<double> lp = model->lpBound(lo, best_t, std::min(ctx.secondsLeft() / 5, kLpSeconds));
+      solver_seconds += secondsSince(c0);
+      if (lp && *lp * (1 - 1e-9) > lo) {
+        lo = *lp * (1 - 1e-9);
+        if (model->usesReals() && lo > model->latencyFloor()) {
+          auto lifted = std::make_unique<RoutingModel>(z, logical, problem, path_slack);
+          lifted->computeGeometry();
+          lifted->build(lo);
+          model = std::move(lifted);
+          solver = std::make_unique<z3::solver>(z);
+          for (unsigned i = 0; i < model->base().size(); ++i) solver->add(model->base()[i]);
+          rep.variables = model->numVariables();
+          rep.constraints = static_cast<int>(model->base().size());
+        }
+        lo = model->nextLoadValue(lo);
+      }
+      progress(lp ? fmt::format("linear relaxation: T > {:.3f} us", *lp) : "linear relaxation: no better bound",
+               rep.variables, rep.constraints, best_t);
     };
     if (best_t < 0) {
       const z3::check_result r = timed_check(ctx.secondsLeft());
@@ -1312,7 +1349,7 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
                       fmt::format("routing: Z3 found no routing within the time limit ({:.1f} s of solver time)",
                                   solver_seconds));
       }
-      if (adopt(model->extract(solver.get_model())) < 0)
+      if (adopt(model->extract(solver->get_model())) < 0)
         return internalError("routing: Z3's model does not give every target a route from the owner");
     }
 
@@ -1367,16 +1404,16 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
         }
         const double bound = (floor + best_t) / 2;
         const double budget = std::min(left, per_check);
-        solver.push();
+        solver->push();
         const z3::expr_vector bounds = model->boundConstraints(bound);
-        for (unsigned i = 0; i < bounds.size(); ++i) solver.add(bounds[i]);
+        for (unsigned i = 0; i < bounds.size(); ++i) solver->add(bounds[i]);
         const z3::check_result r = timed_check(budget);
         ++step;
         std::string what;
         if (r == z3::sat) {
-          const double t = adopt(model->extract(solver.get_model()));
+          const double t = adopt(model->extract(solver->get_model()));
           if (t < 0 || t > bound + 1e-6) {
-            solver.pop();
+            solver->pop();
             return internalError(
                 fmt::format("routing: Z3's model at bound {:.3f} us gives makespan {:.3f} us", bound, t));
           }
@@ -1392,10 +1429,14 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
           timed_out = true;
           what = "timed out";
         }
-        solver.pop();
+        solver->pop();
         rep.constraints = std::max(rep.constraints, static_cast<int>(model->base().size() + bounds.size()));
         progress(fmt::format("bisection {}: T <= {:.3f} us {}", step, bound, what), rep.variables, rep.constraints,
                  best_t);
+        if (r == z3::unknown && !lp_tried && ctx.secondsLeft() > 0.1) {
+          try_lp();
+          floor = std::max(floor, lo);
+        }
       }
       proven = best_t - lo <= kGapTarget * best_t + 1e-12;
     }
@@ -1407,10 +1448,10 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
       const double bound = best_t * (1 + kHyperedgeSlack);
       z3::expr_vector used(z);
       const z3::expr_vector defs = model->usedLinkDefinitions(&used);
-      solver.push();
+      solver->push();
       const z3::expr_vector bounds = model->boundConstraints(bound);
-      for (unsigned i = 0; i < bounds.size(); ++i) solver.add(bounds[i]);
-      for (unsigned i = 0; i < defs.size(); ++i) solver.add(defs[i]);
+      for (unsigned i = 0; i < bounds.size(); ++i) solver->add(bounds[i]);
+      for (unsigned i = 0; i < defs.size(); ++i) solver->add(defs[i]);
       // Bisection on the number of distinct links: [low, high] holds the goals not yet refuted.
       int current = distinctIntraLinks(logical, best);
       const int start = current;
@@ -1421,13 +1462,13 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
         const double left = std::min(ctx.secondsLeft(), budget - secondsSince(h0));
         if (left <= 0.05) break;
         const int goal = minimize ? (low + high) / 2 : (low + high + 1) / 2;
-        solver.push();
-        solver.add(minimize ? z3::atmost(used, static_cast<unsigned>(goal))
-                            : z3::atleast(used, static_cast<unsigned>(goal)));
+        solver->push();
+        solver->add(minimize ? z3::atmost(used, static_cast<unsigned>(goal))
+                             : z3::atleast(used, static_cast<unsigned>(goal)));
         const z3::check_result r = timed_check(std::min(left, budget / 3));
         bool improved = false;
         if (r == z3::sat) {
-          auto routes = model->extract(solver.get_model());
+          auto routes = model->extract(solver->get_model());
           pruneUselessLeaves(logical, problem, &routes);
           const double t = routesMakespan(logical, problem, routes);
           const int count = distinctIntraLinks(logical, routes);
@@ -1438,7 +1479,7 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
             improved = true;
           }
         }
-        solver.pop();
+        solver->pop();
         progress(fmt::format("hyperedge {}: {} {} distinct intra-node links {}", logical.hyperedge,
                              minimize ? "at most" : "at least", goal,
                              r == z3::sat     ? "possible"
@@ -1453,7 +1494,7 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
           break;  // a model that does not improve once pruned
         }
       }
-      solver.pop();
+      solver->pop();
       if (current != start)
         rep.status += fmt::format("; {} {} -> {} intra-node links", logical.hyperedge, start, current);
     }

@@ -411,6 +411,27 @@ TEST(Routing, BroadcastReachesEveryRankFromTheRoot) {
   EXPECT_NEAR(routing->makespan_us, 4 * (kAlpha + 2.5e5 / (kGbps * 1e3)), 1e-9);
 }
 
+TEST(Routing, ArrivalTimePrefersTheFasterDetour) {
+  // Broadcast from rank 0 on three ranks: fast links 0 -> 1 -> 2 (α 1 µs) and a slow direct link 0 -> 2 (α 10 µs),
+  // all 1000 GB/s, one 1000-byte chunk (β = 1000 / 1e6 = 0.001 µs). Loads are one chunk per link, so the arrival at
+  // rank 2 decides: direct 10.001 µs, through rank 1 2 x 1.001 = 2.002 µs. The detour is one hop longer than the
+  // shortest path, so it needs path slack 1; with slack 0 only the direct link is a candidate.
+  Logical g({0, 0, 0});
+  g.link(0, 1, 1, 1000);
+  g.link(1, 2, 1, 1000);
+  g.link(0, 2, 10, 1000);
+  const ChunkProblem pb = makeChunkProblem(CollectiveKind::kBroadcast, g.lt, 1, 0, 1000);
+  auto detour = routeChunks(g.lt, pb, 1, contextFor(20), nullptr);
+  ASSERT_TRUE(detour.isOk()) << detour.status().toString();
+  expectValidRoutes(g.lt, pb, *detour);
+  EXPECT_EQ(detour->parent[0][2], g.lt.find(1, 2));
+  EXPECT_NEAR(detour->makespan_us, 2 * 1.001, 1e-9);
+  auto direct = routeChunks(g.lt, pb, 0, contextFor(20), nullptr);
+  ASSERT_TRUE(direct.isOk()) << direct.status().toString();
+  EXPECT_EQ(direct->parent[0][2], g.lt.find(0, 2));
+  EXPECT_NEAR(direct->makespan_us, 10.001, 1e-9);
+}
+
 TEST(Routing, HyperedgeTweakKeepsTheMakespan) {
   // Four GPUs on one switch (as in SwitchPortBoundsTheMakespan) with one extra hop allowed, so relayed routes
   // compete with direct ones at the same port-bound makespan (300 µs). uc-min must not use more distinct links
