@@ -37,7 +37,8 @@ Result<TacclSketch> loadTacclSketch(const std::string& path);
 /// Builds the multi-node topology a TACCL profile describes for a sketch's node count (the import
 /// loadTopology uses for TACCL profiles, with the sketch's nnodes): TACCL's built-in NDv2 / DGX-2 /
 /// hub-and-spoke link matrices or a custom profile's matrices, one NIC link per NIC into one network switch,
-/// GPU-NIC links for the sketch's senders and receivers. Errors name the profile or sketch file and field.
+/// GPU-NIC links (both directions) for the sketch's senders and receivers. Errors name the profile or sketch file and
+/// field.
 class Topology;
 Result<Topology> loadTacclTopology(const std::string& profile_path, const TacclSketch& sketch);
 

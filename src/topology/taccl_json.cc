@@ -623,8 +623,9 @@ Result<Topology> buildProfile(const JsonReader& r, const Profile& p, const Taccl
       }
       for (int g = 0; g < p.gpus; ++g) {
         const int k = static_cast<int>(static_cast<long long>(g) * p.nics / p.gpus);
-        if (senders.count(g)) t.addLink(gpu[g], nic[k], LinkKind::kPcie, nic_gbps, 0.0);
-        if (receivers.count(g)) t.addLink(nic[k], gpu[g], LinkKind::kPcie, nic_gbps, 0.0);
+        // A GPU the sketch names as a sender or a receiver gets both directions of its NIC link: the PCIe link
+        // is full duplex, and reduce-scatter runs the sketch's connections backwards (TACCL reverses links).
+        if (senders.count(g) || receivers.count(g)) t.addDuplexLink(gpu[g], nic[k], LinkKind::kPcie, nic_gbps, 0.0);
       }
     }
   }

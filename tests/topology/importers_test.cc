@@ -1195,9 +1195,11 @@ TEST(TacclProfileTest, TwoNodesThroughNicsAndNetSwitch) {
   EXPECT_EQ(t.links[r09->links[2]].kind, LinkKind::kNet);
   auto r11 = t.route(10, 3);  // sender 2 of node 1 -> receiver 3 of node 0
   EXPECT_TRUE(r11.has_value());
-  // Not in internode_conn: GPU 0 of node 0 cannot reach GPU 0 of node 1 without relaying through a GPU.
-  EXPECT_FALSE(t.route(0, 8).has_value());
-  EXPECT_FALSE(t.route(1, 9).has_value());
+  // Senders and receivers get duplex NIC links (reduce-scatter runs the connections backwards): receiver 1 of
+  // node 1 (rank 9) reaches sender 0 of node 0. GPUs the sketch does not name (4..7) have no NIC link at all.
+  EXPECT_TRUE(t.route(9, 0).has_value());
+  EXPECT_FALSE(t.route(4, 12).has_value());
+  EXPECT_FALSE(t.route(5, 9).has_value());
   // Inside a node the NDv2 links are unchanged.
   EXPECT_EQ(t.route(8, 9)->slowest_kind, LinkKind::kNvlink);
 
