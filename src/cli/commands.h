@@ -13,5 +13,6 @@ void registerAlgoCommand(CLI::App& app, int* exit_code);      // algo_cmd.cc: br
 void registerDemoCommand(CLI::App& app, int* exit_code);      // demo_cmd.cc: braid demo (the README's main job)
 void registerBoundCommand(CLI::App& app, int* exit_code);     // bound_cmd.cc: braid bound
 void registerSimulateCommand(CLI::App& app, int* exit_code);  // simulate_cmd.cc: braid simulate
+void registerSynthCommand(CLI::App& app, int* exit_code);     // synth_cmd.cc: braid synth
 
 }  // namespace braid::cli

@@ -1,17 +1,28 @@
-// `braid demo`: the README's main job on a bundled default topology. Until the synthesizer lands it
-// shows the topology, builds the classical NVLink multi-ring and pairwise algorithms for it, verifies them and writes
-// them as MSCCL XML.
+// `braid demo`: the README's main job on a bundled default topology (dgx1-v100). It shows the topology,
+// synthesizes all-gather, all-reduce and all-to-all for it with sketches derived from the topology
+// (include/braid/synthesize.h), each verified, writes them as MSCCL XML (and Braid JSON with provenance), and
+// prints one table comparing them in Braid's simulator with NCCL's own choice, NCCL's ring and the lower bound
+// (cli/compare.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <exception>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "braid/algorithm.h"
-#include "braid/classic.h"
 #include "braid/file_io.h"
+#include "braid/synthesize.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/compare.h"
+#include "cli/html_report.h"
+#include "cli/synth_report.h"
 
 namespace braid::cli {
 namespace {
@@ -19,66 +30,143 @@ namespace {
 struct DemoOptions {
   std::string topology = "dgx1-v100";
   std::string out_dir = "braid-out";
+  double time_limit_s = 30;
+};
+
+/// The sizes the table shows: small (latency-bound), medium, large (bandwidth-bound).
+const std::vector<uint64_t>& demoSizes() {
+  static const std::vector<uint64_t> sizes = {uint64_t{1} << 10, uint64_t{1} << 20, uint64_t{256} << 20};
+  return sizes;
+}
+
+/// The head of describeTopology: name, counts, nodes and link classes (the route matrices are left out).
+std::string briefTopology(const Topology& topology) {
+  const std::string full = describeTopology(topology);
+  const size_t cut = full.find("\nGPU x GPU");
+  return cut == std::string::npos ? full : full.substr(0, cut + 1);
+}
+
+struct Outcome {
+  CollectiveKind collective;
+  std::optional<SynthesisResult> result;
+  std::optional<Comparison> comparison;
 };
 
 int runDemo(const DemoOptions& opt) {
-  Result<Topology> topo = loadTopologyOrShipped(opt.topology);
-  if (!topo) {
-    std::cerr << "braid demo: " << topo.status().message() << "\n";
-    return 1;
+  if (!(opt.time_limit_s > 0)) {
+    std::cerr << fmt::format("braid demo: --time-limit: {} must be a positive number of seconds\n", opt.time_limit_s);
+    return 2;
   }
-  std::cout << describeTopology(*topo) << "\n";
+  try {
+    Result<Topology> topo = loadTopologyOrShipped(opt.topology);
+    if (!topo) {
+      std::cerr << "braid demo: " << topo.status().message() << "\n";
+      return 1;
+    }
+    std::cout << briefTopology(*topo) << "\n";
 
-  std::error_code ec;
-  std::filesystem::create_directories(opt.out_dir, ec);
-  if (ec) {
-    std::cerr << fmt::format("braid demo: cannot create {}: {}\n", opt.out_dir, ec.message());
+    std::error_code ec;
+    std::filesystem::create_directories(opt.out_dir, ec);
+    if (ec) {
+      std::cerr << fmt::format("braid demo: cannot create {}: {}\n", opt.out_dir, ec.message());
+      return 1;
+    }
+    std::cout << fmt::format(
+        "Synthesizing all-gather, all-reduce and all-to-all for {} ({} GPUs) with sketches derived from the "
+        "topology, at most {:.0f} s of solver time each (progress on stderr after 2 s)\n",
+        topo->name, topo->numGpus(), opt.time_limit_s);
+
+    int failures = 0;
+    std::vector<Outcome> outcomes;
+    for (CollectiveKind coll : {CollectiveKind::kAllGather, CollectiveKind::kAllReduce, CollectiveKind::kAllToAll}) {
+      Outcome outcome{coll, std::nullopt, std::nullopt};
+      const std::string name = collectiveName(coll);
+      ProgressPrinter progress(name, std::cerr);
+      SynthesisRequest request;
+      request.topology = &*topo;
+      request.collective = coll;
+      request.time_limit_s = opt.time_limit_s;
+      request.progress = progress.callback();
+      Result<SynthesisResult> synthesized = synthesize(request);
+      if (!synthesized) {
+        std::cerr << fmt::format("braid demo: {}: {}\n", name, synthesized.status().message());
+        ++failures;
+        outcomes.push_back(std::move(outcome));
+        continue;
+      }
+      SynthesisResult& result = *synthesized;
+      // synthesize() verifies what it returns; the demo checks again, as `braid verify` would.
+      VerifyReport verified = verify(result.algorithm);
+      if (!verified.ok) {
+        std::cerr << fmt::format("braid demo: {} FAILED verification:\n{}\n", result.algorithm.name,
+                                 verified.toString());
+        ++failures;
+        outcomes.push_back(std::move(outcome));
+        continue;
+      }
+      Result<Comparison> compared = compareAlgorithm(result.algorithm, *topo, coll, demoSizes());
+      if (!compared) {
+        std::cerr << fmt::format("braid demo: {}: comparison: {}\n", name, compared.status().message());
+        ++failures;
+      } else {
+        recordComparison(*compared, &result.algorithm.provenance);
+        outcome.comparison = std::move(*compared);
+      }
+      const std::filesystem::path base =
+          std::filesystem::path(opt.out_dir) / fmt::format("{}_{}_braid", topo->name, name);
+      const std::string xml = base.string() + ".xml";
+      const std::string json = base.string() + ".json";
+      Status st = writeFileAtomic(xml, writeMscclXml(result.algorithm));
+      if (st) st = writeFileAtomic(json, writeAlgorithmJson(result.algorithm));
+      if (!st) {
+        std::cerr << "braid demo: " << st.message() << "\n";
+        ++failures;
+      }
+      const Algorithm& a = result.algorithm;
+      std::cout << fmt::format(
+          "{:<10} chunkup {} -> {} chunks, {} channel(s), {} threadblocks, {} steps, synthesized in {:.1f} s  "
+          "VERIFIED -> {}\n",
+          name, result.sketch.chunkup, a.num_chunks, a.num_channels, a.numThreadblocks(), a.numSteps(), result.seconds,
+          xml);
+      for (const StageReport& s : result.stages) {
+        std::cout << fmt::format("    {:<22} {:>7.2f} s  {}\n", s.name, s.seconds, s.status);
+      }
+      outcome.result = std::move(result);
+      outcomes.push_back(std::move(outcome));
+    }
+
+    std::vector<std::pair<std::string, const Comparison*>> blocks;
+    for (const Outcome& o : outcomes) {
+      if (o.comparison) blocks.emplace_back(collectiveName(o.collective), &*o.comparison);
+    }
+    if (!blocks.empty()) {
+      std::cout << fmt::format(
+          "\nSimulated on {} (Braid's simulator; float, out-of-place). NCCL = NCCL's own choice (its tuning model), "
+          "NCCL ring = NCCL's ring with its best protocol, bound = max(cut, route, latency) lower bound; vs = NCCL "
+          "time / "
+          "Braid time:\n",
+          topo->name);
+      std::cout << comparisonTable(blocks, true);
+      std::vector<std::string> printed;
+      auto note = [&](const std::string& text) {
+        if (std::find(printed.begin(), printed.end(), text) == printed.end()) printed.push_back(text);
+      };
+      for (const auto& [label, comparison] : blocks) {
+        for (const std::string& n : comparison->notes) note(n);
+        for (const SizeComparison& s : comparison->sizes) {
+          for (const std::string& n : s.notes) note(fmt::format("{} {}: {}", label, formatSize(s.size_bytes), n));
+        }
+      }
+      for (const std::string& n : printed) std::cout << "  note: " << n << "\n";
+    }
+    std::cout << (failures == 0
+                      ? fmt::format("\nAll {} algorithms VERIFIED; written to {}/\n", outcomes.size(), opt.out_dir)
+                      : fmt::format("\n{} of {} collectives FAILED\n", failures, outcomes.size()));
+    return failures == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::cerr << "braid demo: internal error: " << e.what() << "\n";
     return 1;
   }
-  const int n = topo->numGpus();
-  int failures = 0;
-  struct Job {
-    ClassicAlgo algo;
-    CollectiveKind coll;
-  };
-  for (const Job& job : {Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllGather},
-                         Job{ClassicAlgo::kMultiRing, CollectiveKind::kReduceScatter},
-                         Job{ClassicAlgo::kMultiRing, CollectiveKind::kAllReduce},
-                         Job{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll}}) {
-    ClassicRequest req;
-    req.algo = job.algo;
-    req.spec.kind = job.coll;
-    req.spec.num_ranks = n;
-    req.topology = &*topo;
-    Result<Algorithm> algo = buildClassic(req);
-    if (!algo) {
-      std::cerr << fmt::format("braid demo: {} {}: {}\n", classicAlgoName(job.algo), collectiveName(job.coll),
-                               algo.status().message());
-      ++failures;
-      continue;
-    }
-    VerifyReport report = verify(*algo);
-    const std::string file =
-        (std::filesystem::path(opt.out_dir) /
-         fmt::format("{}_{}_{}.xml", topo->name, collectiveName(job.coll), classicAlgoName(job.algo)))
-            .string();
-    if (!report.ok) {
-      std::cerr << fmt::format("braid demo: {} FAILED verification:\n{}\n", algo->name, report.toString());
-      ++failures;
-      continue;
-    }
-    Status st = writeFileAtomic(file, writeMscclXml(*algo));
-    if (!st) {
-      std::cerr << "braid demo: " << st.message() << "\n";
-      ++failures;
-      continue;
-    }
-    std::cout << fmt::format("{:<14} {:<10} ranks={} chunks={} channels={} threadblocks={} steps={}  VERIFIED -> {}\n",
-                             collectiveName(job.coll), classicAlgoName(job.algo), algo->num_ranks, algo->num_chunks,
-                             algo->num_channels, algo->numThreadblocks(), algo->numSteps(), file);
-    for (const std::string& note : algo->notes) std::cout << "    note: " << note << "\n";
-  }
-  return failures == 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -86,9 +174,14 @@ int runDemo(const DemoOptions& opt) {
 void registerDemoCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<DemoOptions>();
   CLI::App* cmd = app.add_subcommand(
-      "demo", "Main job on a bundled topology: show it, build and verify its algorithms, write MSCCL XML");
+      "demo",
+      "Main job on a bundled topology: synthesize all-gather, all-reduce and all-to-all, verify them, compare them "
+      "with NCCL and the lower bound in the simulator, write MSCCL XML");
   cmd->add_option("--topology", opt->topology, "Topology file or shipped name")->capture_default_str();
-  cmd->add_option("-o,--out-dir", opt->out_dir, "Directory for the MSCCL XML files")->capture_default_str();
+  cmd->add_option("-o,--out-dir", opt->out_dir, "Directory for the MSCCL XML and Braid JSON files")
+      ->capture_default_str();
+  cmd->add_option("--time-limit", opt->time_limit_s, "Solver time limit per collective, seconds")
+      ->capture_default_str();
   cmd->callback([opt, exit_code] { *exit_code = runDemo(*opt); });
 }
 

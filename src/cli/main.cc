@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   braid::cli::registerDemoCommand(app, &exit_code);
   braid::cli::registerBoundCommand(app, &exit_code);
   braid::cli::registerSimulateCommand(app, &exit_code);
+  braid::cli::registerSynthCommand(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# End-to-end tests of `braid synth` and `braid demo`: synthesis on shipped topologies, the MSCCL XML verified by
+# `braid verify`, the JSON report (keys, numbers, a lower bound never above the simulated time), the Braid JSON's
+# provenance, an infeasible sketch (exit 2 naming the conflicting constraint group, no stack trace), a missing
+# sketch, usage errors, a TACCL profile + TACCL sketch pair, and the demo writing its three XML files.
+# Usage: synth_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
+source "$(dirname "$0")/lib.sh" "$@"
+# check_json DESCRIPTION PYTHON_CODE FILE...: the Python code (which sees argv and a loaded `d` = json of the first
+# file) must exit 0; it prints what is wrong otherwise.
+check_json() {
+  local what=$1 code=$2
+  shift 2
+  if python3 - "$@" >"$tmp/py.out" 2>&1 <<EOF; then ok; else fail "$what: $(head -5 "$tmp/py.out")"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+$code
+EOF
+}
+# no_crash WHAT: stderr of the last expect_rc holds no sign of an escaped exception or a crash.
+no_crash() {
+  if grep -Eq "terminate called|what\(\):|Aborted|Segmentation|core dumped|std::" "$tmp/err"; then
+    fail "$1: stderr looks like a crash: $(head -3 "$tmp/err")"
+  else
+    ok
+  fi
+}
+# The report's common checks; argv[2] = expected collective, argv[3] = expected ranks, argv[4] = the sizes asked
+# for (comma-separated bytes) and argv[5] = the nccl-tests multiplier (ranks for all-gather, reduce-scatter and
+# all-to-all, 1 for all-reduce).
+report_checks='
+coll, ranks, asked, mult = sys.argv[2], int(sys.argv[3]), [int(x) for x in sys.argv[4].split(",")], int(sys.argv[5])
+assert d["verified"] is True, d["verified"]
+assert d["collective"] == coll, d["collective"]
+assert d["ranks"] == ranks, d["ranks"]
+assert isinstance(d["synthesis_seconds"], (int, float)) and d["synthesis_seconds"] > 0, d["synthesis_seconds"]
+for k in ("topology", "sketch", "chunkup", "stages", "notes", "algorithm"):
+    assert k in d, k
+assert d["sketch"]["yaml"].strip(), "sketch YAML text missing"
+assert d["chunkup"] >= 1
+assert len(d["stages"]) >= 1 and all("name" in s and "seconds" in s for s in d["stages"]), d["stages"]
+a = d["algorithm"]
+for k in ("threadblocks", "steps", "channels", "chunks"):
+    assert isinstance(a[k], int) and a[k] > 0, (k, a[k])
+sizes = d["sizes"]
+assert len(sizes) == len(asked), (len(sizes), asked)
+for s, want in zip(sizes, asked):
+    # nccl-tests: count = size / (4 bytes x multiplier) whole floats per rank; size_bytes = count x 4 x multiplier.
+    count = want // (4 * mult)
+    assert s["size_bytes"] == count * 4 * mult, (s["size_bytes"], want)
+    for k in ("predicted_us", "nccl_us", "nccl_ring_us", "bound_us"):
+        assert isinstance(s[k], (int, float)) and s[k] > 0, (k, s)
+    assert isinstance(s["nccl_choice"], str) and "/" in s["nccl_choice"], s["nccl_choice"]
+    # A lower bound can never exceed the simulated time of an algorithm that implements the collective.
+    assert s["bound_us"] <= s["predicted_us"] * (1 + 1e-9), ("bound above Braid", s["size_bytes"], s["bound_us"], s["predicted_us"])
+    assert s["bound_us"] <= s["nccl_ring_us"] * (1 + 1e-9), ("bound above NCCL ring", s["size_bytes"])
+    assert abs(s["speedup_vs_nccl"] - s["nccl_us"] / s["predicted_us"]) <= 1e-9 * s["speedup_vs_nccl"], s
+    assert abs(s["speedup_vs_ring"] - s["nccl_ring_us"] / s["predicted_us"]) <= 1e-9 * s["speedup_vs_ring"], s
+    assert abs(s["ratio_to_bound"] - s["predicted_us"] / s["bound_us"]) <= 1e-9 * s["ratio_to_bound"], s
+times = [s["predicted_us"] for s in sizes]
+assert all(b > a for a, b in zip(times, times[1:])), ("Braid times do not grow with the size", times)
+'
+
+# ---- DGX-1 all-gather: XML + report -------------------------------------------------------------------------
+expect_rc 0 "synth dgx1-v100 allgather" -- "$braid" synth --topology dgx1-v100 --coll allgather --time-limit 8 \
+  -o "$tmp/ag.xml" --json "$tmp/ag.json"
+cp "$tmp/out" "$tmp/ag.txt"
+[ -s "$tmp/ag.xml" ] && ok || fail "synth did not write ag.xml"
+grep -q "VERIFIED" "$tmp/ag.txt" && ok || fail "summary does not say VERIFIED: $(head -2 "$tmp/ag.txt")"
+grep -q "routing" "$tmp/ag.txt" && ok || fail "summary has no stage table"
+expect_rc 0 "verify the synthesized all-gather" -- "$braid" verify "$tmp/ag.xml" --topology dgx1-v100
+grep -q "VERIFIED" "$tmp/out" && ok || fail "braid verify does not say VERIFIED"
+# Default sizes 1K, 1M, 256M; all-gather on 8 ranks: multiplier 8.
+check_json "all-gather report" "$report_checks" "$tmp/ag.json" allgather 8 1024,1048576,268435456 8
+check_json "all-gather report: topology, derived sketch" '
+assert d["topology"]["name"] == "dgx1-v100", d["topology"]
+assert d["sketch"]["derived"] is True, d["sketch"]
+assert d["algorithm"]["file"].endswith("ag.xml"), d["algorithm"]["file"]
+' "$tmp/ag.json"
+# The table printed on stdout agrees with the report at 256M (Braid us column, 2 decimals).
+t_text=$(awk '$1 == "256M" {print $2}' "$tmp/ag.txt")
+check_json "summary table and report agree at 256M" '
+t = [s["predicted_us"] for s in d["sizes"] if s["size_bytes"] == 268435456][0]
+assert abs(t - float(sys.argv[2])) <= 0.006, (t, sys.argv[2])
+' "$tmp/ag.json" "${t_text:-nan}"
+
+# The comparison's columns are what the other commands compute on their own at 1M: the synthesized XML in
+# `braid simulate` (Braid), `braid simulate nccl-ring` (NCCL's ring with the protocol its model picks) and
+# `braid bound` (the bound).
+"$braid" simulate "$tmp/ag.xml" --topology dgx1-v100 -b 1M -e 1M --json >"$tmp/sim-ag.json" 2>/dev/null
+"$braid" simulate nccl-ring --topology dgx1-v100 --coll allgather -b 1M -e 1M --json >"$tmp/sim-ring.json" 2>/dev/null
+"$braid" bound --topology dgx1-v100 --coll allgather -b 1M -e 1M --json >"$tmp/bound.json" 2>/dev/null
+check_json "comparison agrees with braid simulate and braid bound at 1M" '
+s = [s for s in d["sizes"] if s["size_bytes"] == 2**20][0]
+braid = json.load(open(sys.argv[2]))["rows"][0]
+ring = json.load(open(sys.argv[3]))["rows"][0]
+bound = json.load(open(sys.argv[4]))["rows"][0]
+close = lambda a, b: abs(a - b) <= 1e-9 * max(abs(a), abs(b))
+assert braid["size_bytes"] == ring["size_bytes"] == bound["size_bytes"] == 2**20
+assert close(s["predicted_us"], braid["time_us"]), (s["predicted_us"], braid["time_us"])
+assert close(s["nccl_ring_us"], ring["time_us"]), (s["nccl_ring_us"], ring["time_us"])
+assert s["nccl_ring_choice"] == "Ring/" + ring["protocol"], (s["nccl_ring_choice"], ring["protocol"])
+assert close(s["bound_us"], bound["bound_us"]), (s["bound_us"], bound["bound_us"])
+' "$tmp/ag.json" "$tmp/sim-ag.json" "$tmp/sim-ring.json" "$tmp/bound.json"
+
+# ---- PCIe box all-reduce: Braid JSON output with provenance, report on stdout --------------------------------
+expect_rc 0 "synth pcie-2s4g allreduce" -- "$braid" synth -t pcie-2s4g -c allreduce --time-limit 8 \
+  --sizes 4K,16M -o "$tmp/ar.json" --json -
+cp "$tmp/out" "$tmp/ar-report.json"
+# All-reduce: multiplier 1.
+check_json "all-reduce report on stdout" "$report_checks" "$tmp/ar-report.json" allreduce 8 4096,16777216 1
+check_json "Braid JSON provenance" '
+p = d["provenance"]
+r = json.load(open(sys.argv[2]))
+assert p["generator"] == "braid synth", p["generator"]
+assert p["solver"].startswith("z3"), p["solver"]
+pred = {int(k): v for k, v in p["predicted_us"].items()}
+want = {s["size_bytes"]: s["predicted_us"] for s in r["sizes"]}
+assert pred.keys() == want.keys(), (pred.keys(), want.keys())
+for k in want:
+    assert abs(pred[k] - want[k]) <= 1e-9 * want[k], (k, pred[k], want[k])
+# lower_bound_us is the bound at the largest size (16M).
+assert abs(p["lower_bound_us"] - r["sizes"][-1]["bound_us"]) <= 1e-9 * p["lower_bound_us"], p["lower_bound_us"]
+for s in r["sizes"]:
+    assert float(p["extra"]["nccl_us.%d" % s["size_bytes"]]) > 0
+    assert float(p["extra"]["bound_us.%d" % s["size_bytes"]]) > 0
+' "$tmp/ar.json" "$tmp/ar-report.json"
+expect_rc 0 "verify the Braid JSON all-reduce" -- "$braid" verify "$tmp/ar.json"
+
+# ---- An infeasible sketch: 2 nodes x 2 GPUs, only GPU 0 may cross and it relays only its own chunks --------------
+cat >"$tmp/two.yaml" <<'YAML'
+name: two-by-two
+templates:
+  box:
+    gpus: 2
+    nics: 1
+    switches: [{name: pcie, kind: pcie_switch}]
+    links:
+      - {a: gpu0, b: gpu1, kind: nvlink, bandwidth: 20, alpha: 0.7}
+      - {a: [gpu0, gpu1, nic0], b: pcie, kind: pcie, bandwidth: 12, alpha: 1.0}
+nodes: {template: box, count: 2}
+network: {kind: switch, bandwidth: 12.5, alpha: 1.3}
+YAML
+cat >"$tmp/stuck.yaml" <<'YAML'
+# GPU 0 of each node sends to GPU 0 of the other node but forwards only its own chunks: GPU 1's chunks can never
+# leave their node, so no all-gather exists.
+name: stuck
+nodes: 2
+intranode: {links: nvlink}
+internode:
+  connections: {0: [0]}
+  relay_for: {0: [0]}
+chunkup: 1
+YAML
+expect_rc 2 "infeasible sketch" -- "$braid" synth -t "$tmp/two.yaml" --sketch "$tmp/stuck.yaml" -c allgather \
+  --time-limit 8 -o "$tmp/stuck.xml"
+grep -q "infeasible" "$tmp/err" && ok || fail "no 'infeasible' in: $(head -3 "$tmp/err")"
+grep -Eq "relay|gpus_to_sender_rev_map|postcondition|receives" "$tmp/err" && ok ||
+  fail "the message names no constraint group: $(head -3 "$tmp/err")"
+no_crash "infeasible sketch"
+[ ! -e "$tmp/stuck.xml" ] && ok || fail "an infeasible synthesis wrote its output"
+# The same topology with a sketch that lets GPU 0 relay everything is feasible.
+sed 's/relay_for: {0: \[0\]}/relay_for: {0: [0, 1]}/' "$tmp/stuck.yaml" >"$tmp/relay.yaml"
+expect_rc 0 "feasible relay sketch" -- "$braid" synth -t "$tmp/two.yaml" --sketch "$tmp/relay.yaml" -c allgather \
+  --time-limit 8 --sizes 1M -o "$tmp/relay.xml"
+expect_rc 0 "verify the relayed all-gather" -- "$braid" verify "$tmp/relay.xml" --topology "$tmp/two.yaml"
+
+# ---- Missing files and usage errors ----------------------------------------------------------------------------
+expect_rc 1 "missing sketch" -- "$braid" synth -t dgx1-v100 --sketch "$tmp/nonesuch.yaml" -c allgather
+grep -q "no such file" "$tmp/err" && ok || fail "missing sketch: $(head -2 "$tmp/err")"
+no_crash "missing sketch"
+expect_rc 1 "missing topology" -- "$braid" synth -t "$tmp/nonesuch-topo.yaml" -c allgather
+expect_rc 2 "unknown collective" -- "$braid" synth -t dgx1-v100 -c gather
+expect_rc 2 "bad --sizes" -- "$braid" synth -t dgx1-v100 -c allgather --sizes 1K,lots
+expect_rc 2 "bad --time-limit" -- "$braid" synth -t dgx1-v100 -c allgather --time-limit 0
+expect_rc 2 "bad --protocol" -- "$braid" synth -t dgx1-v100 -c allgather --protocol fast
+expect_rc 2 "--root on all-gather" -- "$braid" synth -t dgx1-v100 -c allgather --root 3
+expect_rc 2 "missing --coll" -- "$braid" synth -t dgx1-v100
+
+# ---- A TACCL profile with a TACCL sketch (RC-41/42: NDv2, two nodes, 16 ranks) --------------------------------
+if [ -d "$rc_dir/taccl" ]; then
+  expect_rc 0 "synth TACCL ndv2 profile + sk1-ndv2-n2" -- "$braid" synth -t "$rc_dir/taccl/topo/topo-ndv2-1MB.json" \
+    --sketch "$rc_dir/taccl/sketch/sk1-ndv2-n2.json" -c allgather --time-limit 8 --sizes 1M -o "$tmp/taccl.xml" \
+    --json "$tmp/taccl.json"
+  check_json "TACCL pair report" '
+assert d["ranks"] == 16, d["ranks"]
+assert d["topology"]["nodes"] == 2, d["topology"]
+assert d["sketch"]["derived"] is False and d["sketch"]["source"].endswith("sk1-ndv2-n2.json"), d["sketch"]
+' "$tmp/taccl.json"
+  expect_rc 0 "verify the TACCL-pair all-gather" -- "$braid" verify "$tmp/taccl.xml"
+else
+  echo "skip: $rc_dir/taccl not found"
+fi
+
+# ---- The README's main job ---------------------------------------------------------------------------------------
+(cd "$tmp" && "$braid" demo --time-limit 5 >demo.out 2>demo.err) && ok || fail "demo: $(head -3 "$tmp/demo.err")"
+n=$(ls "$tmp"/braid-out/*.xml 2>/dev/null | wc -l)
+[ "$n" = 3 ] && ok || fail "demo wrote $n XML files, want 3"
+for c in allgather allreduce alltoall; do
+  f="$tmp/braid-out/dgx1-v100_${c}_braid.xml"
+  expect_rc 0 "verify demo $c" -- "$braid" verify "$f" --topology dgx1-v100
+  grep -Eq "^  $c +256M " "$tmp/demo.out" && ok || fail "demo table has no $c 256M row"
+done
+
+finish
