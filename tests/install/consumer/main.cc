@@ -1,8 +1,11 @@
-// Builds a ring all-gather for 5 ranks through the installed API and verifies it.
+// Builds a ring all-gather for 5 ranks through the installed API and verifies it, then synthesizes an all-gather
+// for a 4-GPU ring topology (the synthesizer library with Z3).
 #include <cstdio>
 
 #include "braid/algorithm.h"
 #include "braid/classic.h"
+#include "braid/synthesize.h"
+#include "braid/topology.h"
 
 int main() {
   braid::ClassicRequest req;
@@ -16,5 +19,23 @@ int main() {
   }
   braid::VerifyReport report = braid::verify(*algo);
   std::printf("%s ranks=%d verified=%d\n", algo->name.c_str(), algo->num_ranks, report.ok ? 1 : 0);
-  return report.ok ? 0 : 1;
+  if (!report.ok) return 1;
+
+  braid::Topology ring;
+  ring.name = "ring4";
+  const int node = ring.addNode("node0");
+  int gpu[4];
+  for (int& g : gpu) g = ring.addVertex(braid::VertexKind::kGpu, node);
+  for (int i = 0; i < 4; ++i) ring.addDuplexLink(gpu[i], gpu[(i + 1) % 4], braid::LinkKind::kNvlink, 20, 0.7);
+  braid::SynthesisRequest synth;
+  synth.topology = &ring;
+  synth.collective = braid::CollectiveKind::kAllGather;
+  synth.time_limit_s = 10;
+  braid::Result<braid::SynthesisResult> result = braid::synthesize(synth);
+  if (!result) {
+    std::printf("synthesis failed: %s\n", result.status().toString().c_str());
+    return 1;
+  }
+  std::printf("%s ranks=%d synthesized\n", result->algorithm.name.c_str(), result->algorithm.num_ranks);
+  return 0;
 }
