@@ -26,19 +26,20 @@
 //     chunk needs them and the model is pseudo-Boolean.
 //   - The pieces of one (owner, destination) are interchangeable; their variables are lexicographically ordered.
 //   - Lower bounds: hop-count arrivals, cuts around every rank and node (chunks that must enter / leave them over
-//     links and shared resources), and the linear relaxation (z3::optimize over the reals). Without arrival times
-//     every makespan is a load value (k x a link cost or k x a resource's per-chunk time), so bounds round up to
-//     the next such value.
+//     links and shared resources), and, once a check times out, the linear relaxation (bisection on T with LRA
+//     feasibility checks). Without arrival times every makespan is a load value (k x a link cost or k x a
+//     resource's per-chunk time), so bounds round up to the next such value.
 //   - Minimization by bisection on B with incremental checks (push/pop) of Z3's SMT solver, each bounded by a
-//     share of the time left (short first, 4x longer on a second pass over bounds that timed out); each
+//     share of the time left (1/16 first, 4x longer on a second pass over bounds that timed out); each
 //     satisfiable check moves the upper end to the routes' true makespan. A load-balancing greedy (symmetric BFS
 //     trees) gives the first upper bound without a solver call when it satisfies every constraint.
-//     Measured (2 cores, 60 s limit): DGX-1 all-gather chunkup 6 slack 1 — bisection 0.5 s to the proven optimum,
-//     z3::optimize (T real, loads as sums of ite) finds it but cannot prove it in 60 s; 2x DGX-2 derived sketch
-//     slack 1 — bisection 0.7 s (within 0.6 % of the bound), optimize 60 s; DGX-1 all-to-all chunkup 2 slack 1 —
-//     0.7 s vs 3.6 s. The SMT core also beat Z3's SAT engine (logic QF_FD) here: 0.3 s vs 4-10 s on DGX-1, and
-//     QF_FD's push recompiles cardinality constraints without a time limit. Bisection is the default;
-//     BRAID_ROUTING_ENGINE=optimize selects z3::optimize.
+//     Measured (2 cores, 60 s limit, 2e6-byte chunks): DGX-1 all-gather chunkup 6 slack 1 — bisection 0.2-0.5 s
+//     to the proven optimum, z3::optimize (T real, loads as sums of ite) finds the optimum but does not prove it
+//     in 60 s; 2x DGX-2 derived sketch slack 1 — bisection 0.3-0.7 s (within 0.6 % of the bound), optimize
+//     60 s; DGX-1 all-to-all chunkup 2 slack 1 — 0.7-5 s vs 3.6 s. The SMT core also beat Z3's SAT engine
+//     (logic QF_FD): 0.3 s vs 4-10 s on DGX-1, and QF_FD's push recompiles cardinality constraints without a time
+//     limit. Bisection is the default; BRAID_ROUTING_ENGINE=optimize selects z3::optimize (kept for comparison;
+//     its time limit is not always honoured on large models).
 //   - Hyperedge tweak (TACCL's uc-min / uc-max): with the makespan bound at best x (1 + 1e-3), a bisection on the
 //     number of distinct intra-node links used (at most / at least k), a few seconds at most; the routes found
 //     last stay when it times out.
@@ -433,6 +434,7 @@ class RoutingModel {
           if (j < 0) {
             base_.push_back(!xi);
             zeros_.push_back(enc_[c].slot[i]);
+            suspects_.insert(static_cast<int>(c));
           } else if (j != static_cast<int>(i)) {
             base_.push_back(xi == x_[enc_[c].slot[j]]);
             ties_.push_back({enc_[c].slot[i], enc_[c].slot[j]});
@@ -780,6 +782,7 @@ class RoutingModel {
 
   const z3::expr_vector& base() const { return base_; }
   double latencyFloor() const { return latency_floor_; }
+  const std::set<int>& suspects() const { return suspects_; }
   int numVariables() const { return num_vars_; }
   bool usesReals() const { return uses_reals_; }
 
@@ -810,6 +813,7 @@ class RoutingModel {
       if (j < 0 || e.slot[j] >= 0) {
         base_.push_back(!x_[enc_[rep].slot[i]]);
         zeros_.push_back(enc_[rep].slot[i]);
+        suspects_.insert(rep);
         exact = false;
         continue;
       }
@@ -821,6 +825,7 @@ class RoutingModel {
       e.slot[j] = newVar(fmt::format("x_c{}_l{}", c, gc.links[j]));
       base_.push_back(!x_[e.slot[j]]);
       zeros_.push_back(e.slot[j]);
+      suspects_.insert(rep);
       exact = false;
     }
     const std::vector<int>& perm = lt_.symmetry.empty() ? identity_ : lt_.symmetry[g];
@@ -1006,6 +1011,7 @@ class RoutingModel {
   std::vector<z3::expr> arrival_targets_;
   std::vector<std::vector<std::pair<int, int>>> link_load_, res_load_;
   std::vector<int> res_single_link_;
+  std::set<int> suspects_;                 // representatives whose orbit has links forced off by the symmetry
   std::vector<int> zeros_;                 // slots forced off by symmetry ties
   std::vector<std::pair<int, int>> ties_;  // slots forced equal by stabilizers
   std::vector<int> identity_;
@@ -1013,13 +1019,62 @@ class RoutingModel {
 
 // ---- infeasibility diagnosis ---------------------------------------------------------------------------
 
-/// Builds the diagnostic model (per-chunk variables over every link reachable from the owner, relay rules
-/// ignored; hop counts as reals; the four constraint groups as tracked literals), and returns the conflicting
-/// groups of its unsat core, shrunk by deletion within `seconds`.
-std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem& pb, const RoutingModel& main_model,
-                                  int slack, double seconds) {
-  z3::context z;
+/// The diagnostic model of the chunks `chunks` (one symmetry orbit: without loads, orbits do not interact): per-chunk
+/// variables over every link reachable from the owner, relay rules ignored; hop counts as reals; the four
+/// constraint groups as tracked literals. Returns the conflicting groups of its unsat core, shrunk by deletion,
+/// or nothing when the orbit is satisfiable or undecided within `seconds`.
+std::vector<std::string> diagnoseOrbit(const LogicalTopology& lt, const ChunkProblem& pb,
+                                       const RoutingModel& main_model, int slack, const std::vector<int>& chunks,
+                                       double seconds) {
   const int n = lt.num_ranks;
+  // Without the path rule the orbit's routes are free but for relay rules and symmetry ties, so those conflicts are
+  // reachability questions: the representative may use a link only when the link and all its images (under the
+  // elements mapping it to the orbit's chunks, and its stabilizers) exist and, with relay rules, may carry the
+  // chunks they would carry. A target unreachable without relay rules conflicts with the symmetry alone; one
+  // unreachable only with them, with relay rules and symmetry. Both cores are minimal (each chunk alone can reach
+  // every target: checked before any solving). Z3 takes long to refute these unrestricted routings.
+  {
+    const int rep = main_model.representative(chunks.front());
+    const Chunk& chunk = pb.chunks[rep];
+    const int dest = pb.kind == CollectiveKind::kAllToAll ? chunk.dest : -1;
+    std::vector<std::vector<int>> elements(pb.chunks.size());  // per chunk of the orbit: elements rep -> chunk
+    for (int c : chunks) {
+      if (c != rep) elements[c].push_back(main_model.element(c));
+      for (size_t g = 1; c == rep && g < pb.image.size(); ++g)
+        if (pb.image[g][rep] == rep) elements[c].push_back(static_cast<int>(g));
+    }
+    auto unreachable_target = [&](bool relay_rules) {
+      std::vector<char> ok(lt.links.size(), 0);
+      for (const LogicalLink& link : lt.links) {
+        bool usable = link.dst != chunk.owner && (!relay_rules || relayAllows(lt, link.id, chunk.owner));
+        for (int c : chunks)
+          for (int g : elements[c]) {
+            if (!usable) break;
+            const int img = lt.imageLink(g, link.id);
+            usable = img >= 0 && lt.links[img].dst != pb.chunks[c].owner &&
+                     (!relay_rules || relayAllows(lt, img, pb.chunks[c].owner));
+          }
+        ok[link.id] = usable;
+      }
+      std::vector<char> seen(n, 0);
+      std::deque<int> queue{chunk.owner};
+      seen[chunk.owner] = 1;
+      while (!queue.empty()) {
+        const int u = queue.front();
+        queue.pop_front();
+        if (u == dest) continue;
+        for (int l : lt.out_links[u])
+          if (ok[l] && !seen[lt.links[l].dst]) seen[lt.links[l].dst] = 1, queue.push_back(lt.links[l].dst);
+      }
+      for (int t : chunk.targets)
+        if (!seen[t]) return t;
+      return -1;
+    };
+    if (const int t = unreachable_target(false); t >= 0) return {postconditionName(t, chunk), kSymmetryGroup};
+    if (const int t = unreachable_target(true); t >= 0)
+      return {postconditionName(t, chunk), kRelayGroup, kSymmetryGroup};
+  }
+  z3::context z;
   const auto t0 = SteadyClock::now();
   z3::expr relay = z.bool_const("group_relay");
   z3::expr paths = z.bool_const("group_paths");
@@ -1029,16 +1084,16 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
   z3::solver s(z);
   std::vector<Geometry> wide(pb.chunks.size());
   std::vector<std::vector<z3::expr>> x(pb.chunks.size());
-  for (size_t c = 0; c < pb.chunks.size(); ++c) {
+  for (int c : chunks) {
     const Chunk& chunk = pb.chunks[c];
     const int dest = pb.kind == CollectiveKind::kAllToAll ? chunk.dest : -1;
     wide[c] = makeGeometry(lt, chunk.owner, dest, slack, false, false);
     for (int l : wide[c].links) x[c].push_back(z.bool_const(fmt::format("x_c{}_l{}", c, l).c_str()));
   }
-  for (size_t c = 0; c < pb.chunks.size(); ++c) {
+  for (int c : chunks) {
     const Chunk& chunk = pb.chunks[c];
     const Geometry& w = wide[c];
-    const Geometry& main_geo = main_model.geometry(static_cast<int>(c));
+    const Geometry& main_geo = main_model.geometry(c);
     std::vector<z3::expr_vector> in, out;  // one Z3 vector per rank (copies would share one)
     for (int v = 0; v < n; ++v) in.emplace_back(z), out.emplace_back(z);
     std::vector<z3::expr> hops;
@@ -1095,14 +1150,14 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
     for (size_t j = 0; j < wc.links.size(); ++j)
       if (!matched[j]) s.add(z3::implies(symmetry, !x[c][j]));
   };
-  for (size_t c = 0; c < pb.chunks.size(); ++c) {
-    const int rep = main_model.representative(static_cast<int>(c));
-    if (rep != static_cast<int>(c)) {
-      tie(static_cast<int>(c), rep, main_model.element(static_cast<int>(c)));
+  for (int c : chunks) {
+    const int rep = main_model.representative(c);
+    if (rep != c) {
+      tie(c, rep, main_model.element(c));
       continue;
     }
     for (size_t g = 1; g < pb.image.size(); ++g)
-      if (pb.image[g][c] == static_cast<int>(c)) tie(static_cast<int>(c), rep, static_cast<int>(g));
+      if (pb.image[g][c] == c) tie(c, rep, static_cast<int>(g));
   }
   // Tracked literals: every postcondition, then the three groups.
   std::vector<z3::expr> lits = post_lits;
@@ -1113,8 +1168,8 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
   names.push_back(kPathsGroup);
   lits.push_back(symmetry);
   names.push_back(kSymmetryGroup);
-  auto check_with = [&](const std::vector<int>& active) -> z3::check_result {
-    const double left = seconds - secondsSince(t0);
+  auto check_with = [&](const std::vector<int>& active, double limit) -> z3::check_result {
+    const double left = std::min(limit, seconds - secondsSince(t0));
     if (left <= 0.01) return z3::unknown;
     z3::params p(z);
     p.set("timeout", static_cast<unsigned>(std::max(1.0, left * 1000)));
@@ -1125,14 +1180,14 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
   };
   std::vector<int> all(lits.size());
   std::iota(all.begin(), all.end(), 0);
-  if (check_with(all) != z3::unsat) return {};
+  if (check_with(all, seconds) != z3::unsat) return {};
   std::vector<int> core;
   const z3::expr_vector uc = s.unsat_core();
   for (unsigned k = 0; k < uc.size(); ++k)
     for (size_t i = 0; i < lits.size(); ++i)
       if (z3::eq(uc[k], lits[i])) core.push_back(static_cast<int>(i));
   std::sort(core.begin(), core.end());
-  // Deletion: drop each literal whose removal keeps the rest unsat.
+  // Deletion: drop each literal whose removal keeps the rest unsat (each check briefly; undecided ones stay).
   std::vector<char> kept(lits.size(), 0);
   for (int i : core) kept[i] = 1;
   for (int i : core) {
@@ -1140,7 +1195,7 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
     std::vector<int> trial;
     for (size_t j = 0; j < lits.size(); ++j)
       if (kept[j]) trial.push_back(static_cast<int>(j));
-    if (check_with(trial) != z3::unsat) kept[i] = 1;
+    if (check_with(trial, std::max(1.0, seconds / 10)) != z3::unsat) kept[i] = 1;
   }
   core.clear();
   for (size_t j = 0; j < lits.size(); ++j)
@@ -1157,6 +1212,26 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
   if (post_total > max_post)
     groups.insert(groups.begin() + max_post, fmt::format("{} more postconditions", post_total - max_post));
   return groups;
+}
+
+/// Why the main model is unsatisfiable: the first orbit whose diagnostic model is, orbits with links forced off by
+/// the symmetry first (they are where a conflict can come from). Empty when none was found within `seconds`.
+std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem& pb, const RoutingModel& main_model,
+                                  int slack, double seconds) {
+  const auto t0 = SteadyClock::now();
+  std::map<int, std::vector<int>> orbits;  // representative -> its chunks
+  for (size_t c = 0; c < pb.chunks.size(); ++c)
+    orbits[main_model.representative(static_cast<int>(c))].push_back(static_cast<int>(c));
+  std::vector<int> order(main_model.suspects().begin(), main_model.suspects().end());
+  for (const auto& [rep, chunks] : orbits)
+    if (!main_model.suspects().count(rep)) order.push_back(rep);
+  for (int rep : order) {
+    const double left = seconds - secondsSince(t0);
+    if (left <= 0.01) break;
+    std::vector<std::string> groups = diagnoseOrbit(lt, pb, main_model, slack, orbits[rep], left);
+    if (!groups.empty()) return groups;
+  }
+  return {};
 }
 
 // ---- the stage ------------------------------------------------------------------------------------------

@@ -339,6 +339,40 @@ TEST(Routing, UnsatCoreNamesRelaySymmetryAndAPostcondition) {
   EXPECT_EQ(ok->parent[1][2], free.lt.find(0, 2));  // rank 1's chunk crosses on 0 -> 2, the only link allowed
 }
 
+TEST(Routing, UnsatCoreNamesThePathRuleWhenLongerRoutesWouldDo) {
+  // Two nodes of two GPUs with an extra inter-node link 1 -> 2 whose image under the node swap (3 -> 0) does not
+  // exist. Rank 1's chunk reaches rank 2 in one hop only over 1 -> 2, which the swap forbids (its image would be
+  // missing); the symmetric detours 1 -> 0 -> 2 and 1 -> 3 -> 2 take two hops, one more than the shortest path. So
+  // with slack 0 the path rule, the symmetry and that postcondition conflict (relay rules play no part); with
+  // slack 1 a symmetric routing exists.
+  auto build = [] {
+    Logical g = twoByTwo();
+    g.link(1, 2, 1.0, 5);
+    g.symmetry({rotation(4, 2)});
+    return g;
+  };
+  Logical g = build();
+  const ChunkProblem pb = problemFor(CollectiveKind::kAllGather, g.lt, 1, kBytes);
+  auto routing = routeChunks(g.lt, pb, 0, contextFor(20), nullptr);
+  ASSERT_FALSE(routing.isOk());
+  EXPECT_EQ(routing.status().code(), StatusCode::kInfeasible);
+  const std::string& msg = routing.status().message();
+  EXPECT_NE(msg.find("logical topology: shortest paths (+slack)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("symmetry: the sketch's symmetry offsets tie chunk routes"), std::string::npos) << msg;
+  EXPECT_TRUE(msg.find("postcondition: rank 2 receives chunk (owner 1, piece 0)") != std::string::npos ||
+              msg.find("postcondition: rank 0 receives chunk (owner 3, piece 0)") != std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("relay:"), std::string::npos) << msg;
+
+  Logical g1 = build();
+  const ChunkProblem pb1 = problemFor(CollectiveKind::kAllGather, g1.lt, 1, kBytes);
+  auto ok = routeChunks(g1.lt, pb1, 1, contextFor(20), nullptr);
+  ASSERT_TRUE(ok.isOk()) << ok.status().toString();
+  expectValidRoutes(g1.lt, pb1, *ok);
+  expectSymmetric(g1.lt, pb1, *ok);
+  EXPECT_NE(ok->parent[1][2], g1.lt.find(1, 2));
+}
+
 TEST(Routing, UnreachableTargetIsReportedBeforeSolving) {
   // No inter-node link may carry rank 1's chunk: ranks 2 and 3 can never receive it.
   Logical g = twoByTwo();
