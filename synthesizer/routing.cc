@@ -1341,7 +1341,7 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
     const double lower = model->lowerBound();
     model->build(lower);
 
-    // The incumbent: the greedy routes when they satisfy every structural constraint, else Z3's first model->
+    // The incumbent: the greedy routes when they satisfy every structural constraint, else Z3's first model.
     std::vector<std::vector<int>> best;
     double best_t = -1;
     auto greedy = model->greedy();
