@@ -383,8 +383,9 @@ std::string renderSimulateHtml(const SimulateReport& report, const HtmlLimits& l
   html += busbwPlot(report);
   html +=
       "<p>busbw = size / time x busbw factor (nccl-tests). The bound curve is the busbw at the lower bound "
-      "(max of the ForestColl cut bound and the latency bound): no algorithm on this topology can exceed it unless the "
-      "network reduces data itself (NVLS).</p>\n";
+      "(max of the ForestColl cut bound, the route bound and the latency bound): no algorithm on this topology can "
+      "exceed it unless the network reduces data itself (NVLS) or GPUs send over routes other than the "
+      "topology's.</p>\n";
   if (report.timeline) {
     html += fmt::format("<h2>Per-link timeline at {}</h2>\n", formatSize(report.timeline->size_bytes));
     html += linkTimeline(*report.timeline, limits);

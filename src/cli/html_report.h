@@ -34,8 +34,8 @@ struct SimulateRow {
   double nccl_sim_us = 0;  // NCCL's algorithm run in Braid's simulator
   double nccl_sim_busbw_gbps = 0;
   std::string nccl_sim_algo;      // what was simulated, e.g. "Ring/LL128"
-  double bound_us = 0;            // collectiveBound: max(bandwidth cut bound, latency bound)
-  double bound_bandwidth_us = 0;  // the ForestColl cut bound alone
+  double bound_us = 0;            // collectiveBound: max(bandwidth bound, latency bound)
+  double bound_bandwidth_us = 0;  // bandwidth bound: max(ForestColl cut bound, route bound)
   double bound_latency_us = 0;    // the latency bound alone
   double bound_busbw_gbps = 0;    // busbw at the bound: the ceiling
   bool in_window = true;          // size inside the algorithm's [min_bytes, max_bytes]

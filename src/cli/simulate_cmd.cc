@@ -423,8 +423,8 @@ std::string textReport(const SimulateReport& report, const SimulateCmdOptions& o
   out += fmt::format("#  minBytes {} maxBytes {} step: {}(factor) datatype {} {} instances {}\n", first, last,
                      opt.factor, report.datatype, report.in_place ? "in-place" : "out-of-place", report.instances);
   out += fmt::format(
-      "#  busbw = algbw x {} (nccl-tests); speedup = NCCL model time / Braid time; bound = max(cut bound, latency "
-      "bound)\n",
+      "#  busbw = algbw x {} (nccl-tests); speedup = NCCL model time / Braid time; bound = max(cut bound, route "
+      "bound, latency bound)\n",
       fmt::format("{:.4g}", report.bus_factor));
   out += "#\n" + headerLines();
   bool any_outside = false;
