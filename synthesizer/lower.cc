@@ -716,6 +716,31 @@ class Lowering {
       const Spread& sp = spread_.at({m.from, m.to});
       m.channel = sp.base + (sp.round_robin ? m.seq : chainOf(m)) % sp.channels;
     }
+    if (req_.level_channels) {
+      // Tree levels on separate channels: the depth of each (phase, chunk, rank) in its chunk's tree.
+      std::map<std::tuple<int, int, int>, int> parent;
+      auto addTree = [&](int phase, const LogicalTopology* lt, const Schedule* s) {
+        if (!lt || !s) return;
+        for (const Transfer& t : s->transfers) parent[{phase, t.chunk, lt->links[t.link].dst}] = lt->links[t.link].src;
+      };
+      addTree(kPhaseGather, req_.forward_logical, req_.forward);
+      addTree(kPhaseReduce, req_.reverse_logical, req_.reverse);
+      auto depth = [&](int phase, int chunk, int rank) {
+        int d = 0;
+        for (auto it = parent.find({phase, chunk, rank}); it != parent.end() && d < 64;
+             it = parent.find({phase, chunk, it->second}))
+          ++d;
+        return d;
+      };
+      int max_ch = 0;
+      for (const Message& m : msgs_) max_ch = std::max(max_ch, m.channel + 1);
+      for (Message& m : msgs_) {
+        const LogicalTopology* lt = m.phase == kPhaseGather ? req_.forward_logical : req_.reverse_logical;
+        const int chunk = units_[data_[m.units[0]]].chunk;
+        const int level = depth(m.phase, chunk, lt->links[m.link].src);
+        m.channel = std::min(kMaxChannels - 1, m.channel + max_ch * level);
+      }
+    }
     std::vector<Op> ops = ops_;
     const int num_ops = static_cast<int>(ops.size());
     std::vector<int> alias(num_ops, -1);

@@ -203,6 +203,13 @@ struct LowerRequest {
   /// simulator runs dgx1-v100 all-gather at 256 MiB in 2088 us instead of 2146 us and ndv2-x4 all-reduce in
   /// 34219 us instead of 39450 us. Threadblocks are still paired where a rank would exceed 32 per channel.
   bool pair_connections = false;
+  /// Put messages on channels by the tree level of their sender (0 = the chunk's owner, 1 = first relay, ...):
+  /// channel = spread channel + level x (channels of the spread). In MSCCL's slice loop a threadblock runs slice
+  /// j of all its steps in order, so a threadblock that sends both its own chunks (ready at once) and relayed
+  /// ones (arriving over a slower NIC) paces the first by the second; separate channels decouple them. Measured
+  /// in the simulator at 256 MiB: dgx-h100-x2 all-gather 1718 -> 653 us; dgx1-v100 (one node) 2035 -> 2068 us,
+  /// so synthesize() sets it only when the logical topology has inter-node links. Channels stop at 32.
+  bool level_channels = false;
 };
 
 /// Turns schedules into an MSCCL program: one threadblock per (peer, direction, channel), steps in schedule

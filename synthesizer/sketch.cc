@@ -684,12 +684,29 @@ Result<Sketch> deriveSketch(const Topology& t, CollectiveKind collective) {
     }
   }
 
-  // Intra-node logical links.
-  s.intranode_links = has_nvlink ? IntraLinks::kNvlink : IntraLinks::kAll;
-  s.notes.push_back(has_nvlink ? "intranode links nvlink: node 0 has NVLink, so GPUs talk directly only over "
-                                 "NVLink-only routes (direct or through NVSwitch)."
-                               : "intranode links all: node 0 has no NVLink, so every GPU pair with a route "
-                                 "(PCIe / SYS) may talk directly.");
+  // Intra-node logical links: NVLink-only routes when they connect all GPUs of the node (directly or through an
+  // NVSwitch, so relaying over NVLink reaches everyone), every routable pair otherwise.
+  bool nvlink_connected = has_nvswitch;
+  if (has_nvlink && !has_nvswitch) {
+    std::set<int> seen = {0};
+    std::vector<int> todo = {0};
+    while (!todo.empty()) {
+      const int a = todo.back();
+      todo.pop_back();
+      for (const auto& [x, y] : nvlink_pairs) {
+        if (x == a && seen.insert(y).second) todo.push_back(y);
+      }
+    }
+    nvlink_connected = static_cast<int>(seen.size()) == gpn;
+  }
+  const bool use_nvlink = has_nvlink && nvlink_connected;
+  s.intranode_links = use_nvlink ? IntraLinks::kNvlink : IntraLinks::kAll;
+  s.notes.push_back(use_nvlink   ? "intranode links nvlink: node 0 has NVLink connecting all its GPUs, so GPUs talk "
+                                   "directly only over NVLink-only routes (direct or through NVSwitch)."
+                    : has_nvlink ? "intranode links all: node 0's NVLink does not connect all its GPUs (islands), so "
+                                   "every GPU pair with a route (NVLink, PCIe or SYS) may talk directly."
+                                 : "intranode links all: node 0 has no NVLink, so every GPU pair with a route "
+                                   "(PCIe / SYS) may talk directly.");
   s.notes.push_back("intranode strategy none: no TACCL objective tweak (uc-min/uc-max, maxmin/minmax).");
 
   // Relays from GPU-NIC affinity (nicAffinity; the traffic NIC is the one Topology::route leaves through).
@@ -885,11 +902,33 @@ Result<Sketch> deriveSketch(const Topology& t, CollectiveKind collective) {
       if (a != b && !nvlink_pairs.count({a, b})) complete = false;
     }
   }
-  if (nodes == 1 && !has_nvswitch && has_nvlink && !complete) {
+  // On one node whose GPU pairs see different route bandwidths (PCIe switches vs the inter-socket link, NVLink
+  // islands joined by SYS) a chunk should cross the slow link once and be relayed on the far side rather than
+  // sent directly to every far GPU: shortest paths in a complete logical graph are all direct.
+  bool uneven_routes = false;
+  if (nodes == 1 && !use_nvlink) {
+    double lo = 0, hi = 0;
+    for (int a : t.nodes[0].gpus) {
+      for (int b : t.nodes[0].gpus) {
+        if (a == b) continue;
+        std::optional<Route> r = t.route(t.vertices[a].rank, t.vertices[b].rank);
+        if (!r) continue;
+        lo = lo == 0 ? r->bandwidth_gbps : std::min(lo, r->bandwidth_gbps);
+        hi = std::max(hi, r->bandwidth_gbps);
+      }
+    }
+    uneven_routes = hi > lo * (1 + 1e-9);
+  }
+  if (nodes == 1 && !has_nvswitch && has_nvlink && use_nvlink && !complete) {
     s.path_slack = 1;
     s.notes.push_back(
         "path_slack 1: the node's NVLink graph is not complete and has no NVSwitch, so two-hop destinations "
         "cannot be balanced over shortest paths alone.");
+  } else if (uneven_routes) {
+    s.path_slack = 1;
+    s.notes.push_back(
+        "path_slack 1: GPU pairs of the node see different route bandwidths (e.g. PCIe vs the inter-socket link), "
+        "so a chunk may cross the slow link once and be relayed instead of going directly to every far GPU.");
   } else {
     s.path_slack = 0;
     s.notes.push_back(nodes > 1 ? "path_slack 0: shortest paths only (TACCL's routing), several nodes."

@@ -191,6 +191,8 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   lower.protocol = request.protocol;
   lower.root = request.root;
   lower.name = fmt::format("braid-{}-{}-c{}", collectiveName(coll), topology.name, sketch.chunkup);
+  lower.level_channels =
+      std::any_of(forward.links.begin(), forward.links.end(), [](const synth::LogicalLink& l) { return l.inter_node; });
   if (need_forward) {
     lower.forward_logical = &forward;
     lower.forward_problem = &fwd.problem;

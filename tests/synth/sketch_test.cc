@@ -554,13 +554,38 @@ TEST(DeriveSketch, SingleNodes) {
   EXPECT_EQ(a->path_slack, 0);
   EXPECT_EQ(a->intranode_links, IntraLinks::kNvlink);
 
-  // PCIe only: every pair may talk, no slack.
+  // PCIe only: every pair may talk. Pairs in one socket meet at their PCIe switch (24 GB/s), pairs across the
+  // sockets cross the 10 GB/s inter-socket link (topologies/pcie-2s4g.yaml): uneven routes, so slack 1 lets a
+  // chunk cross once and be relayed.
   const Topology pcie = shipped("pcie-2s4g");
   Result<Sketch> p = deriveSketch(pcie, CollectiveKind::kAllGather);
   ASSERT_TRUE(p.isOk()) << p.status().toString();
   EXPECT_EQ(p->intranode_links, IntraLinks::kAll);
-  EXPECT_EQ(p->path_slack, 0);
+  EXPECT_EQ(p->path_slack, 1);
   EXPECT_EQ(p->chunkup, 1);
+
+  // NVLink islands (two bridged pairs on two sockets, realcases RC-28 shape): NVLink does not connect the node,
+  // so every routable pair may talk, and the routes are uneven (NVLink pair vs SYS).
+  {
+    Topology islands;
+    islands.name = "islands";
+    const int node = islands.addNode("node0");
+    int g[4];
+    for (int& v : g) v = islands.addVertex(VertexKind::kGpu, node);
+    const int cpu0 = islands.addVertex(VertexKind::kCpu, node, "cpu0");
+    const int cpu1 = islands.addVertex(VertexKind::kCpu, node, "cpu1");
+    islands.addDuplexLink(g[0], g[1], LinkKind::kNvlink, 50, 0.7, 4);
+    islands.addDuplexLink(g[2], g[3], LinkKind::kNvlink, 50, 0.7, 4);
+    islands.addDuplexLink(g[0], cpu0, LinkKind::kPcie, 12, 1.0);
+    islands.addDuplexLink(g[1], cpu0, LinkKind::kPcie, 12, 1.0);
+    islands.addDuplexLink(g[2], cpu1, LinkKind::kPcie, 12, 1.0);
+    islands.addDuplexLink(g[3], cpu1, LinkKind::kPcie, 12, 1.0);
+    islands.addDuplexLink(cpu0, cpu1, LinkKind::kSys, 6, 1.0);
+    Result<Sketch> i = deriveSketch(islands, CollectiveKind::kAllGather);
+    ASSERT_TRUE(i.isOk()) << i.status().toString();
+    EXPECT_EQ(i->intranode_links, IntraLinks::kAll);
+    EXPECT_EQ(i->path_slack, 1);
+  }
 
   Topology empty;
   empty.name = "empty";
