@@ -226,6 +226,17 @@ int runSynth(const SynthCmdOptions& opt) {
                                            topology.numGpus(), topology.numGpus() - 1));
     }
 
+    // Output destinations are checked before any work: a missing directory fails now, not after synthesis.
+    if (opt.out == "-") return fail(kUsageError, "-o -: write the algorithm to a file (--json - prints the report)");
+    for (const std::string& path : {opt.out, opt.json == "-" ? std::string() : opt.json}) {
+      if (path.empty()) continue;
+      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+      std::error_code ec;
+      if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+        return fail(kFailure, fmt::format("cannot write {}: directory {} does not exist", path, parent.string()));
+      }
+    }
+
     // ---- synthesis ---------------------------------------------------------------------------------------
     ProgressPrinter progress("synth", std::cerr);
     SynthesisRequest request;
@@ -269,12 +280,8 @@ int runSynth(const SynthCmdOptions& opt) {
     for (const std::string& n : topology.notes) notes.push_back("topology: " + n);
 
     // ---- outputs -----------------------------------------------------------------------------------------
-    if (!opt.out.empty()) {
-      const std::string text =
-          format == "json" ? writeAlgorithmJson(result.algorithm) : writeMscclXml(result.algorithm);
-      Status written = writeFileAtomic(opt.out, text);
-      if (!written) return fail(kFailure, written.message());
-    }
+    // The report file is written first and the algorithm last, so a failing report leaves no algorithm behind
+    // (each file is written whole or not at all).
     SynthReport report;
     report.topology = &topology;
     report.collective = *collective;
@@ -294,6 +301,12 @@ int runSynth(const SynthCmdOptions& opt) {
         Status written = writeFileAtomic(opt.json, text);
         if (!written) return fail(kFailure, written.message());
       }
+    }
+    if (!opt.out.empty()) {
+      const std::string text =
+          format == "json" ? writeAlgorithmJson(result.algorithm) : writeMscclXml(result.algorithm);
+      Status written = writeFileAtomic(opt.out, text);
+      if (!written) return fail(kFailure, written.message());
     }
     if (!json_to_stdout) {
       std::string out = summaryHeader(result, topology, *collective, sketch.has_value());

@@ -169,6 +169,12 @@ expect_rc 1 "missing sketch" -- "$braid" synth -t dgx1-v100 --sketch "$tmp/nones
 grep -q "no such file" "$tmp/err" && ok || fail "missing sketch: $(head -2 "$tmp/err")"
 no_crash "missing sketch"
 expect_rc 1 "missing topology" -- "$braid" synth -t "$tmp/nonesuch-topo.yaml" -c allgather
+# Output destinations are checked before synthesis; a report that cannot be written leaves no algorithm behind.
+expect_rc 1 "report into a missing directory" -- "$braid" synth -t "$tmp/two.yaml" --sketch "$tmp/relay.yaml" \
+  -c allgather --sizes 1M -o "$tmp/orphan.xml" --json "$tmp/nodir/r.json"
+grep -q "does not exist" "$tmp/err" && ok || fail "missing report directory: $(head -2 "$tmp/err")"
+[ ! -e "$tmp/orphan.xml" ] && ok || fail "the algorithm was written although the command failed"
+expect_rc 2 "-o - is refused" -- "$braid" synth -t "$tmp/two.yaml" --sketch "$tmp/relay.yaml" -c allgather -o -
 expect_rc 2 "unknown collective" -- "$braid" synth -t dgx1-v100 -c gather
 expect_rc 2 "bad --sizes" -- "$braid" synth -t dgx1-v100 -c allgather --sizes 1K,lots
 expect_rc 2 "bad --time-limit" -- "$braid" synth -t dgx1-v100 -c allgather --time-limit 0
