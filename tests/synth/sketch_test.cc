@@ -468,8 +468,11 @@ TEST(DeriveSketch, Dgx1) {
   EXPECT_TRUE(s->relay_for.empty());
   // Every GPU has 2+2+1+1 = 6 NVLink lanes (two NV2 and two NV1 neighbours, topologies/dgx1-v100.yaml) and
   // receives 7c chunks in an all-gather: 7c divisible by 6 first at c = 6 (TACCL's sk-ndv2-n1-cUp6); the derived
-  // sketch takes twice that (smaller pieces, less pipeline fill at relays).
-  EXPECT_EQ(s->chunkup, 12);
+  // sketch takes a multiple of that (smaller pieces, less pipeline fill at relays): 3x for all-gather.
+  EXPECT_EQ(s->chunkup, 18);
+  // All-reduce takes 2x the balancing count, all-to-all 1x (measured choices, synthesizer/sketch.cc).
+  EXPECT_EQ(deriveSketch(t, CollectiveKind::kAllReduce)->chunkup, 12);
+  EXPECT_EQ(deriveSketch(t, CollectiveKind::kAllToAll)->chunkup, 6);
   // Eight GPUs with four NVLink neighbours each: not complete, no NVSwitch.
   EXPECT_EQ(s->path_slack, 1);
   // Rotating by one maps the NV2 pair 0-3 onto 1-4, which is not linked (hybrid cube-mesh): no rotation.
