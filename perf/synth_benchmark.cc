@@ -90,7 +90,7 @@ int main(int argc, char** argv) {
   }
   std::vector<uint64_t> sizes;
   for (const std::string& s : size_texts) {
-    std::optional<uint64_t> v = braid::cli::parseNcclTestsSize(s);
+    std::optional<uint64_t> v = braid::parseNcclTestsSize(s);
     if (!v) {
       std::cerr << "synth_benchmark: bad size " << s << "\n";
       return 2;

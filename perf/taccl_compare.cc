@@ -219,7 +219,7 @@ int main(int argc, char** argv) {
   }
   std::vector<uint64_t> sizes;
   for (const std::string& s : size_texts) {
-    std::optional<uint64_t> v = braid::cli::parseNcclTestsSize(s);
+    std::optional<uint64_t> v = braid::parseNcclTestsSize(s);
     if (!v || *v == 0) {
       std::cerr << "taccl_compare: bad size " << s << "\n";
       return 2;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "braid/file_io.h"
+#include "common/text.h"
 #include "topology/routing.h"
 
 namespace braid {
@@ -57,38 +58,6 @@ const std::set<std::string> kHyperedges = {"uc-max", "uc-min"};
 
 std::string fileStem(const std::string& path) { return std::filesystem::path(path).stem().string(); }
 
-std::string lowerCase(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
-  return s;
-}
-
-/// nccl-tests size syntax (tests/src/common.cu parsesize; ../shared/reference §6): digits with an optional
-/// K, M or G suffix (either case, powers of 1024). nullopt when malformed or above 2^63.
-std::optional<uint64_t> parseNcclSize(const std::string& text) {
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0 || digits > 19) return std::nullopt;
-  const std::string suffix = lowerCase(text.substr(digits));
-  uint64_t multiplier = 1;
-  if (suffix == "k") {
-    multiplier = uint64_t{1} << 10;
-  } else if (suffix == "m") {
-    multiplier = uint64_t{1} << 20;
-  } else if (suffix == "g") {
-    multiplier = uint64_t{1} << 30;
-  } else if (!suffix.empty()) {
-    return std::nullopt;
-  }
-  constexpr uint64_t kMax = uint64_t{1} << 63;
-  uint64_t value = 0;
-  for (size_t i = 0; i < digits; ++i) {
-    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
-    if (value > kMax) return std::nullopt;
-  }
-  if (value > kMax / multiplier) return std::nullopt;
-  return value * multiplier;
-}
-
 /// The shortest nccl-tests spelling of a byte count (1048576 -> "1M", 1000 -> "1000").
 std::string formatNcclSize(uint64_t bytes) {
   if (bytes == 0) return "0";
@@ -99,34 +68,13 @@ std::string formatNcclSize(uint64_t bytes) {
   return fmt::format("{}", bytes);
 }
 
-// YAML double-quoted scalar.
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\x{:02x}", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 // A string as a plain YAML scalar when it reads back as the same string (a name such as uc-min), else quoted.
 std::string scalar(const std::string& s) {
   static const std::set<std::string> kSpecial = {"true", "false", "yes", "no", "on", "off", "null", "y", "n", "~"};
   const bool plain = !s.empty() && std::isalpha(static_cast<unsigned char>(s[0])) && !kSpecial.count(lowerCase(s)) &&
                      std::all_of(s.begin(), s.end(),
                                  [](unsigned char c) { return std::isalnum(c) || c == '-' || c == '_' || c == '.'; });
-  return plain ? s : quote(s);
+  return plain ? s : yamlQuote(s);
 }
 
 std::string intList(const std::vector<int>& v) { return fmt::format("[{}]", fmt::join(v, ", ")); }
@@ -413,7 +361,7 @@ Result<Sketch> SketchYamlReader::read(const std::string& text) {
   }
   if (const YAML::Node n = root["size"]) {
     if (!n.IsScalar()) return error(n, "size", "expected a size such as 1M or 1048576");
-    const std::optional<uint64_t> bytes = parseNcclSize(n.Scalar());
+    const std::optional<uint64_t> bytes = parseNcclTestsSize(n.Scalar());
     if (!bytes) {
       return error(
           n, "size",

@@ -15,11 +15,6 @@
 namespace braid::cli {
 namespace {
 
-std::string lowerCase(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](unsigned char c) { return std::tolower(c); });
-  return text;
-}
-
 bool comparable(CollectiveKind kind) {
   return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kAllGather ||
          kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllToAll;
@@ -27,30 +22,11 @@ bool comparable(CollectiveKind kind) {
 
 }  // namespace
 
-std::optional<uint64_t> parseNcclTestsSize(const std::string& text) {
-  if (text.empty()) return std::nullopt;
-  size_t digits = 0;
-  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits]))) ++digits;
-  if (digits == 0) return std::nullopt;
-  uint64_t multiplier = 1;
-  const std::string suffix = lowerCase(text.substr(digits));
-  if (suffix == "k") {
-    multiplier = uint64_t{1} << 10;
-  } else if (suffix == "m") {
-    multiplier = uint64_t{1} << 20;
-  } else if (suffix == "g") {
-    multiplier = uint64_t{1} << 30;
-  } else if (!suffix.empty()) {
-    return std::nullopt;
+std::optional<Protocol> parseProtocolName(const std::string& text) {
+  for (Protocol p : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
+    if (lowerCase(protocolName(p)) == lowerCase(text)) return p;
   }
-  constexpr uint64_t kMax = uint64_t{1} << 63;
-  uint64_t value = 0;
-  for (size_t i = 0; i < digits; ++i) {
-    value = value * 10 + static_cast<uint64_t>(text[i] - '0');
-    if (value > kMax) return std::nullopt;
-  }
-  if (value > kMax / multiplier) return std::nullopt;
-  return value * multiplier;
+  return std::nullopt;
 }
 
 std::pair<uint64_t, uint64_t> ncclTestsCountAndBytes(CollectiveKind collective, int ranks, uint64_t element_bytes,

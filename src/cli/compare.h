@@ -27,12 +27,12 @@
 #include "braid/simulate.h"
 #include "braid/status.h"
 #include "braid/topology.h"
+#include "common/text.h"
 
 namespace braid::cli {
 
-/// nccl-tests size syntax (parsesize in nccl-tests src/common.cu): digits with an optional K, M or G suffix
-/// (either case; powers of 1024). nullopt when malformed or above 2^63.
-std::optional<uint64_t> parseNcclTestsSize(const std::string& text);
+/// Simple, LL or LL128 in any letter case; nullopt otherwise. (Sizes: parseNcclTestsSize in common/text.h.)
+std::optional<Protocol> parseProtocolName(const std::string& text);
 
 /// nccl-tests' element count and buffer size for a requested size (nccl-tests src/common.cu): count =
 /// size / (element_bytes x multiplier) whole elements, multiplier = 1 for all-reduce (and broadcast/reduce) and

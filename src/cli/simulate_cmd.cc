@@ -107,13 +107,6 @@ std::optional<DataType> parseDataType(const std::string& text) {
   return std::nullopt;
 }
 
-std::optional<Protocol> parseProtocolName(const std::string& text) {
-  for (Protocol p : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
-    if (lower(protocolName(p)) == lower(text)) return p;
-  }
-  return std::nullopt;
-}
-
 bool simulatable(CollectiveKind kind) {
   return kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kAllGather ||
          kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllToAll;

@@ -80,13 +80,6 @@ TacclSketch tacclSketchFrom(const Sketch& s) {
   return t;
 }
 
-std::optional<Protocol> parseProtocolName(const std::string& text) {
-  for (Protocol p : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
-    if (lower(protocolName(p)) == lower(text)) return p;
-  }
-  return std::nullopt;
-}
-
 bool synthesizable(CollectiveKind kind) {
   return kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
          kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kAllToAll ||

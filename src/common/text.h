@@ -2,6 +2,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,6 +23,16 @@ class LineIndex {
  private:
   std::vector<size_t> newlines_;
 };
+
+/// ASCII lower case.
+std::string lowerCase(std::string s);
+
+/// nccl-tests size syntax (nccl-tests src/common.cu parsesize): digits with an optional K, M or G suffix (either
+/// case; powers of 1024). nullopt when malformed or above 2^63.
+std::optional<uint64_t> parseNcclTestsSize(const std::string& text);
+
+/// YAML double-quoted scalar (a superset of JSON strings): quotes, backslashes and control characters escaped.
+std::string yamlQuote(const std::string& s);
 
 /// 1-based line of the byte at `offset` in `text` (one-off queries; LineIndex for many).
 int lineAtOffset(std::string_view text, size_t offset);

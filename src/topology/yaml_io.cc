@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "braid/topology.h"
+#include "common/text.h"
 
 namespace braid {
 
@@ -771,27 +772,6 @@ Result<Topology> YamlTopologyReader::read(const std::string& text) {
   return t;
 }
 
-// YAML double-quoted scalar (a superset of JSON strings).
-std::string quote(const std::string& s) {
-  std::string out = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default:
-        if (c < 0x20) {
-          out += fmt::format("\\x{:02x}", c);
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace
 
 Result<Topology> readTopologyYaml(const std::string& text, const std::string& filename) {
@@ -807,29 +787,29 @@ std::string writeTopologyYaml(const Topology& t) {
   std::string out;
   out += "# Braid topology, flattened: every vertex and every directed link is explicit.\n";
   out += "# Format: docs/formats/topology.md. Bandwidth in GB/s per direction, alpha in microseconds.\n";
-  out += fmt::format("name: {}\n", quote(t.name));
+  out += fmt::format("name: {}\n", yamlQuote(t.name));
   if (t.notes.empty()) {
     out += "notes: []\n";
   } else {
     out += "notes:\n";
-    for (const std::string& n : t.notes) out += fmt::format("  - {}\n", quote(n));
+    for (const std::string& n : t.notes) out += fmt::format("  - {}\n", yamlQuote(n));
   }
   if (t.nodes.empty()) {
     out += "nodes: []\n";
   } else {
     out += "nodes:\n";
     for (const Node& n : t.nodes) {
-      out += fmt::format("  - {{name: {}", quote(n.name));
-      if (!n.tmpl.empty()) out += fmt::format(", built_from: {}", quote(n.tmpl));
+      out += fmt::format("  - {{name: {}", yamlQuote(n.name));
+      if (!n.tmpl.empty()) out += fmt::format(", built_from: {}", yamlQuote(n.tmpl));
       out += "}\n";
     }
   }
   out += t.vertices.empty() ? "vertices: []\n" : "vertices:\n";
   for (const Vertex& v : t.vertices) {
-    out += fmt::format("  - {{name: {}, kind: {}", quote(v.name), vertexKindName(v.kind));
-    if (v.node >= 0 && v.node < t.numNodes()) out += fmt::format(", node: {}", quote(t.nodes[v.node].name));
-    if (!v.model.empty()) out += fmt::format(", model: {}", quote(v.model));
-    if (!v.busid.empty()) out += fmt::format(", busid: {}", quote(v.busid));
+    out += fmt::format("  - {{name: {}, kind: {}", yamlQuote(v.name), vertexKindName(v.kind));
+    if (v.node >= 0 && v.node < t.numNodes()) out += fmt::format(", node: {}", yamlQuote(t.nodes[v.node].name));
+    if (!v.model.empty()) out += fmt::format(", model: {}", yamlQuote(v.model));
+    if (!v.busid.empty()) out += fmt::format(", busid: {}", yamlQuote(v.busid));
     if (v.numa >= 0) out += fmt::format(", numa: {}", v.numa);
     out += "}\n";
   }
@@ -838,8 +818,9 @@ std::string writeTopologyYaml(const Topology& t) {
     return id >= 0 && id < static_cast<int>(t.vertices.size()) ? t.vertices[id].name : fmt::format("#{}", id);
   };
   for (const Link& l : t.links) {
-    out += fmt::format("  - {{src: {}, dst: {}, kind: {}, lanes: {}, bandwidth: {}, alpha: {}}}\n", quote(name(l.src)),
-                       quote(name(l.dst)), linkKindName(l.kind), l.lanes, l.bandwidth_gbps, l.alpha_us);
+    out +=
+        fmt::format("  - {{src: {}, dst: {}, kind: {}, lanes: {}, bandwidth: {}, alpha: {}}}\n", yamlQuote(name(l.src)),
+                    yamlQuote(name(l.dst)), linkKindName(l.kind), l.lanes, l.bandwidth_gbps, l.alpha_us);
   }
   return out;
 }
