@@ -32,3 +32,9 @@ find_package(ucx QUIET)
 braid_resolve_option(BRAID_WITH_UCX ucx_FOUND "UCX (CMake package 'ucx', Debian libucx-dev)")
 
 message(STATUS "Braid backends: CUDA=${BRAID_HAVE_CUDA} NCCL=${BRAID_HAVE_NCCL} UCX=${BRAID_HAVE_UCX}")
+
+# MPI (Debian openmpi): bootstrap under mpirun and perf/compare's OpenMPI side. Gloo: perf/compare's other peer.
+find_package(MPI COMPONENTS CXX QUIET)
+set(BRAID_WITH_MPI AUTO CACHE STRING "Build MPI bootstrap and comparisons (AUTO/ON/OFF)")
+braid_resolve_option(BRAID_WITH_MPI MPI_CXX_FOUND "MPI (Debian libopenmpi-dev)")
+message(STATUS "Braid: MPI=${BRAID_HAVE_MPI}")

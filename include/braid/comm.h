@@ -1,0 +1,99 @@
+// braid::Communicator: a group of ranks that runs collectives on CPU memory over a data transport
+// (ARCHITECTURE.md §5). The C API (include/braid/braid.h) wraps it in NCCL's shape.
+//
+// Each rank owns one Communicator and calls every collective in the same order as the other ranks, from
+// one thread at a time (ranks of one process use one thread each, as with NCCL's one-communicator-per-
+// thread use). Calls are blocking: when one returns, the receive buffer holds the result.
+//
+// Algorithm selection (per call; the choice is cached per (collective, bytes, in-place)):
+//   1. CommOptions::algorithms (forced, e.g. braid_perf --algo), then BRAID_ALGO_DIR's MSCCL XML / Braid
+//      JSON files: the first whose collective, rank count, [min_bytes, max_bytes) window and in-place mode
+//      match (files in name order);
+//   2. the Pareto set synthesized for CommOptions::topology / BRAID_TOPO when its GPU count equals the rank
+//      count: the candidate the simulator predicts fastest at this size;
+//   3. a classical algorithm for the size (comm/README.md gives the rule).
+// BRAID_DEBUG=INFO logs each choice once on stderr: "braid INFO rank 0: allreduce 1048576 B out-of-place ->
+// ring (classical)".
+//
+// Sizes: `count` is in elements as in NCCL (all-gather: elements each rank sends; reduce-scatter: elements
+// each rank receives; all-to-all: elements per peer). Counts that do not split into an algorithm's chunks
+// run through a tail path (comm/README.md): never a wrong result, never a write past a user buffer.
+//
+// Errors: kInvalidArgument (null buffer with count > 0, root out of range, overlapping buffers that are not
+// the in-place layout), kTimeout / kRemoteError from the transport (a dead or failed peer). After an error
+// the communicator is unusable: later calls return the same error.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/bootstrap.h"
+#include "braid/datatype.h"
+#include "braid/status.h"
+
+namespace braid {
+
+struct CommOptions {
+  std::string transport;              // "auto", "threads", "shm", "tcp", "ucx"; empty: BRAID_TRANSPORT
+  std::string algo_dir;               // empty: BRAID_ALGO_DIR
+  std::string topology;               // file or shipped name; empty: BRAID_TOPO
+  std::vector<Algorithm> algorithms;  // forced candidates, searched before everything else
+  bool allow_fallback = true;         // false: a call no forced algorithm matches is kNotFound
+  double timeout_s = 0;               // 0: BRAID_TIMEOUT
+};
+
+/// Which algorithm a call runs and why.
+struct AlgorithmChoice {
+  std::string algorithm;  // Algorithm::name
+  std::string source;     // "forced", "BRAID_ALGO_DIR <file>", "synthesized <topology>", "classical"
+  int instances = 1;
+};
+
+class Communicator {
+ public:
+  /// Collective over `bootstrap`: every rank calls it. Sets up the transport and loads BRAID_ALGO_DIR /
+  /// synthesizes for the topology (every rank computes the same set; synthesis is deterministic).
+  static Result<std::unique_ptr<Communicator>> create(std::unique_ptr<Bootstrap> bootstrap,
+                                                      const CommOptions& options = {});
+  /// Convenience: connectBootstrap(id, rank, size) then create().
+  static Result<std::unique_ptr<Communicator>> create(const UniqueId& id, int rank, int size,
+                                                      const CommOptions& options = {});
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual const char* transportName() const = 0;
+
+  virtual Status allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) = 0;
+  virtual Status allGather(const void* send, void* recv, size_t send_count, DataType type) = 0;
+  virtual Status reduceScatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op) = 0;
+  /// `count` elements to each peer: send and recv hold size() * count elements.
+  virtual Status allToAll(const void* send, void* recv, size_t count, DataType type) = 0;
+  /// MPI_Alltoallv's shape: send_counts[p] elements from send + send_displs[p] to peer p; recv_counts[p]
+  /// elements from peer p land at recv + recv_displs[p] (displacements in elements). recv_counts[p] must
+  /// equal what p sends here (kInvalidArgument on the receiver otherwise). Runs as one direct exchange.
+  virtual Status allToAllv(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                           const size_t* recv_counts, const size_t* recv_displs, DataType type) = 0;
+  /// `send` is read on the root only; every rank's `recv` receives it (send == recv: in place).
+  virtual Status broadcast(const void* send, void* recv, size_t count, DataType type, int root) = 0;
+  /// The reduction lands in the root's `recv`; other ranks' `recv` is not written.
+  virtual Status reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) = 0;
+
+  /// The algorithm a call of `collective` over `bytes` (nccl-tests size, plan.h) would run.
+  virtual Result<AlgorithmChoice> choose(CollectiveKind collective, uint64_t bytes, bool in_place) = 0;
+  /// Tells the peers this rank is failing; pending and later calls of every rank return an error.
+  virtual void abort(const std::string& why) = 0;
+};
+
+/// All algorithms (MSCCL XML, Braid JSON) in `dir`, in file-name order, each with its file path.
+/// Errors: the first file that fails to load or verify (kParseError naming file, line, field).
+struct LoadedAlgorithm {
+  Algorithm algorithm;
+  std::string file;
+};
+Result<std::vector<LoadedAlgorithm>> loadAlgorithmDir(const std::string& dir);
+
+}  // namespace braid

@@ -1,0 +1,52 @@
+#include "transport/factory.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "common/text.h"
+
+namespace braid {
+
+const char* transportKindName(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::kAuto: return "auto";
+    case TransportKind::kThreads: return "threads";
+    case TransportKind::kShm: return "shm";
+    case TransportKind::kTcp: return "tcp";
+    case TransportKind::kUcx: return "ucx";
+  }
+  return "?";
+}
+
+std::optional<TransportKind> parseTransportKind(const std::string& name) {
+  const std::string lower = lowerCase(name);
+  for (TransportKind kind :
+       {TransportKind::kAuto, TransportKind::kThreads, TransportKind::kShm, TransportKind::kTcp, TransportKind::kUcx}) {
+    if (lower == transportKindName(kind)) return kind;
+  }
+  return std::nullopt;
+}
+
+Result<std::unique_ptr<DataTransport>> createTransport(TransportKind kind, Bootstrap& bootstrap,
+                                                       const TransportOptions& options) {
+  if (kind == TransportKind::kAuto) {
+    bool one_process = true;
+    bool one_host = true;
+    for (int r = 0; r < bootstrap.size(); ++r) {
+      one_process = one_process && bootstrap.processIds()[r] == bootstrap.processIds()[bootstrap.rank()] &&
+                    bootstrap.hostNames()[r] == bootstrap.hostNames()[bootstrap.rank()];
+      one_host = one_host && bootstrap.hostNames()[r] == bootstrap.hostNames()[bootstrap.rank()];
+    }
+    kind = one_process ? TransportKind::kThreads : one_host ? TransportKind::kShm : TransportKind::kTcp;
+  }
+  switch (kind) {
+    case TransportKind::kThreads: return createThreadsTransport(bootstrap, options);
+    case TransportKind::kShm: return createShmTransport(bootstrap, options);
+    case TransportKind::kTcp: return createTcpTransport(bootstrap, options);
+    case TransportKind::kUcx: return createUcxTransport(bootstrap, options);
+    case TransportKind::kAuto: break;
+  }
+  return internalError("createTransport: unresolved transport kind");
+}
+
+}  // namespace braid

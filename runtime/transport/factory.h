@@ -1,0 +1,39 @@
+// Creating a data transport endpoint (include/braid/transport.h, DataTransport) over a bootstrap.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "braid/bootstrap.h"
+#include "braid/transport.h"
+
+namespace braid {
+
+enum class TransportKind { kAuto, kThreads, kShm, kTcp, kUcx };
+
+/// "auto", "threads", "shm", "tcp", "ucx".
+const char* transportKindName(TransportKind kind);
+std::optional<TransportKind> parseTransportKind(const std::string& name);
+
+struct TransportOptions {
+  double timeout_s = 0;           // 0: BRAID_TIMEOUT (common/env.h runtimeTimeoutSeconds())
+  int fifo_depth = 8;             // messages buffered per connection ahead of the receiver (NCCL_STEPS)
+  uint64_t slot_bytes = 1 << 20;  // shm: bytes per FIFO slot; larger messages travel in several slots
+};
+
+/// The endpoint of this rank (bootstrap.rank()) for `kind`. kAuto: threads when every rank has this
+/// process id, else shm when every rank has this host name, else tcp. Collective over the bootstrap: every
+/// rank calls it with the same kind. Errors: kUnsupported for ucx in a build without UCX; whatever the
+/// transport's setup reports (naming the peer).
+Result<std::unique_ptr<DataTransport>> createTransport(TransportKind kind, Bootstrap& bootstrap,
+                                                       const TransportOptions& options = {});
+
+/// Per-transport constructors (runtime/transport/<name>/), same contract as createTransport.
+Result<std::unique_ptr<DataTransport>> createThreadsTransport(Bootstrap& bootstrap, const TransportOptions& options);
+Result<std::unique_ptr<DataTransport>> createShmTransport(Bootstrap& bootstrap, const TransportOptions& options);
+Result<std::unique_ptr<DataTransport>> createTcpTransport(Bootstrap& bootstrap, const TransportOptions& options);
+/// Defined in every build; returns kUnsupported without UCX.
+Result<std::unique_ptr<DataTransport>> createUcxTransport(Bootstrap& bootstrap, const TransportOptions& options);
+
+}  // namespace braid

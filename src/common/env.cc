@@ -1,0 +1,84 @@
+#include "common/env.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace braid {
+
+const std::vector<EnvParam>& envParams() {
+  static const std::vector<EnvParam> params = {
+      {"BRAID_TOPOLOGY_DIR", "",
+       "Folder searched first for shipped topology names (`dgx1-v100`), before the installed "
+       "`share/braid/topologies` and the source tree's `topologies/`."},
+      {"BRAID_TIMEOUT", "300",
+       "Seconds any blocking wait of the runtime (bootstrap rendezvous, a transport poll) may last before it "
+       "returns a timeout error naming what it waited for. A dead peer is reported at once, not after it."},
+      {"BRAID_TRANSPORT", "auto",
+       "Transport between ranks: `auto` (threads when every rank is in one process, else shared memory when "
+       "all share a host, else TCP), `threads`, `shm`, `tcp`, `ucx`."},
+      {"BRAID_ALGO_DIR", "",
+       "Folder of MSCCL XML / Braid JSON algorithms; the communicator runs the one that matches the "
+       "collective, rank count, size window and in-place-ness before anything else."},
+      {"BRAID_TOPO", "",
+       "Topology (file or shipped name) whose synthesized Pareto set the communicator uses when "
+       "BRAID_ALGO_DIR has no match and the rank count equals its GPU count."},
+      {"BRAID_DEBUG", "",
+       "`INFO` logs each algorithm choice (collective, size, algorithm, source) and transport setup to "
+       "stderr; `WARN` only warnings."},
+      {"BRAID_RANK", "", "This process's rank for environment-driven init (bootstrapFromEnvironment)."},
+      {"BRAID_WORLD_SIZE", "", "Number of ranks for environment-driven init."},
+      {"BRAID_ROOT", "",
+       "host:port of the bootstrap root for environment-driven init: rank 0 listens there, others connect."},
+      {"BRAID_SOCKET_IFNAME", "",
+       "Network interface whose IPv4 address the bootstrap root and TCP transport listen on (as "
+       "NCCL_SOCKET_IFNAME); default: the address of the host name, else 127.0.0.1."},
+  };
+  return params;
+}
+
+namespace {
+const EnvParam* find(const char* name) {
+  for (const EnvParam& p : envParams())
+    if (std::strcmp(p.name, name) == 0) return &p;
+  return nullptr;
+}
+}  // namespace
+
+std::string envString(const char* name) {
+  const EnvParam* param = find(name);
+  if (param == nullptr) return "";
+  const char* value = std::getenv(name);
+  if (value == nullptr || *value == '\0') return param->default_value;
+  return value;
+}
+
+Result<int64_t> envInt(const char* name) {
+  const std::string text = envString(name);
+  if (text.empty()) return invalidArgument(std::string(name) + " is not set");
+  errno = 0;
+  char* end = nullptr;
+  const long long value = std::strtoll(text.c_str(), &end, 10);
+  if (errno != 0 || end == text.c_str() || *end != '\0')
+    return invalidArgument(std::string(name) + "=" + text + ": not an integer");
+  return static_cast<int64_t>(value);
+}
+
+Result<double> envDouble(const char* name) {
+  const std::string text = envString(name);
+  if (text.empty()) return invalidArgument(std::string(name) + " is not set");
+  errno = 0;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || *end != '\0')
+    return invalidArgument(std::string(name) + "=" + text + ": not a number");
+  return value;
+}
+
+double runtimeTimeoutSeconds() {
+  Result<double> value = envDouble("BRAID_TIMEOUT");
+  if (!value.isOk() || !(*value > 0)) return 300.0;
+  return *value;
+}
+
+}  // namespace braid

@@ -1,0 +1,33 @@
+// The registry of Braid's environment parameters (ARCHITECTURE.md §6): every BRAID_* variable the runtime
+// reads has one entry here with its default and meaning; docs/env.md lists the same table.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+
+namespace braid {
+
+struct EnvParam {
+  const char* name;           // e.g. "BRAID_TIMEOUT"
+  const char* default_value;  // as text; "" = unset
+  const char* doc;
+};
+
+/// Every registered parameter, in docs/env.md order.
+const std::vector<EnvParam>& envParams();
+
+/// The variable's value, or its registered default when unset or empty. Reading a name that is not
+/// registered is a programming error: it returns "" (and the registry test catches it).
+std::string envString(const char* name);
+/// Integer / floating-point values. Errors: kInvalidArgument "BRAID_X=abc: not an integer" (names the
+/// variable and the text).
+Result<int64_t> envInt(const char* name);
+Result<double> envDouble(const char* name);
+
+/// BRAID_TIMEOUT in seconds (default 300): the limit of every blocking wait of the runtime.
+double runtimeTimeoutSeconds();
+
+}  // namespace braid
