@@ -1,0 +1,550 @@
+// The Communicator (include/braid/comm.h): buffers and counts of a call -> a plan -> the executor over the
+// data transport. comm/README.md describes the call path, the tail path and the caches.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "braid/comm.h"
+#include "braid/executor.h"
+#include "braid/plan.h"
+#include "comm/pareto.h"
+#include "comm/selection.h"
+#include "common/env.h"
+#include "common/text.h"
+#include "transport/factory.h"
+
+namespace braid {
+namespace {
+
+using comm::AlgorithmCatalog;
+using comm::Candidate;
+
+bool debugInfo() { return lowerCase(envString("BRAID_DEBUG")) == "info"; }
+
+bool rangesOverlap(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  const auto pa = reinterpret_cast<uintptr_t>(a);
+  const auto pb = reinterpret_cast<uintptr_t>(b);
+  return pa < pb + b_bytes && pb < pa + a_bytes;
+}
+
+// One collective call, in bytes.
+struct Call {
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  const void* send = nullptr;
+  void* recv = nullptr;
+  uint64_t count = 0;      // elements, as passed (per rank / per peer, see comm.h)
+  uint64_t size = 0;       // nccl-tests size (plan.h)
+  uint64_t in_bytes = 0;   // this rank's send buffer bytes
+  uint64_t out_bytes = 0;  // this rank's receive buffer bytes
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+  int root = 0;
+  bool in_place = false;
+};
+
+class CommImpl final : public Communicator {
+ public:
+  CommImpl(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<DataTransport> transport,
+           std::unique_ptr<AlgorithmCatalog> catalog, bool allow_fallback)
+      : bootstrap_(std::move(bootstrap)),
+        transport_(std::move(transport)),
+        catalog_(std::move(catalog)),
+        allow_fallback_(allow_fallback),
+        rank_(bootstrap_->rank()),
+        size_(bootstrap_->size()),
+        debug_(debugInfo()) {}
+
+  ~CommImpl() override {
+    // Ranks leave together so that no peer sees this endpoint's sockets close while it still talks to it.
+    if (failed_.isOk()) (void)bootstrap_->barrier();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char* transportName() const override { return transport_->name(); }
+
+  Status allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
+    Call c = base(CollectiveKind::kAllReduce, send, recv, count, type, op);
+    c.size = c.in_bytes = c.out_bytes = count * dataTypeSize(type);
+    c.in_place = send == recv;
+    return run(c);
+  }
+
+  Status allGather(const void* send, void* recv, size_t send_count, DataType type) override {
+    Call c = base(CollectiveKind::kAllGather, send, recv, send_count, type, ReduceOp::kSum);
+    c.in_bytes = send_count * dataTypeSize(type);
+    c.size = c.out_bytes = c.in_bytes * size_;
+    c.in_place = send == static_cast<const uint8_t*>(recv) + c.in_bytes * rank_;
+    return run(c);
+  }
+
+  Status reduceScatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op) override {
+    Call c = base(CollectiveKind::kReduceScatter, send, recv, recv_count, type, op);
+    c.out_bytes = recv_count * dataTypeSize(type);
+    c.size = c.in_bytes = c.out_bytes * size_;
+    c.in_place = recv == static_cast<const uint8_t*>(send) + c.out_bytes * rank_;
+    return run(c);
+  }
+
+  Status allToAll(const void* send, void* recv, size_t count, DataType type) override {
+    Call c = base(CollectiveKind::kAllToAll, send, recv, count, type, ReduceOp::kSum);
+    c.size = c.in_bytes = c.out_bytes = count * dataTypeSize(type) * size_;
+    c.in_place = send == recv;
+    return run(c);
+  }
+
+  Status broadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
+    Call c = base(CollectiveKind::kBroadcast, send, recv, count, type, ReduceOp::kSum);
+    c.root = root;
+    c.size = c.out_bytes = count * dataTypeSize(type);
+    c.in_bytes = rank_ == root ? c.size : 0;
+    c.in_place = send == recv || (rank_ != root && send == nullptr);
+    return run(c);
+  }
+
+  Status reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) override {
+    Call c = base(CollectiveKind::kReduce, send, recv, count, type, op);
+    c.root = root;
+    c.size = c.in_bytes = count * dataTypeSize(type);
+    c.out_bytes = rank_ == root ? c.size : 0;
+    c.in_place = send == recv;
+    return run(c);
+  }
+
+  Status allToAllv(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                   const size_t* recv_counts, const size_t* recv_displs, DataType type) override;
+
+  Result<AlgorithmChoice> choose(CollectiveKind collective, uint64_t bytes, bool in_place) override {
+    BRAID_ASSIGN_OR_RETURN(const Candidate* c, catalog_->choose(collective, bytes, in_place, 0, allow_fallback_));
+    return AlgorithmChoice{c->algorithm.name, c->source, c->instances};
+  }
+
+  void abort(const std::string& why) override {
+    if (failed_.isOk()) failed_ = Status(StatusCode::kRemoteError, fmt::format("rank {} aborted: {}", rank_, why));
+    transport_->abort(failed_);
+    bootstrap_->abort(why);
+  }
+
+ private:
+  Call base(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type, ReduceOp op) const {
+    Call c;
+    c.kind = kind;
+    c.send = send;
+    c.recv = recv;
+    c.count = count;
+    c.type = type;
+    c.op = op;
+    return c;
+  }
+
+  Status check(const Call& c) const {
+    const char* name = collectiveName(c.kind);
+    if (static_cast<int>(c.type) < 0 || static_cast<int>(c.type) >= kNumDataTypes)
+      return invalidArgument(fmt::format("{}: invalid datatype {}", name, static_cast<int>(c.type)));
+    if (static_cast<int>(c.op) < 0 || static_cast<int>(c.op) >= kNumReduceOps)
+      return invalidArgument(fmt::format("{}: invalid reduction op {}", name, static_cast<int>(c.op)));
+    if ((c.kind == CollectiveKind::kBroadcast || c.kind == CollectiveKind::kReduce) && (c.root < 0 || c.root >= size_))
+      return invalidArgument(fmt::format("{}: root {} is not a rank of this communicator of {}", name, c.root, size_));
+    if (c.in_bytes > 0 && c.send == nullptr)
+      return invalidArgument(fmt::format("{} on rank {}: send buffer is null with count {}", name, rank_, c.count));
+    if (c.out_bytes > 0 && c.recv == nullptr)
+      return invalidArgument(fmt::format("{} on rank {}: receive buffer is null with count {}", name, rank_, c.count));
+    if (!c.in_place && rangesOverlap(c.send, c.in_bytes, c.recv, c.out_bytes)) {
+      return invalidArgument(fmt::format(
+          "{} on rank {}: send and receive buffers overlap but are not the in-place layout (NCCL's: all-gather "
+          "send = recv + rank*sendcount, reduce-scatter recv = send + rank*recvcount, else send == recv)",
+          name, rank_));
+    }
+    return Status::ok();
+  }
+
+  Status run(Call& c) {
+    if (!failed_.isOk()) return failed_;
+    BRAID_RETURN_IF_ERROR(check(c));
+    if (c.size == 0) return Status::ok();  // every rank has count 0: nothing moves (as NCCL)
+    Status status = runChosen(c);
+    if (!status.isOk()) fail(status);
+    return status;
+  }
+
+  void fail(const Status& status) {
+    failed_ = status;
+    transport_->abort(status);
+    bootstrap_->abort(status.message());
+  }
+
+  void logChoice(const Call& c, const Candidate& chosen, const std::string& how) {
+    if (!debug_) return;
+    const auto key = std::make_tuple(static_cast<int>(c.kind), c.size, c.in_place, c.root);
+    if (!logged_.insert(key).second) return;
+    std::fprintf(stderr, "braid INFO rank %d: %s %llu B %s -> %s (%s)%s\n", rank_, collectiveName(c.kind),
+                 static_cast<unsigned long long>(c.size), c.in_place ? "in-place" : "out-of-place",
+                 chosen.algorithm.name.c_str(), chosen.source.c_str(), how.c_str());
+  }
+
+  // Lowers `candidate` for `size` bytes (cached). kUnsupported when the count does not split into its chunks.
+  Result<const Plan*> plan(const Candidate& candidate, uint64_t size, bool in_place, DataType type) {
+    const auto key = std::make_tuple(&candidate, size, in_place, dataTypeSize(type));
+    auto it = plans_.find(key);
+    if (it != plans_.end()) return it->second.get();
+    LowerOptions options;
+    options.size_bytes = size;
+    options.in_place = in_place;
+    options.instances = candidate.instances;
+    options.element_bytes = dataTypeSize(type);
+    BRAID_ASSIGN_OR_RETURN(Plan lowered, lowerAlgorithm(candidate.algorithm, options));
+    if (plans_.size() >= 256) plans_.clear();
+    auto stored = std::make_unique<Plan>(std::move(lowered));
+    const Plan* out = stored.get();
+    plans_.emplace(key, std::move(stored));
+    return out;
+  }
+
+  uint8_t* scratch(uint64_t bytes, int slot) {
+    std::vector<uint8_t>& buffer = scratch_[slot];
+    if (buffer.size() < bytes) buffer.resize(bytes);
+    return buffer.data();
+  }
+
+  // Runs one lowered plan on the given memory (all pointers of this rank; sizes from the plan).
+  Status execute(const Plan& p, const void* input, void* output, const Call& c) {
+    const RankPlan& mine = p.ranks[rank_];
+    RankMemory memory;
+    memory.input = const_cast<void*>(input);
+    memory.input_bytes = input != nullptr ? mine.input_bytes : 0;
+    memory.output = output;
+    memory.output_bytes = output != nullptr ? mine.output_bytes : 0;
+    const uint64_t scratch_bytes = mine.scratch_bytes + mine.temp_bytes;
+    memory.scratch = scratch_bytes > 0 ? scratch(scratch_bytes, 0) : nullptr;
+    memory.scratch_bytes = scratch_bytes;
+    ReduceSpec reduce{c.type, c.op == ReduceOp::kAvg ? ReduceOp::kSum : c.op};
+    BRAID_RETURN_IF_ERROR(transport_->bind(rank_, memory, reduce));
+    ExecOptions options;
+    options.local_ranks = {rank_};
+    Result<ExecResult> result = braid::execute(p, *transport_, options);
+    return result.isOk() ? Status::ok() : result.status();
+  }
+
+  // The pointers a plan gets for this call: non-root broadcast ranks read nothing (input = output), non-root
+  // reduce ranks write a scratch output (their recv buffer is not touched, as NCCL's).
+  Status runPlan(const Plan& p, const Call& c, const void* send, void* recv) {
+    const void* input = send;
+    void* output = recv;
+    // A non-root broadcast rank reads no input (in place its input is its output); a non-root reduce rank's
+    // result is not wanted, its plan writes a scratch output.
+    if (c.kind == CollectiveKind::kBroadcast && rank_ != c.root) input = c.in_place ? recv : send;
+    if (c.kind == CollectiveKind::kReduce && rank_ != c.root && !c.in_place)
+      output = scratch(p.ranks[rank_].output_bytes, 1);
+    return execute(p, input, output, c);
+  }
+
+  Status runChosen(Call& c) {
+    BRAID_ASSIGN_OR_RETURN(const Candidate* chosen,
+                           catalog_->choose(c.kind, c.size, c.in_place, c.root, allow_fallback_));
+    Result<const Plan*> lowered = plan(*chosen, c.size, c.in_place, c.type);
+    if (lowered.isOk()) {
+      logChoice(c, *chosen, "");
+      BRAID_RETURN_IF_ERROR(runPlan(**lowered, c, c.send, c.recv));
+    } else if (lowered.status().code() == StatusCode::kUnsupported) {
+      BRAID_RETURN_IF_ERROR(runTail(c, *chosen));
+    } else {
+      return lowered.status();
+    }
+    return finish(c);
+  }
+
+  // kAvg: the plans summed; divide where the result lives.
+  Status finish(const Call& c) {
+    if (c.op != ReduceOp::kAvg) return Status::ok();
+    if (c.kind == CollectiveKind::kAllReduce || c.kind == CollectiveKind::kReduceScatter ||
+        (c.kind == CollectiveKind::kReduce && rank_ == c.root)) {
+      finishAverage(c.recv, c.out_bytes / dataTypeSize(c.type), c.type, size_);
+    }
+    return Status::ok();
+  }
+
+  // Elements per piece the algorithm's chunks divide: all-reduce / broadcast / reduce buffers have
+  // num_chunks chunks; all-gather / reduce-scatter / all-to-all rank pieces num_chunks / n.
+  uint64_t chunkGranule(const Candidate& chosen) const {
+    const uint64_t chunks = static_cast<uint64_t>(std::max(1, chosen.algorithm.num_chunks)) *
+                            static_cast<uint64_t>(std::max(1, chosen.instances));
+    const bool pieced = c_pieced(chosen.algorithm.collective);
+    return pieced ? std::max<uint64_t>(1, chunks / static_cast<uint64_t>(size_)) : chunks;
+  }
+  static bool c_pieced(CollectiveKind kind) {
+    return kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
+           kind == CollectiveKind::kAllToAll;
+  }
+
+  // The tail path (comm/README.md): counts whose chunks of different sizes would meet in the algorithm.
+  // Element-wise collectives run the largest prefix that splits evenly with the chosen algorithm and the rest
+  // with the classical fallback, in place in the user's buffers. Pieced collectives (all-gather,
+  // reduce-scatter, all-to-all) run the chosen algorithm on a count padded to whole chunks in staging buffers
+  // and copy the result out.
+  Status runTail(const Call& c, const Candidate& chosen) {
+    const uint64_t esz = dataTypeSize(c.type);
+    const uint64_t granule = chunkGranule(chosen);
+    const uint64_t main = c.count - c.count % granule;
+    if (!c_pieced(c.kind)) {
+      const uint64_t tail = c.count - main;
+      logChoice(c, chosen, fmt::format(", tail path: {} + {} elements", main, tail));
+      if (main > 0) {
+        BRAID_ASSIGN_OR_RETURN(const Plan* head_plan, plan(chosen, main * esz, c.in_place, c.type));
+        BRAID_RETURN_IF_ERROR(runPlan(*head_plan, c, c.send, c.recv));
+      }
+      if (tail > 0) {
+        BRAID_ASSIGN_OR_RETURN(const Candidate* fallback, catalog_->classical(c.kind, tail * esz, c.in_place, c.root));
+        BRAID_ASSIGN_OR_RETURN(const Plan* tail_plan, plan(*fallback, tail * esz, c.in_place, c.type));
+        const void* send = c.send != nullptr ? static_cast<const uint8_t*>(c.send) + main * esz : nullptr;
+        void* recv = c.recv != nullptr ? static_cast<uint8_t*>(c.recv) + main * esz : nullptr;
+        BRAID_RETURN_IF_ERROR(runPlan(*tail_plan, c, send, recv));
+      }
+      return Status::ok();
+    }
+    // Pieced: pad every rank piece from count to padded elements.
+    const uint64_t padded = main == c.count ? c.count : main + granule;
+    const uint64_t n = static_cast<uint64_t>(size_);
+    logChoice(c, chosen, fmt::format(", tail path: padded {} -> {} elements per piece", c.count, padded));
+    const bool out_of_place = chosen.algorithm.out_of_place;
+    BRAID_ASSIGN_OR_RETURN(const Plan* padded_plan,
+                           plan(chosen,
+                                (c.kind == CollectiveKind::kAllGather || c.kind == CollectiveKind::kAllToAll ||
+                                 c.kind == CollectiveKind::kReduceScatter)
+                                    ? padded * esz * n
+                                    : padded * esz,
+                                !out_of_place, c.type));
+    const uint64_t in_pieces = c.kind == CollectiveKind::kAllGather ? 1 : n;
+    const uint64_t out_pieces = c.kind == CollectiveKind::kReduceScatter ? 1 : n;
+    std::vector<uint8_t>& in_stage = scratch_[3];
+    std::vector<uint8_t>& out_stage = scratch_[4];
+    in_stage.assign(in_pieces * padded * esz, 0);
+    out_stage.assign(out_pieces * padded * esz, 0);
+    const uint8_t* send = static_cast<const uint8_t*>(c.send);
+    for (uint64_t p = 0; p < in_pieces; ++p)
+      std::memcpy(in_stage.data() + p * padded * esz, send + p * c.count * esz, c.count * esz);
+    if (out_of_place) {
+      BRAID_RETURN_IF_ERROR(runPlan(*padded_plan, c, in_stage.data(), out_stage.data()));
+    } else {
+      // In-place only: the input occupies its in-place position in the larger buffer.
+      if (c.kind == CollectiveKind::kAllGather) {
+        std::memcpy(out_stage.data() + static_cast<uint64_t>(rank_) * padded * esz, in_stage.data(), padded * esz);
+        BRAID_RETURN_IF_ERROR(runPlan(*padded_plan, c, out_stage.data() + rank_ * padded * esz, out_stage.data()));
+      } else if (c.kind == CollectiveKind::kReduceScatter) {
+        BRAID_RETURN_IF_ERROR(runPlan(*padded_plan, c, in_stage.data(), in_stage.data() + rank_ * padded * esz));
+        std::memcpy(out_stage.data(), in_stage.data() + rank_ * padded * esz, padded * esz);
+      } else {
+        std::memcpy(out_stage.data(), in_stage.data(), in_stage.size());
+        BRAID_RETURN_IF_ERROR(runPlan(*padded_plan, c, out_stage.data(), out_stage.data()));
+      }
+    }
+    uint8_t* recv = static_cast<uint8_t*>(c.recv);
+    for (uint64_t p = 0; p < out_pieces; ++p)
+      std::memmove(recv + p * c.count * esz, out_stage.data() + p * padded * esz, c.count * esz);
+    return Status::ok();
+  }
+
+  std::unique_ptr<Bootstrap> bootstrap_;
+  std::unique_ptr<DataTransport> transport_;
+  std::unique_ptr<AlgorithmCatalog> catalog_;
+  bool allow_fallback_ = true;
+  int rank_ = 0;
+  int size_ = 0;
+  bool debug_ = false;
+  Status failed_;
+  std::map<std::tuple<const Candidate*, uint64_t, bool, size_t>, std::unique_ptr<Plan>> plans_;
+  std::map<int, std::vector<uint8_t>> scratch_;  // 0: plan scratch, 1: reduce non-root output, 2-4: staging
+  std::set<std::tuple<int, uint64_t, bool, int>> logged_;
+  std::map<std::vector<uint64_t>, std::unique_ptr<Plan>> alltoallv_plans_;
+};
+
+// All-to-all(v) as one direct exchange (MPI_Alltoallv's semantics): a send threadblock and a receive
+// threadblock per peer, all at once, plus a local copy for this rank's own block. The plan names only this
+// rank's buffers; peers build theirs from their own counts, and the transport checks that the sizes of
+// matched messages agree.
+Status CommImpl::allToAllv(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
+                           const size_t* recv_counts, const size_t* recv_displs, DataType type) {
+  if (!failed_.isOk()) return failed_;
+  if (static_cast<int>(type) < 0 || static_cast<int>(type) >= kNumDataTypes)
+    return invalidArgument(fmt::format("alltoallv: invalid datatype {}", static_cast<int>(type)));
+  if (send_counts == nullptr || send_displs == nullptr || recv_counts == nullptr || recv_displs == nullptr)
+    return invalidArgument(fmt::format("alltoallv on rank {}: counts and displacements must not be null", rank_));
+  const uint64_t esz = dataTypeSize(type);
+  uint64_t in_bytes = 0;
+  uint64_t out_bytes = 0;
+  for (int p = 0; p < size_; ++p) {
+    in_bytes = std::max<uint64_t>(in_bytes, (send_displs[p] + send_counts[p]) * esz);
+    out_bytes = std::max<uint64_t>(out_bytes, (recv_displs[p] + recv_counts[p]) * esz);
+  }
+  if (in_bytes > 0 && send == nullptr)
+    return invalidArgument(fmt::format("alltoallv on rank {}: send buffer is null", rank_));
+  if (out_bytes > 0 && recv == nullptr)
+    return invalidArgument(fmt::format("alltoallv on rank {}: receive buffer is null", rank_));
+  if (send_counts[rank_] != recv_counts[rank_]) {
+    return invalidArgument(fmt::format("alltoallv on rank {}: sends {} elements to itself but expects {}", rank_,
+                                       send_counts[rank_], recv_counts[rank_]));
+  }
+  if (rangesOverlap(send, in_bytes, recv, out_bytes))
+    return invalidArgument(fmt::format("alltoallv on rank {}: send and receive buffers overlap", rank_));
+  std::vector<uint64_t> key;
+  key.reserve(4 * size_ + 1);
+  key.push_back(esz);
+  for (int p = 0; p < size_; ++p) {
+    key.insert(key.end(), {send_counts[p], send_displs[p], recv_counts[p], recv_displs[p]});
+  }
+  auto it = alltoallv_plans_.find(key);
+  if (it == alltoallv_plans_.end()) {
+    auto p = std::make_unique<Plan>();
+    p->algorithm = "alltoallv-direct";
+    p->collective = CollectiveKind::kAllToAll;
+    p->num_ranks = size_;
+    p->size_bytes = in_bytes;
+    p->slice_bytes = defaultSliceBytes(Protocol::kSimple) / esz * esz;
+    p->element_bytes = esz;
+    p->ranks.resize(size_);
+    for (int r = 0; r < size_; ++r) p->ranks[r].rank = r;
+    RankPlan& mine = p->ranks[rank_];
+    mine.input_bytes = in_bytes;
+    mine.output_bytes = out_bytes;
+    int tb = 0;
+    auto add = [&](int send_peer, int recv_peer, PlanStep step) {
+      PlanThreadblock block;
+      block.id = tb++;
+      block.send_peer = send_peer;
+      block.recv_peer = recv_peer;
+      block.steps.push_back(std::move(step));
+      mine.threadblocks.push_back(std::move(block));
+    };
+    PlanStep self;
+    self.type = OpType::kCopy;
+    self.src = BufferRef{BufferKind::kInput, send_displs[rank_] * esz, send_counts[rank_] * esz};
+    self.dst = BufferRef{BufferKind::kOutput, recv_displs[rank_] * esz, recv_counts[rank_] * esz};
+    self.bytes = self.src.bytes;
+    add(-1, -1, self);
+    for (int k = 1; k < size_; ++k) {
+      const int to = (rank_ + k) % size_;
+      const int from = (rank_ - k + size_) % size_;
+      PlanStep s;
+      s.type = OpType::kSend;
+      s.src = BufferRef{BufferKind::kInput, send_displs[to] * esz, send_counts[to] * esz};
+      s.bytes = s.src.bytes;
+      add(to, -1, s);
+      PlanStep r;
+      r.type = OpType::kRecv;
+      r.dst = BufferRef{BufferKind::kOutput, recv_displs[from] * esz, recv_counts[from] * esz};
+      r.bytes = r.dst.bytes;
+      add(-1, from, r);
+    }
+    if (alltoallv_plans_.size() >= 64) alltoallv_plans_.clear();
+    it = alltoallv_plans_.emplace(std::move(key), std::move(p)).first;
+  }
+  Call c;
+  c.kind = CollectiveKind::kAllToAll;
+  c.type = type;
+  Status status = execute(*it->second, send, recv, c);
+  if (!status.isOk()) fail(status);
+  return status;
+}
+
+// Every rank must hold the same catalog (same BRAID_ALGO_DIR contents, same synthesized set): rank 0's digest
+// is compared with everyone's.
+Status checkSameCatalog(Bootstrap& bootstrap, const std::string& digest) {
+  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
+  for (unsigned char ch : digest) hash = (hash ^ ch) * 1099511628211ull;
+  std::vector<uint64_t> all(bootstrap.size());
+  all[bootstrap.rank()] = hash;
+  BRAID_RETURN_IF_ERROR(bootstrap.allGather(all.data(), sizeof(uint64_t)));
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    if (all[r] != all[0]) {
+      return Status(StatusCode::kInvalidUsage,
+                    fmt::format("rank {} holds different algorithms than rank 0 (BRAID_ALGO_DIR / BRAID_TOPO / forced "
+                                "algorithms must be the same on every rank)",
+                                r));
+    }
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Result<std::vector<LoadedAlgorithm>> loadAlgorithmDir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return notFound(fmt::format("{}: not a directory", dir));
+  std::vector<std::string> files;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (!entry.is_regular_file()) continue;
+    const std::string ext = lowerCase(entry.path().extension().string());
+    if (ext == ".xml" || ext == ".json") files.push_back(entry.path().string());
+  }
+  if (ec) return Status(StatusCode::kSystemError, fmt::format("{}: {}", dir, ec.message()));
+  std::sort(files.begin(), files.end());
+  std::vector<LoadedAlgorithm> out;
+  for (const std::string& file : files) {
+    BRAID_ASSIGN_OR_RETURN(Algorithm algorithm, loadAlgorithm(file));
+    const VerifyReport report = verify(algorithm);
+    if (!report.ok) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("{}: algorithm '{}' does not verify: {}", file, algorithm.name, report.toString()));
+    }
+    out.push_back(LoadedAlgorithm{std::move(algorithm), file});
+  }
+  return out;
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Bootstrap> bootstrap,
+                                                           const CommOptions& options) {
+  if (!bootstrap) return invalidArgument("Communicator::create: no bootstrap");
+  const int n = bootstrap->size();
+  // Transport.
+  const std::string transport_name = options.transport.empty() ? envString("BRAID_TRANSPORT") : options.transport;
+  std::optional<TransportKind> kind = parseTransportKind(transport_name);
+  if (!kind) {
+    return invalidArgument(
+        fmt::format("BRAID_TRANSPORT={}: unknown transport (auto, threads, shm, tcp, ucx)", transport_name));
+  }
+  TransportOptions transport_options;
+  transport_options.timeout_s = options.timeout_s;
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<DataTransport> transport,
+                         createTransport(*kind, *bootstrap, transport_options));
+  // Algorithms.
+  std::shared_ptr<const Topology> topology;
+  const std::string topo_name = options.topology.empty() ? envString("BRAID_TOPO") : options.topology;
+  if (!topo_name.empty()) {
+    BRAID_ASSIGN_OR_RETURN(Topology loaded, loadTopologyOrShipped(topo_name));
+    topology = std::make_shared<const Topology>(std::move(loaded));
+  }
+  auto catalog = std::make_unique<AlgorithmCatalog>(n, topology);
+  for (const Algorithm& a : options.algorithms) catalog->addForced(a);
+  const std::string dir = options.algo_dir.empty() ? envString("BRAID_ALGO_DIR") : options.algo_dir;
+  if (!dir.empty()) {
+    BRAID_ASSIGN_OR_RETURN(std::vector<LoadedAlgorithm> loaded, loadAlgorithmDir(dir));
+    for (const LoadedAlgorithm& a : loaded) catalog->addDirectory(a);
+  }
+  if (topology && topology->numGpus() == n && options.allow_fallback) {
+    BRAID_RETURN_IF_ERROR(comm::addParetoSet(*catalog, *topology, topo_name, *bootstrap));
+  }
+  BRAID_RETURN_IF_ERROR(checkSameCatalog(*bootstrap, catalog->digest()));
+  if (debugInfo() && bootstrap->rank() == 0) {
+    std::fprintf(stderr, "braid INFO rank 0: %d ranks over %s transport; %zu forced, %s, %zu synthesized\n", n,
+                 transport->name(), options.algorithms.size(),
+                 dir.empty() ? "no BRAID_ALGO_DIR" : ("BRAID_ALGO_DIR " + dir).c_str(), catalog->synthesized().size());
+  }
+  return std::unique_ptr<Communicator>(
+      new CommImpl(std::move(bootstrap), std::move(transport), std::move(catalog), options.allow_fallback));
+}
+
+Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int size,
+                                                           const CommOptions& options) {
+  BootstrapOptions bootstrap_options;
+  bootstrap_options.timeout_s = options.timeout_s;
+  BRAID_ASSIGN_OR_RETURN(std::unique_ptr<Bootstrap> bootstrap, connectBootstrap(id, rank, size, bootstrap_options));
+  return create(std::move(bootstrap), options);
+}
+
+}  // namespace braid

@@ -1,0 +1,65 @@
+// Algorithm selection for the communicator (include/braid/comm.h gives the order of sources).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/classic.h"
+#include "braid/comm.h"
+#include "braid/topology.h"
+
+namespace braid::comm {
+
+/// An algorithm the communicator may run, with where it came from.
+struct Candidate {
+  Algorithm algorithm;
+  std::string source;  // "forced", "BRAID_ALGO_DIR <file>", "synthesized <topology>", "classical"
+  int instances = 1;
+  /// Synthesized Pareto set: the size window [window_min, window_max] (bytes, inclusive) where the simulator
+  /// predicted this candidate fastest; forced / directory candidates use the algorithm's own window.
+  uint64_t window_min = 0;
+  uint64_t window_max = kUnlimitedBytes;
+};
+
+/// The classical algorithm the communicator runs when nothing else matches, for CPU transports. The rule
+/// (comm/README.md): all-reduce, all-gather and reduce-scatter below 256 KiB use recursive doubling / halving
+/// (log2 n rounds: latency-bound sizes), at and above it the ring (bandwidth-optimal, Patarasuk & Yuan 2009);
+/// all-to-all is direct (every pair at once); broadcast and reduce are ring chains pipelined by slices.
+ClassicAlgo classicalRule(CollectiveKind collective, int num_ranks, uint64_t bytes);
+
+class AlgorithmCatalog {
+ public:
+  AlgorithmCatalog(int num_ranks, std::shared_ptr<const Topology> topology);
+
+  void addForced(const Algorithm& algorithm);
+  void addDirectory(const LoadedAlgorithm& loaded);
+  void addSynthesized(Candidate candidate);
+  const std::vector<Candidate>& synthesized() const { return synthesized_; }
+
+  /// The candidate for a call. `root` matters for broadcast / reduce. With allow_fallback = false only
+  /// forced / directory candidates are searched (kNotFound when none matches). Thread-compatible: one
+  /// communicator uses its catalog from one thread.
+  Result<const Candidate*> choose(CollectiveKind collective, uint64_t bytes, bool in_place, int root,
+                                  bool allow_fallback);
+  /// The classical fallback for a call, ignoring every other source (the tail path runs it).
+  Result<const Candidate*> classical(CollectiveKind collective, uint64_t bytes, bool in_place, int root);
+  /// A stable digest of the forced / directory / synthesized candidates (names, collectives, windows): every
+  /// rank must hold the same catalog.
+  std::string digest() const;
+
+ private:
+  bool matches(const Candidate& candidate, CollectiveKind collective, uint64_t bytes, bool in_place, int root) const;
+  int num_ranks_;
+  std::shared_ptr<const Topology> topology_;
+  std::vector<Candidate> forced_;
+  std::vector<Candidate> directory_;
+  std::vector<Candidate> synthesized_;
+  std::map<std::tuple<int, int, bool, int>, std::unique_ptr<Candidate>> classical_;  // (algo, coll, in_place, root)
+};
+
+}  // namespace braid::comm
