@@ -1,9 +1,9 @@
 # `cmake --install` puts headers, libraries, the CLI, shipped topologies and a package config in
-# place so that `find_package(braid)` works: targets braid::braid_common ... braid::braid_algos, braid::braid_sim, braid::braid_runtime, braid::braid_synthesizer.
+# place so that `find_package(braid)` works: targets braid::braid_common ... braid::braid_algos, braid::braid_sim, braid::braid_runtime, braid::braid_synthesizer, braid::braid_comm.
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/braid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS braid_common braid_topology braid_ir braid_algos braid_sim braid_runtime braid_synthesizer EXPORT braidTargets
+install(TARGETS braid_common braid_topology braid_ir braid_algos braid_sim braid_runtime braid_synthesizer braid_comm EXPORT braidTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
