@@ -1,0 +1,911 @@
+// The TCP bootstrap (include/braid/bootstrap.h), in the shape of NCCL's bootstrap root:
+//
+// 1. createUniqueId() listens on a socket and starts a detached root thread; the id holds a magic, the
+//    root's IPv4 address and port, and a random nonce that every rank of this rendezvous presents.
+// 2. connectBootstrap(): every rank listens on its own port, connects to the root and sends a RootHello
+//    (nonce, rank, size, host name, pid, listening address, its timeout). The root checks them (nonce, one
+//    size, each rank once) and, when all `size` ranks are in, answers each with the table of every rank's
+//    host, pid and address, then exits. A rank whose timeout passes first asks the root which ranks are
+//    still missing and names them in its kTimeout.
+// 3. Full mesh: rank i connects to every rank j < i (sending a MeshHello) and accepts a connection from
+//    every rank j > i. These sockets carry framed messages (FrameHeader: type, tag, bytes): data frames
+//    matched by (peer, tag) in arrival order, abort frames (the reason), and a bye frame when a rank
+//    destroys its bootstrap normally. EOF without a bye means the peer's process died.
+//
+// Every socket is non-blocking; a rank waiting to send also reads whatever any peer sends (into per-peer
+// queues), so ranks sending to each other never deadlock on full socket buffers.
+#include "braid/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "bootstrap/bootstrap_internal.h"
+#include "bootstrap/socket.h"
+#include "common/env.h"
+
+namespace braid {
+namespace {
+
+using net::Deadline;
+using net::Fd;
+using net::SocketAddress;
+
+constexpr char kIdMagic[8] = {'B', 'R', 'A', 'I', 'D', 'I', 'D', '1'};
+constexpr uint64_t kWireMagic = 0x3153424449415242ull;  // "BRAIDBS1" little-endian
+constexpr int kHostBytes = 64;
+
+struct IdLayout {
+  char magic[8];
+  uint64_t nonce;
+  uint32_t ip;  // network byte order
+  uint16_t port;
+  uint16_t reserved;
+};
+static_assert(sizeof(IdLayout) <= sizeof(UniqueId::internal));
+
+struct RootHello {
+  uint64_t magic;
+  uint64_t nonce;
+  int32_t rank;
+  int32_t size;
+  int64_t pid;
+  uint32_t ip;
+  uint16_t port;
+  uint16_t reserved;
+  double timeout_s;
+  char host[kHostBytes];
+};
+
+struct RankEntry {
+  int64_t pid;
+  uint32_t ip;
+  uint16_t port;
+  uint16_t reserved;
+  char host[kHostBytes];
+};
+
+enum : int32_t { kReplyTable = 0, kReplyError = 1, kReplyStatus = 2 };
+struct RootReply {
+  uint64_t magic;
+  int32_t kind;
+  int32_t code;  // kReplyError: the StatusCode
+  uint64_t bytes;
+};
+constexpr uint32_t kQueryWord = 0x51525931;  // a waiting rank asks the root which ranks are missing
+
+struct MeshHello {
+  uint64_t magic;
+  uint64_t nonce;
+  int32_t rank;
+  int32_t size;
+};
+
+enum : uint32_t { kFrameData = 1, kFrameAbort = 2, kFrameBye = 3 };
+struct FrameHeader {
+  uint32_t type;
+  int32_t tag;
+  uint64_t bytes;
+};
+constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 40;
+constexpr int32_t kTagAllGather = INT32_MIN + 1;
+constexpr int32_t kTagBarrier = INT32_MIN + 2;
+constexpr int32_t kReservedTagsBelow = INT32_MIN + 1024;
+
+std::string hostName() {
+  char host[kHostBytes] = {};
+  if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
+  return host;
+}
+
+void copyHost(char (&to)[kHostBytes], const std::string& from) {
+  std::memset(to, 0, sizeof(to));
+  std::memcpy(to, from.data(), std::min(from.size(), sizeof(to) - 1));
+}
+
+std::string hostText(const char (&from)[kHostBytes]) { return std::string(from, strnlen(from, kHostBytes)); }
+
+/// "2, 5, 7" (at most 16, then "... (N in all)").
+std::string rankList(const std::vector<int>& ranks) {
+  std::string text;
+  for (size_t i = 0; i < ranks.size() && i < 16; ++i) text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
+  if (ranks.size() > 16) text += fmt::format(", ... ({} in all)", ranks.size());
+  return text;
+}
+
+// ---------------------------------------------------------------------------------------------- root thread
+
+class Root {
+ public:
+  Root(Fd listener, uint64_t nonce, SocketAddress address)
+      : listener_(std::move(listener)), nonce_(nonce), address_(address) {}
+
+  void serve() {
+    deadline_ = net::Clock::now() + seconds(runtimeTimeoutSeconds());
+    while (true) {
+      if (size_ > 0 && registered_ == size_) {
+        sendTables();
+        return;
+      }
+      if (net::Clock::now() >= deadline_) {
+        const std::string why = fmt::format("bootstrap root at {} gave up waiting: {}", address_.toString(), missing());
+        for (auto& client : clients_)
+          if (client->registered) reply(*client, kReplyError, StatusCode::kTimeout, why);
+        return;
+      }
+      std::vector<pollfd> fds;
+      fds.push_back(pollfd{listener_.get(), POLLIN, 0});
+      for (auto& client : clients_) fds.push_back(pollfd{client->fd.get(), POLLIN, 0});
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - net::Clock::now()).count();
+      poll(fds.data(), fds.size(), static_cast<int>(std::clamp<long long>(left + 1, 0, 1000)));
+      if (fds[0].revents != 0) acceptAll();
+      for (size_t i = 1; i < fds.size(); ++i)
+        if (fds[i].revents != 0) readClient(*clients_[i - 1]);
+      clients_.erase(std::remove_if(clients_.begin(), clients_.end(), [](const auto& c) { return c->dropped; }),
+                     clients_.end());
+    }
+  }
+
+ private:
+  struct Client {
+    Fd fd;
+    RootHello hello{};
+    size_t hello_got = 0;
+    bool registered = false;
+    bool dropped = false;
+    uint32_t query = 0;
+    size_t query_got = 0;
+  };
+
+  static net::Clock::duration seconds(double s) {
+    return std::chrono::duration_cast<net::Clock::duration>(std::chrono::duration<double>(std::min(s, 1e7)));
+  }
+
+  std::string missing() const {
+    if (size_ <= 0) return "no rank connected";
+    std::vector<int> absent;
+    std::vector<int> left;
+    for (int r = 0; r < size_; ++r) {
+      if (by_rank_[r] == nullptr) (left_[r] ? left : absent).push_back(r);
+    }
+    std::string text;
+    if (!absent.empty()) {
+      text = fmt::format("rank{} {} of {} never connected to the root", absent.size() == 1 ? "" : "s", rankList(absent),
+                         size_);
+    }
+    if (!left.empty()) {
+      text += fmt::format("{}rank{} {} of {} connected but gave up", text.empty() ? "" : "; ",
+                          left.size() == 1 ? "" : "s", rankList(left), size_);
+    }
+    return text;
+  }
+
+  void acceptAll() {
+    while (true) {
+      const int fd = accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      if (fd < 0) return;
+      net::setNoDelay(fd);
+      auto client = std::make_unique<Client>();
+      client->fd = Fd(fd);
+      clients_.push_back(std::move(client));
+    }
+  }
+
+  void reply(Client& client, int32_t kind, StatusCode code, const std::string& text) {
+    RootReply header{kWireMagic, kind, static_cast<int32_t>(code), text.size()};
+    const Deadline deadline = Deadline::after(5);
+    if (!net::writeAll(client.fd.get(), &header, sizeof(header), deadline, "root").isOk()) return;
+    (void)net::writeAll(client.fd.get(), text.data(), text.size(), deadline, "root");
+  }
+
+  void refuse(Client& client, StatusCode code, const std::string& why) {
+    reply(client, kReplyError, code, why);
+    client.dropped = true;
+  }
+
+  void unregister(Client& client) {
+    if (client.registered && by_rank_[client.hello.rank] == &client) {
+      by_rank_[client.hello.rank] = nullptr;
+      left_[client.hello.rank] = true;
+      --registered_;
+    }
+    client.registered = false;
+    client.dropped = true;
+  }
+
+  void readClient(Client& client) {
+    while (!client.dropped) {
+      char* target;
+      size_t want;
+      if (!client.registered) {
+        target = reinterpret_cast<char*>(&client.hello) + client.hello_got;
+        want = sizeof(RootHello) - client.hello_got;
+      } else {
+        target = reinterpret_cast<char*>(&client.query) + client.query_got;
+        want = sizeof(uint32_t) - client.query_got;
+      }
+      const ssize_t n = recv(client.fd.get(), target, want, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n <= 0) {  // the rank gave up or died: it counts as missing again
+        unregister(client);
+        return;
+      }
+      if (!client.registered) {
+        client.hello_got += static_cast<size_t>(n);
+        if (client.hello_got == sizeof(RootHello)) admit(client);
+      } else {
+        client.query_got += static_cast<size_t>(n);
+        if (client.query_got == sizeof(uint32_t)) {
+          client.query_got = 0;
+          if (client.query == kQueryWord) reply(client, kReplyStatus, StatusCode::kTimeout, missing());
+        }
+      }
+    }
+  }
+
+  void admit(Client& client) {
+    const RootHello& h = client.hello;
+    const std::string who = fmt::format("rank {} (host {}, pid {})", h.rank, hostText(h.host), h.pid);
+    if (h.magic != kWireMagic) {
+      client.dropped = true;  // not a Braid rank
+      return;
+    }
+    if (h.nonce != nonce_) {
+      return refuse(client, StatusCode::kInvalidArgument,
+                    fmt::format("{} presented the id of another rendezvous (nonce mismatch)", who));
+    }
+    if (size_ < 0) {
+      if (h.size < 1) return refuse(client, StatusCode::kInvalidArgument, fmt::format("{}: size {}", who, h.size));
+      size_ = h.size;
+      size_from_ = h.rank;
+      by_rank_.assign(size_, nullptr);
+      left_.assign(size_, false);
+    }
+    if (h.size != size_) {
+      return refuse(
+          client, StatusCode::kInvalidArgument,
+          fmt::format("{} says the communicator has {} ranks, rank {} said {}", who, h.size, size_from_, size_));
+    }
+    if (h.rank < 0 || h.rank >= size_) {
+      return refuse(client, StatusCode::kInvalidArgument,
+                    fmt::format("{}: rank out of range for {} ranks", who, size_));
+    }
+    if (by_rank_[h.rank] != nullptr) {
+      const RootHello& first = by_rank_[h.rank]->hello;
+      return refuse(
+          client, StatusCode::kInvalidArgument,
+          fmt::format("rank {} given twice: host {} pid {}, and {}", h.rank, hostText(first.host), first.pid, who));
+    }
+    by_rank_[h.rank] = &client;
+    left_[h.rank] = false;
+    client.registered = true;
+    ++registered_;
+    // Live at least as long as this rank waits (plus a second to answer its query).
+    deadline_ = std::max(deadline_, net::Clock::now() + seconds(h.timeout_s + 1.0));
+  }
+
+  void sendTables() {
+    std::vector<RankEntry> table(size_);
+    for (int r = 0; r < size_; ++r) {
+      const RootHello& h = by_rank_[r]->hello;
+      table[r] = RankEntry{h.pid, h.ip, h.port, 0, {}};
+      std::memcpy(table[r].host, h.host, kHostBytes);
+      table[r].host[kHostBytes - 1] = '\0';
+    }
+    const std::string bytes(reinterpret_cast<const char*>(table.data()), table.size() * sizeof(RankEntry));
+    for (int r = 0; r < size_; ++r) reply(*by_rank_[r], kReplyTable, StatusCode::kOk, bytes);
+  }
+
+  Fd listener_;
+  uint64_t nonce_;
+  SocketAddress address_;
+  net::Clock::time_point deadline_;
+  std::vector<std::unique_ptr<Client>> clients_;
+  std::vector<Client*> by_rank_;
+  std::vector<bool> left_;  // registered once, then closed its connection (it gave up or died)
+  int size_ = -1;
+  int size_from_ = -1;
+  int registered_ = 0;
+};
+
+// ------------------------------------------------------------------------------------------------- the mesh
+
+class TcpBootstrap final : public Bootstrap {
+ public:
+  struct PeerInfo {
+    std::string host;
+    int64_t pid = 0;
+    SocketAddress address;
+  };
+
+  TcpBootstrap(int rank, int size, double timeout_s, std::vector<PeerInfo> info)
+      : rank_(rank), size_(size), timeout_s_(timeout_s), peers_(size) {
+    for (int r = 0; r < size; ++r) {
+      hosts_.push_back(info[r].host);
+      pids_.push_back(info[r].pid);
+      peers_[r].address = info[r].address.toString();
+    }
+  }
+
+  ~TcpBootstrap() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (int p = 0; p < size_; ++p) {
+      Peer& peer = peers_[p];
+      if (!peer.fd.valid() || peer.state != Peer::kOpen || peer.out_partial || aborted_.load()) continue;
+      const FrameHeader bye{kFrameBye, 0, 0};
+      (void)::send(peer.fd.get(), &bye, sizeof(bye), MSG_NOSIGNAL | MSG_DONTWAIT);
+    }
+  }
+
+  /// Sets up the connection to `peer` during the mesh phase (before the object is shared).
+  void setPeer(int peer, Fd fd) { peers_[peer].fd = std::move(fd); }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::vector<std::string>& hostNames() const override { return hosts_; }
+  const std::vector<int64_t>& processIds() const override { return pids_; }
+
+  Status allGather(void* data, size_t bytes_per_rank) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Deadline deadline = Deadline::after(timeout_s_);
+    char* base = static_cast<char*>(data);
+    for (int k = 1; k < size_; ++k) {
+      const int peer = (rank_ + k) % size_;
+      BRAID_RETURN_IF_ERROR(
+          sendLocked(peer, kTagAllGather, base + rank_ * bytes_per_rank, bytes_per_rank, deadline, "allGather"));
+    }
+    for (int k = 1; k < size_; ++k) {
+      const int peer = (rank_ - k + size_) % size_;
+      BRAID_RETURN_IF_ERROR(
+          recvLocked(peer, kTagAllGather, base + peer * bytes_per_rank, bytes_per_rank, deadline, "allGather"));
+    }
+    return Status::ok();
+  }
+
+  Status barrier() override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    const Deadline deadline = Deadline::after(timeout_s_);
+    const char token = 1;
+    for (int k = 1; k < size_; ++k)
+      BRAID_RETURN_IF_ERROR(sendLocked((rank_ + k) % size_, kTagBarrier, &token, 1, deadline, "barrier"));
+    for (int k = 1; k < size_; ++k) {
+      char got = 0;
+      BRAID_RETURN_IF_ERROR(recvLocked((rank_ - k + size_) % size_, kTagBarrier, &got, 1, deadline, "barrier"));
+    }
+    return Status::ok();
+  }
+
+  Status send(int peer, int tag, const void* data, size_t bytes) override {
+    BRAID_RETURN_IF_ERROR(checkUserCall(peer, tag, "send"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    return sendLocked(peer, tag, data, bytes, Deadline::after(timeout_s_), "send");
+  }
+
+  Status recv(int peer, int tag, void* data, size_t bytes) override {
+    BRAID_RETURN_IF_ERROR(checkUserCall(peer, tag, "recv"));
+    std::lock_guard<std::mutex> lock(mutex_);
+    return recvLocked(peer, tag, data, bytes, Deadline::after(timeout_s_), "recv");
+  }
+
+  Status checkPeers() override {
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock()) {  // another thread is in a call: report what it saw last
+      std::lock_guard<std::mutex> failure_lock(failure_mutex_);
+      return failure_;
+    }
+    if (aborted_.load()) return abortedStatus();
+    waitIo(Deadline::after(0), -1, /*poll_now=*/true);
+    return failure();
+  }
+
+  void abort(const std::string& why) override {
+    {
+      std::lock_guard<std::mutex> failure_lock(failure_mutex_);
+      if (aborted_.load()) return;
+      abort_reason_ = why;
+      aborted_.store(true);
+    }
+    std::unique_lock<std::mutex> lock(mutex_, std::try_to_lock);
+    const std::string text = why.substr(0, 4000);
+    for (int p = 0; p < size_; ++p) {
+      Peer& peer = peers_[p];
+      if (!peer.fd.valid()) continue;
+      bool told = false;
+      if (lock.owns_lock() && !peer.out_partial && peer.state == Peer::kOpen) {
+        const FrameHeader header{kFrameAbort, 0, text.size()};
+        iovec iov[2] = {{const_cast<FrameHeader*>(&header), sizeof(header)},
+                        {const_cast<char*>(text.data()), text.size()}};
+        msghdr msg{};
+        msg.msg_iov = iov;
+        msg.msg_iovlen = 2;
+        const ssize_t n = sendmsg(peer.fd.get(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+        told = n == static_cast<ssize_t>(sizeof(header) + text.size());
+        if (!told && n > 0) peer.out_partial = true;
+      }
+      // A peer we could not tell in one non-blocking write sees its connection close instead.
+      if (!told) shutdown(peer.fd.get(), SHUT_RDWR);
+    }
+  }
+
+ private:
+  struct Peer {
+    enum State { kOpen, kBye, kDead, kAborted };
+    Fd fd;
+    std::string address;
+    State state = kOpen;
+    std::string why;  // kDead / kAborted
+    bool eof = false;
+    bool out_partial = false;  // a frame was cut short by a timeout: nothing more can be framed
+    // Input: the frame being read.
+    FrameHeader header{};
+    size_t header_got = 0;
+    bool in_payload = false;
+    std::vector<uint8_t> payload;
+    size_t payload_got = 0;
+    std::deque<std::pair<int32_t, std::vector<uint8_t>>> frames;  // data frames not received yet, in order
+  };
+
+  Status checkUserCall(int peer, int tag, const char* what) const {
+    if (peer < 0 || peer >= size_ || peer == rank_) {
+      return invalidArgument(
+          fmt::format("rank {}: bootstrap {}: peer {} is not another rank of {}", rank_, what, peer, size_));
+    }
+    if (tag < kReservedTagsBelow) {
+      return invalidArgument(fmt::format("rank {}: bootstrap {}: tag {} is reserved (tags below {} are internal)",
+                                         rank_, what, tag, kReservedTagsBelow));
+    }
+    return Status::ok();
+  }
+
+  Status abortedStatus() const {
+    std::lock_guard<std::mutex> failure_lock(failure_mutex_);
+    return Status(StatusCode::kInvalidUsage, fmt::format("rank {}: bootstrap was aborted: {}", rank_, abort_reason_));
+  }
+
+  std::string describePeer(int p) const {
+    return fmt::format("rank {} (host {}, pid {}, {})", p, hosts_[p], pids_[p], peers_[p].address);
+  }
+
+  /// The first peer that died or aborted, as kRemoteError; ok otherwise. Caches it for checkPeers().
+  Status failure() {
+    for (int p = 0; p < size_; ++p) {
+      const Peer& peer = peers_[p];
+      if (peer.state != Peer::kDead && peer.state != Peer::kAborted) continue;
+      Status status(StatusCode::kRemoteError,
+                    peer.state == Peer::kAborted
+                        ? fmt::format("rank {}: {} aborted: {}", rank_, describePeer(p), peer.why)
+                        : fmt::format("rank {}: bootstrap connection to {} {}", rank_, describePeer(p), peer.why));
+      std::lock_guard<std::mutex> failure_lock(failure_mutex_);
+      if (failure_.isOk()) failure_ = status;
+      return status;
+    }
+    return Status::ok();
+  }
+
+  void markDead(Peer& peer, const std::string& why) {
+    peer.eof = true;
+    if (peer.state == Peer::kOpen) {
+      peer.state = Peer::kDead;
+      peer.why = why;
+    }
+  }
+
+  void finishFrame(Peer& peer) {
+    peer.in_payload = false;
+    peer.header_got = 0;
+    if (peer.state != Peer::kOpen) return;  // after a bye or an abort nothing counts
+    switch (peer.header.type) {
+      case kFrameData: peer.frames.emplace_back(peer.header.tag, std::move(peer.payload)); break;
+      case kFrameAbort:
+        peer.state = Peer::kAborted;
+        peer.why.assign(peer.payload.begin(), peer.payload.end());
+        break;
+      case kFrameBye: peer.state = Peer::kBye; break;
+      default: break;
+    }
+    peer.payload = {};
+  }
+
+  /// Reads whatever `peer` has sent (non-blocking), completing frames into its queue.
+  void pump(Peer& peer) {
+    while (!peer.eof) {
+      ssize_t n;
+      if (!peer.in_payload) {
+        n = ::recv(peer.fd.get(), reinterpret_cast<char*>(&peer.header) + peer.header_got,
+                   sizeof(FrameHeader) - peer.header_got, 0);
+      } else {
+        n = ::recv(peer.fd.get(), peer.payload.data() + peer.payload_got, peer.payload.size() - peer.payload_got, 0);
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (n == 0) {
+        markDead(peer, "closed: its process exited or was killed");
+        return;
+      }
+      if (n < 0) {
+        markDead(peer, "failed: " + net::errnoText(errno));
+        return;
+      }
+      if (!peer.in_payload) {
+        peer.header_got += static_cast<size_t>(n);
+        if (peer.header_got < sizeof(FrameHeader)) continue;
+        if (peer.header.bytes > kMaxFrameBytes || peer.header.type < kFrameData || peer.header.type > kFrameBye) {
+          markDead(peer,
+                   fmt::format("sent a malformed frame (type {}, {} bytes)", peer.header.type, peer.header.bytes));
+          return;
+        }
+        peer.in_payload = true;
+        peer.payload.assign(peer.header.bytes, 0);
+        peer.payload_got = 0;
+        if (peer.header.bytes == 0) finishFrame(peer);
+      } else {
+        peer.payload_got += static_cast<size_t>(n);
+        if (peer.payload_got == peer.payload.size()) finishFrame(peer);
+      }
+    }
+  }
+
+  /// Waits until any peer sent something (or `writable_peer`'s socket has room) or the deadline, and reads
+  /// every readable peer. Returns true when `writable_peer` can be written.
+  bool waitIo(Deadline deadline, int writable_peer, bool poll_now = false) {
+    std::vector<pollfd> fds;
+    std::vector<int> who;
+    for (int p = 0; p < size_; ++p) {
+      if (!peers_[p].fd.valid() || (peers_[p].eof && p != writable_peer)) continue;
+      short events = peers_[p].eof ? 0 : POLLIN;
+      if (p == writable_peer) events |= POLLOUT;
+      fds.push_back(pollfd{peers_[p].fd.get(), events, 0});
+      who.push_back(p);
+    }
+    const int rc = poll(fds.data(), fds.size(), poll_now ? 0 : deadline.remainingMs());
+    bool writable = false;
+    if (rc <= 0) return false;
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Peer& peer = peers_[who[i]];
+      if (fds[i].revents & (POLLIN | POLLHUP | POLLERR)) pump(peer);
+      if (who[i] == writable_peer && (fds[i].revents & (POLLOUT | POLLERR | POLLHUP))) writable = true;
+    }
+    return writable;
+  }
+
+  Status sendLocked(int p, int32_t tag, const void* data, size_t bytes, Deadline deadline, const char* what) {
+    if (aborted_.load()) return abortedStatus();
+    BRAID_RETURN_IF_ERROR(failure());
+    Peer& peer = peers_[p];
+    const auto timeout = [&] {
+      return Status(StatusCode::kTimeout,
+                    fmt::format("rank {}: bootstrap {} to {} (tag {}, {} bytes) timed out after {} s", rank_, what,
+                                describePeer(p), tag, bytes, timeout_s_));
+    };
+    if (peer.out_partial) return timeout();
+    if (peer.state == Peer::kBye) {
+      return Status(StatusCode::kRemoteError, fmt::format("rank {}: bootstrap {} to {}: that rank closed its bootstrap",
+                                                          rank_, what, describePeer(p)));
+    }
+    const FrameHeader header{kFrameData, tag, bytes};
+    size_t sent = 0;
+    const size_t total = sizeof(header) + bytes;
+    while (sent < total) {
+      iovec iov[2];
+      int count = 0;
+      if (sent < sizeof(header)) {
+        iov[count++] = {reinterpret_cast<char*>(const_cast<FrameHeader*>(&header)) + sent, sizeof(header) - sent};
+        if (bytes > 0) iov[count++] = {const_cast<void*>(data), bytes};
+      } else {
+        iov[count++] = {static_cast<char*>(const_cast<void*>(data)) + (sent - sizeof(header)), total - sent};
+      }
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = count;
+      const ssize_t n = sendmsg(peer.fd.get(), &msg, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+        continue;
+      }
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+        const int err = errno;
+        pump(peer);  // an abort frame or EOF explains it better
+        if (sent > 0) peer.out_partial = true;
+        markDead(peer, "failed: " + net::errnoText(err));
+        return failure();
+      }
+      if (deadline.expired()) {
+        if (sent > 0) peer.out_partial = true;
+        return timeout();
+      }
+      waitIo(deadline, p);  // reads every peer meanwhile: ranks sending to each other progress
+      if (aborted_.load()) return abortedStatus();
+      BRAID_RETURN_IF_ERROR(failure());
+    }
+    return Status::ok();
+  }
+
+  Status recvLocked(int p, int32_t tag, void* data, size_t bytes, Deadline deadline, const char* what) {
+    Peer& peer = peers_[p];
+    bool polled = false;
+    while (true) {
+      if (aborted_.load()) return abortedStatus();
+      for (auto it = peer.frames.begin(); it != peer.frames.end(); ++it) {
+        if (it->first != tag) continue;
+        if (it->second.size() != bytes) {
+          return invalidArgument(
+              fmt::format("rank {}: bootstrap {} from rank {} (tag {}): {} bytes expected, {} arrived", rank_, what, p,
+                          tag, bytes, it->second.size()));
+        }
+        if (bytes > 0) std::memcpy(data, it->second.data(), bytes);
+        peer.frames.erase(it);
+        return Status::ok();
+      }
+      BRAID_RETURN_IF_ERROR(failure());
+      if (peer.state == Peer::kBye || (peer.eof && peer.state != Peer::kOpen)) {
+        return Status(StatusCode::kRemoteError,
+                      fmt::format("rank {}: bootstrap {} from {} (tag {}): that rank closed its bootstrap", rank_, what,
+                                  describePeer(p), tag));
+      }
+      if (polled && deadline.expired()) {
+        return Status(StatusCode::kTimeout,
+                      fmt::format("rank {}: bootstrap {} from {} (tag {}, {} bytes) timed out after {} s", rank_, what,
+                                  describePeer(p), tag, bytes, timeout_s_));
+      }
+      waitIo(deadline, -1, /*poll_now=*/!polled);
+      polled = true;
+    }
+  }
+
+  const int rank_;
+  const int size_;
+  const double timeout_s_;
+  std::vector<std::string> hosts_;
+  std::vector<int64_t> pids_;
+  std::vector<Peer> peers_;  // by rank; peers_[rank_] has no socket
+  std::mutex mutex_;         // every call but checkPeers' fast path and abort
+  mutable std::mutex failure_mutex_;
+  Status failure_;  // the first failure seen
+  std::atomic<bool> aborted_{false};
+  std::string abort_reason_;
+};
+
+double effectiveTimeout(const BootstrapOptions& options) {
+  return options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds();
+}
+
+Result<IdLayout> decodeId(const UniqueId& id) {
+  IdLayout layout;
+  std::memcpy(&layout, id.internal, sizeof(layout));
+  if (std::memcmp(layout.magic, kIdMagic, sizeof(kIdMagic)) != 0) {
+    return invalidArgument("not a Braid UniqueId (its magic is missing: was it made by createUniqueId()?)");
+  }
+  if (layout.port == 0) return invalidArgument("the UniqueId names port 0: no root listens there");
+  return layout;
+}
+
+/// Reads one root reply (header and payload).
+Status readReply(int fd, Deadline deadline, const std::string& what, RootReply* header, std::string* payload) {
+  BRAID_RETURN_IF_ERROR(net::readAll(fd, header, sizeof(*header), deadline, what));
+  if (header->magic != kWireMagic || header->bytes > (uint64_t{1} << 32)) {
+    return Status(StatusCode::kSystemError, what + ": the root sent a malformed reply");
+  }
+  payload->assign(header->bytes, '\0');
+  return net::readAll(fd, payload->data(), payload->size(), deadline, what);
+}
+
+}  // namespace
+
+namespace bootstrap_internal {
+
+uint64_t randomNonce() {
+  std::random_device device;
+  uint64_t nonce = (uint64_t{device()} << 32) ^ device();
+  nonce ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
+  nonce ^= static_cast<uint64_t>(getpid()) << 17;
+  return nonce == 0 ? 1 : nonce;
+}
+
+UniqueId makeId(SocketAddress address, uint64_t nonce) {
+  UniqueId id;
+  IdLayout layout{};
+  std::memcpy(layout.magic, kIdMagic, sizeof(kIdMagic));
+  layout.nonce = nonce;
+  layout.ip = address.ip;
+  layout.port = address.port;
+  std::memcpy(id.internal, &layout, sizeof(layout));
+  return id;
+}
+
+Result<UniqueId> startRoot(SocketAddress address, uint64_t nonce) {
+  Result<Fd> listener = net::listenOn(&address);
+  if (!listener.isOk()) {
+    return Status(listener.status().code(), "bootstrap root: " + listener.status().message());
+  }
+  const UniqueId id = makeId(address, nonce);
+  auto root = std::make_shared<Root>(std::move(listener).value(), nonce, address);
+  std::thread([root] { root->serve(); }).detach();
+  return id;
+}
+
+}  // namespace bootstrap_internal
+
+std::string uniqueIdToString(const UniqueId& id) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string text;
+  text.reserve(2 * sizeof(id.internal));
+  for (const char c : id.internal) {
+    const auto byte = static_cast<unsigned char>(c);
+    text += kHex[byte >> 4];
+    text += kHex[byte & 15];
+  }
+  return text;
+}
+
+Result<UniqueId> uniqueIdFromString(const std::string& text) {
+  if (text.size() != 2 * sizeof(UniqueId::internal)) {
+    return invalidArgument(fmt::format("UniqueId text has {} characters, expected {} hex digits", text.size(),
+                                       2 * sizeof(UniqueId::internal)));
+  }
+  UniqueId id;
+  const auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < sizeof(id.internal); ++i) {
+    const int hi = digit(text[2 * i]);
+    const int lo = digit(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) {
+      return invalidArgument(fmt::format("UniqueId text: character {} ('{}') is not a hex digit",
+                                         hi < 0 ? 2 * i : 2 * i + 1, hi < 0 ? text[2 * i] : text[2 * i + 1]));
+    }
+    id.internal[i] = static_cast<char>(hi * 16 + lo);
+  }
+  BRAID_RETURN_IF_ERROR(decodeId(id).status());
+  return id;
+}
+
+Result<UniqueId> createUniqueId(const std::string& address) {
+  SocketAddress where;
+  if (address.empty()) {
+    BRAID_ASSIGN_OR_RETURN(where, net::localAddress());
+  } else {
+    BRAID_ASSIGN_OR_RETURN(where, net::parseSocketAddress(address, "createUniqueId address"));
+  }
+  return bootstrap_internal::startRoot(where, bootstrap_internal::randomNonce());
+}
+
+Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank, int size,
+                                                    const BootstrapOptions& options) {
+  Result<IdLayout> decoded = decodeId(id);
+  if (!decoded.isOk())
+    return invalidArgument(fmt::format("rank {}: connectBootstrap: {}", rank, decoded.status().message()));
+  const IdLayout layout = *decoded;
+  if (size < 1 || rank < 0 || rank >= size) {
+    return invalidArgument(fmt::format("connectBootstrap: rank {} of {} ranks is out of range", rank, size));
+  }
+  const double timeout_s = effectiveTimeout(options);
+  const Deadline deadline = Deadline::after(timeout_s);
+  const SocketAddress root{layout.ip, layout.port};
+
+  // Listen first, so peers can connect as soon as the root publishes the table.
+  SocketAddress mine;
+  if (root.isLoopback()) {
+    mine = SocketAddress{htonl(INADDR_LOOPBACK), 0};
+  } else {
+    BRAID_ASSIGN_OR_RETURN(mine, net::localAddress());
+  }
+  Result<Fd> listener = net::listenOn(&mine);
+  if (!listener.isOk())
+    return Status(listener.status().code(), fmt::format("rank {}: bootstrap: {}", rank, listener.status().message()));
+
+  const std::string what = fmt::format("rank {}: bootstrap root {}", rank, root.toString());
+  BRAID_ASSIGN_OR_RETURN(Fd root_fd, net::connectTo(root, deadline, fmt::format("rank {}: bootstrap root", rank)));
+  RootHello hello{};
+  hello.magic = kWireMagic;
+  hello.nonce = layout.nonce;
+  hello.rank = rank;
+  hello.size = size;
+  hello.pid = getpid();
+  hello.ip = mine.ip;
+  hello.port = mine.port;
+  hello.timeout_s = timeout_s;
+  copyHost(hello.host, hostName());
+  BRAID_RETURN_IF_ERROR(net::writeAll(root_fd.get(), &hello, sizeof(hello), deadline, what));
+
+  RootReply reply{};
+  std::string payload;
+  Status got = readReply(root_fd.get(), deadline, what, &reply, &payload);
+  if (got.code() == StatusCode::kTimeout) {
+    // Ask the root who is missing; the table may also arrive right now.
+    const uint32_t query = kQueryWord;
+    const Deadline grace = Deadline::after(1.0);
+    if (net::writeAll(root_fd.get(), &query, sizeof(query), grace, what).isOk()) {
+      got = readReply(root_fd.get(), grace, what, &reply, &payload);
+    }
+    if (!got.isOk()) {
+      return Status(StatusCode::kTimeout,
+                    fmt::format("{}: rendezvous of {} ranks timed out after {} s (the root did not say which ranks are "
+                                "missing)",
+                                what, size, timeout_s));
+    }
+    if (reply.kind == kReplyStatus) {
+      return Status(StatusCode::kTimeout,
+                    fmt::format("{}: rendezvous of {} ranks timed out after {} s: {}", what, size, timeout_s, payload));
+    }
+  }
+  BRAID_RETURN_IF_ERROR(got);
+  if (reply.kind == kReplyError) {
+    return Status(static_cast<StatusCode>(reply.code), fmt::format("{} refused the rendezvous: {}", what, payload));
+  }
+  if (reply.kind != kReplyTable || payload.size() != static_cast<size_t>(size) * sizeof(RankEntry)) {
+    return Status(StatusCode::kSystemError, what + ": the root sent a malformed table");
+  }
+  root_fd.reset();
+
+  std::vector<TcpBootstrap::PeerInfo> info(size);
+  for (int r = 0; r < size; ++r) {
+    RankEntry entry;
+    std::memcpy(&entry, payload.data() + r * sizeof(RankEntry), sizeof(entry));
+    info[r] = TcpBootstrap::PeerInfo{hostText(entry.host), entry.pid, SocketAddress{entry.ip, entry.port}};
+  }
+  auto bootstrap = std::make_unique<TcpBootstrap>(rank, size, timeout_s, info);
+
+  // Mesh: connect to every lower rank, accept every higher one.
+  const MeshHello mine_hello{kWireMagic, layout.nonce, rank, size};
+  for (int peer = 0; peer < rank; ++peer) {
+    const std::string to = fmt::format("rank {}: bootstrap connection to rank {} (host {}, pid {})", rank, peer,
+                                       info[peer].host, info[peer].pid);
+    BRAID_ASSIGN_OR_RETURN(Fd fd, net::connectTo(info[peer].address, deadline, to));
+    BRAID_RETURN_IF_ERROR(net::writeAll(fd.get(), &mine_hello, sizeof(mine_hello), deadline, to));
+    bootstrap->setPeer(peer, std::move(fd));
+  }
+  std::vector<bool> connected(size, false);
+  int waiting = size - 1 - rank;
+  while (waiting > 0) {
+    const std::string from = fmt::format("rank {}: bootstrap mesh at {}", rank, mine.toString());
+    Result<Fd> accepted = net::acceptOne(listener->get(), deadline, from);
+    if (!accepted.isOk()) {
+      if (accepted.status().code() != StatusCode::kTimeout) return accepted.status();
+      std::vector<int> absent;
+      std::string where;
+      for (int r = rank + 1; r < size; ++r) {
+        if (connected[r]) continue;
+        absent.push_back(r);
+        if (absent.size() <= 4) {
+          where += fmt::format("{}rank {}: host {} pid {} at {}", absent.size() > 1 ? "; " : "", r, info[r].host,
+                               info[r].pid, info[r].address.toString());
+        }
+      }
+      return Status(StatusCode::kTimeout,
+                    fmt::format("{}: timed out after {} s: rank{} {} never connected ({})", from, timeout_s,
+                                absent.size() == 1 ? "" : "s", rankList(absent), where));
+    }
+    MeshHello peer_hello{};
+    if (!net::readAll(accepted->get(), &peer_hello, sizeof(peer_hello), deadline, from).isOk()) continue;
+    if (peer_hello.magic != kWireMagic || peer_hello.nonce != layout.nonce || peer_hello.size != size ||
+        peer_hello.rank <= rank || peer_hello.rank >= size || connected[peer_hello.rank]) {
+      continue;  // a stray connection: not a peer of this rendezvous
+    }
+    connected[peer_hello.rank] = true;
+    bootstrap->setPeer(peer_hello.rank, std::move(accepted).value());
+    --waiting;
+  }
+  return std::unique_ptr<Bootstrap>(std::move(bootstrap));
+}
+
+}  // namespace braid

@@ -1,0 +1,510 @@
+// The TCP bootstrap (include/braid/bootstrap.h) with ranks in threads of this process and in forked
+// processes, and the forked-process harness (multirank.h) it runs on.
+#include "braid/bootstrap.h"
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "multirank.h"
+
+namespace braid {
+namespace {
+
+using testing::forkedBootstrap;
+using testing::ForkResult;
+using testing::ForkShared;
+using testing::runForked;
+
+constexpr double kTimeout = 10;
+
+// ------------------------------------------------------------------------------------------------ harness
+
+TEST(MultirankHarness, ReportsExitCodesSignalsAndOutput) {
+  const ForkResult result = runForked(
+      3,
+      [](int rank) {
+        std::printf("hello from rank %d\n", rank);
+        if (rank == 1) return 3;
+        if (rank == 2) testing::killSelf();
+        return 0;
+      },
+      kTimeout);
+  ASSERT_EQ(result.ranks.size(), 3u) << result.summary();
+  EXPECT_TRUE(result.ranks[0].ok()) << result.summary();
+  EXPECT_TRUE(result.ranks[1].exited);
+  EXPECT_EQ(result.ranks[1].exit_code, 3);
+  EXPECT_EQ(result.ranks[1].output, "hello from rank 1\n");
+  EXPECT_FALSE(result.ranks[2].exited);
+  EXPECT_EQ(result.ranks[2].signal, SIGKILL);
+  EXPECT_EQ(result.ranks[2].describe(), "killed by signal 9");
+  EXPECT_FALSE(result.allOk());
+  EXPECT_NE(result.summary().find("rank 1 (pid"), std::string::npos);
+}
+
+TEST(MultirankHarness, KillsStragglersAtTheDeadlineAndOnRequest) {
+  testing::ForkOptions options;
+  options.kill_rank = 1;
+  options.kill_after_s = 0.2;
+  const ForkResult result = runForked(
+      3,
+      [](int rank) {
+        if (rank == 0) return 0;
+        sleep(30);  // rank 1: killed at 0.2 s; rank 2: killed at the deadline
+        return 0;
+      },
+      1.0, options);
+  ASSERT_EQ(result.ranks.size(), 3u);
+  EXPECT_TRUE(result.ranks[0].ok()) << result.summary();
+  EXPECT_EQ(result.ranks[1].signal, SIGKILL) << result.summary();
+  EXPECT_FALSE(result.ranks[1].timed_out);
+  EXPECT_TRUE(result.ranks[2].timed_out) << result.summary();
+  EXPECT_EQ(result.ranks[2].describe(), "timed out (killed)");
+  EXPECT_LT(result.elapsed_s, 5.0);
+}
+
+TEST(MultirankHarness, ExceptionsBecomeExitCode120) {
+  const ForkResult result = runForked(
+      1, [](int) -> int { throw std::runtime_error("boom"); }, kTimeout);
+  ASSERT_EQ(result.ranks.size(), 1u);
+  EXPECT_EQ(result.ranks[0].exit_code, 120);
+  EXPECT_NE(result.ranks[0].output.find("boom"), std::string::npos);
+}
+
+// ---------------------------------------------------------------------------------------------------- ids
+
+TEST(Bootstrap, IdRoundTripsThroughText) {
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(id.isOk()) << id.status().toString();
+  const std::string text = uniqueIdToString(*id);
+  ASSERT_EQ(text.size(), 256u);
+  EXPECT_EQ(text.find_first_not_of("0123456789abcdef"), std::string::npos);
+  Result<UniqueId> back = uniqueIdFromString(text);
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ(std::memcmp(back->internal, id->internal, sizeof(id->internal)), 0);
+  // Upper-case hex is accepted too.
+  std::string upper = text;
+  for (char& c : upper) c = static_cast<char>(std::toupper(c));
+  Result<UniqueId> from_upper = uniqueIdFromString(upper);
+  ASSERT_TRUE(from_upper.isOk());
+  EXPECT_EQ(std::memcmp(from_upper->internal, id->internal, sizeof(id->internal)), 0);
+  // Two ids differ (their nonce and port).
+  Result<UniqueId> other = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(other.isOk());
+  EXPECT_NE(uniqueIdToString(*other), text);
+  // Finish both rendezvous (one rank each) so their root threads exit.
+  BootstrapOptions options;
+  options.timeout_s = kTimeout;
+  for (const UniqueId* which : {&*back, &*other}) {
+    Result<std::unique_ptr<Bootstrap>> single = connectBootstrap(*which, 0, 1, options);
+    ASSERT_TRUE(single.isOk()) << single.status().toString();
+    EXPECT_EQ((*single)->size(), 1);
+    EXPECT_TRUE((*single)->barrier().isOk());
+    int value = 42;
+    EXPECT_TRUE((*single)->allGather(&value, sizeof(value)).isOk());
+    EXPECT_EQ(value, 42);
+    EXPECT_EQ((*single)->processIds(), std::vector<int64_t>{getpid()});
+  }
+}
+
+TEST(Bootstrap, BadIdsAreInvalidArguments) {
+  EXPECT_EQ(uniqueIdFromString("xyz").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(uniqueIdFromString(std::string(256, 'g')).status().code(), StatusCode::kInvalidArgument);
+  const Result<UniqueId> zeros = uniqueIdFromString(std::string(256, '0'));  // hex, but no Braid magic
+  EXPECT_EQ(zeros.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(zeros.status().message().find("not a Braid UniqueId"), std::string::npos) << zeros.status().message();
+
+  BootstrapOptions options;
+  options.timeout_s = 1;
+  const auto bad = connectBootstrap(UniqueId{}, 0, 2, options);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("rank 0"), std::string::npos) << bad.status().message();
+  EXPECT_EQ(createUniqueId("127.0.0.1:notaport").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Bootstrap, RankOutOfRangeIsInvalidArgument) {
+  // Checked before anything connects: no root is needed.
+  UniqueId id;
+  Result<UniqueId> real = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(real.isOk());
+  id = *real;
+  BootstrapOptions options;
+  options.timeout_s = kTimeout;
+  EXPECT_EQ(connectBootstrap(id, 2, 2, options).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(connectBootstrap(id, -1, 2, options).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(connectBootstrap(id, 0, 0, options).status().code(), StatusCode::kInvalidArgument);
+  ASSERT_TRUE(connectBootstrap(id, 0, 1, options).isOk());  // lets the root thread finish
+}
+
+// ------------------------------------------------------------------------------------- threads of a process
+
+/// The bytes rank `r` contributes to the all-gather: depends on rank and position.
+std::vector<uint8_t> contribution(int r, size_t bytes) {
+  std::vector<uint8_t> data(bytes);
+  for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(r * 31 + i * 7 + 1);
+  return data;
+}
+
+/// Runs every bootstrap operation on `b`; returns "" or what went wrong.
+std::string exercise(Bootstrap& b) {
+  const int n = b.size();
+  const int r = b.rank();
+  constexpr size_t kSlot = 37;
+  std::vector<uint8_t> gathered(n * kSlot, 0);
+  const std::vector<uint8_t> mine = contribution(r, kSlot);
+  std::memcpy(gathered.data() + r * kSlot, mine.data(), kSlot);
+  if (Status s = b.allGather(gathered.data(), kSlot); !s.isOk()) return "allGather: " + s.toString();
+  for (int p = 0; p < n; ++p) {
+    if (std::memcmp(gathered.data() + p * kSlot, contribution(p, kSlot).data(), kSlot) != 0)
+      return "allGather: slot of rank " + std::to_string(p) + " is wrong";
+  }
+  if (Status s = b.barrier(); !s.isOk()) return "barrier: " + s.toString();
+  // Ring exchange with two tags sent in one order and received in the other, plus a large message both
+  // ways at once (larger than socket buffers: both ranks send before they receive).
+  const int next = (r + 1) % n;
+  const int prev = (r - 1 + n) % n;
+  if (n > 1) {
+    const int first = 1000 + r;
+    const int second = 2000 + r;
+    if (Status s = b.send(next, 5, &first, sizeof(first)); !s.isOk()) return "send tag 5: " + s.toString();
+    if (Status s = b.send(next, 6, &second, sizeof(second)); !s.isOk()) return "send tag 6: " + s.toString();
+    int got6 = 0;
+    int got5 = 0;
+    if (Status s = b.recv(prev, 6, &got6, sizeof(got6)); !s.isOk()) return "recv tag 6: " + s.toString();
+    if (Status s = b.recv(prev, 5, &got5, sizeof(got5)); !s.isOk()) return "recv tag 5: " + s.toString();
+    if (got5 != 1000 + prev || got6 != 2000 + prev)
+      return "tag matching: got " + std::to_string(got5) + ", " + std::to_string(got6);
+    // Same tag twice: FIFO order.
+    for (int k = 0; k < 3; ++k) {
+      const int value = r * 100 + k;
+      if (Status s = b.send(next, 7, &value, sizeof(value)); !s.isOk()) return "send tag 7: " + s.toString();
+    }
+    for (int k = 0; k < 3; ++k) {
+      int value = -1;
+      if (Status s = b.recv(prev, 7, &value, sizeof(value)); !s.isOk()) return "recv tag 7: " + s.toString();
+      if (value != prev * 100 + k) return "FIFO order: got " + std::to_string(value);
+    }
+    const size_t big = 6u << 20;
+    std::vector<uint8_t> out = contribution(r, big);
+    std::vector<uint8_t> in(big, 0);
+    if (Status s = b.send(next, 8, out.data(), big); !s.isOk()) return "send big: " + s.toString();
+    if (Status s = b.recv(prev, 8, in.data(), big); !s.isOk()) return "recv big: " + s.toString();
+    if (in != contribution(prev, big)) return "big message content";
+    // Size mismatch and a reserved tag.
+    const int word = 1;
+    if (Status s = b.send(next, 9, &word, sizeof(word)); !s.isOk()) return "send tag 9: " + s.toString();
+    int64_t wrong = 0;
+    if (b.recv(prev, 9, &wrong, sizeof(wrong)).code() != StatusCode::kInvalidArgument) return "size mismatch accepted";
+    if (b.send(next, INT32_MIN + 3, &word, sizeof(word)).code() != StatusCode::kInvalidArgument)
+      return "reserved tag accepted";
+    if (b.send(r, 1, &word, sizeof(word)).code() != StatusCode::kInvalidArgument) return "send to self accepted";
+  }
+  if (Status s = b.checkPeers(); !s.isOk()) return "checkPeers: " + s.toString();
+  if (Status s = b.barrier(); !s.isOk()) return "final barrier: " + s.toString();
+  return "";
+}
+
+TEST(Bootstrap, ThreadsOfOneProcess) {
+  for (const int n : {1, 2, 5}) {
+    Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+    ASSERT_TRUE(id.isOk()) << id.status().toString();
+    std::vector<std::string> errors(n);
+    std::vector<std::unique_ptr<Bootstrap>> bootstraps(n);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        BootstrapOptions options;
+        options.timeout_s = kTimeout;
+        Result<std::unique_ptr<Bootstrap>> b = connectBootstrap(*id, r, n, options);
+        if (!b.isOk()) {
+          errors[r] = b.status().toString();
+          return;
+        }
+        errors[r] = exercise(**b);
+        bootstraps[r] = std::move(b).value();
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) {
+      EXPECT_EQ(errors[r], "") << "rank " << r << " of " << n;
+      if (!bootstraps[r]) continue;
+      EXPECT_EQ(bootstraps[r]->rank(), r);
+      EXPECT_EQ(bootstraps[r]->processIds(), std::vector<int64_t>(n, getpid()));
+      EXPECT_EQ(bootstraps[r]->hostNames().size(), static_cast<size_t>(n));
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------- forked processes
+
+TEST(Bootstrap, ForkedProcesses) {
+  constexpr int n = 4;
+  ForkShared<UniqueId> shared;
+  const ForkResult result = runForked(
+      n,
+      [&](int rank) {
+        auto b = forkedBootstrap(shared, rank, n, kTimeout);
+        BRAID_CHILD_CHECK_OK(b);
+        const std::string error = exercise(**b);
+        if (!error.empty()) std::fprintf(stderr, "rank %d: %s\n", rank, error.c_str());
+        BRAID_CHILD_CHECK(error.empty());
+        // Every rank is its own process: the table's pids are the gathered getpid()s.
+        std::vector<int64_t> pids(n, 0);
+        pids[rank] = getpid();
+        BRAID_CHILD_CHECK_OK((*b)->allGather(pids.data(), sizeof(int64_t)));
+        BRAID_CHILD_CHECK((*b)->processIds() == pids);
+        for (int p = 0; p < n; ++p) BRAID_CHILD_CHECK(p == rank || pids[p] != getpid());
+        return 0;
+      },
+      30);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+}
+
+/// A port nothing listens on right now (bound, read and closed).
+int freePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof(sa));
+  socklen_t length = sizeof(sa);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &length);
+  close(fd);
+  return ntohs(sa.sin_port);
+}
+
+TEST(Bootstrap, EnvironmentInit) {
+  constexpr int n = 3;
+  const std::string root = "127.0.0.1:" + std::to_string(freePort());
+  const ForkResult result = runForked(
+      n,
+      [&](int rank) {
+        setenv("BRAID_RANK", std::to_string(rank).c_str(), 1);
+        setenv("BRAID_WORLD_SIZE", std::to_string(n).c_str(), 1);
+        setenv("BRAID_ROOT", root.c_str(), 1);
+        setenv("BRAID_TIMEOUT", "10", 1);
+        if (rank == 2) usleep(200 * 1000);  // connects late: the root is up by then
+        if (rank == 0) usleep(100 * 1000);  // listens late: the others retry
+        auto b = bootstrapFromEnvironment();
+        BRAID_CHILD_CHECK_OK(b);
+        BRAID_CHILD_CHECK((*b)->rank() == rank && (*b)->size() == n);
+        const std::string error = exercise(**b);
+        if (!error.empty()) std::fprintf(stderr, "rank %d: %s\n", rank, error.c_str());
+        BRAID_CHILD_CHECK(error.empty());
+        return 0;
+      },
+      30);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+}
+
+/// Sets environment variables for one scope and restores them.
+class ScopedEnv {
+ public:
+  void set(const char* name, const char* value) {
+    if (!saved_.count(name)) {
+      const char* old = std::getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value == nullptr) {
+      unsetenv(name);
+    } else {
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+TEST(Bootstrap, EnvironmentErrorsNameTheVariable) {
+  ScopedEnv env;
+  for (const char* name : {"BRAID_RANK", "BRAID_WORLD_SIZE", "BRAID_ROOT", "OMPI_COMM_WORLD_RANK",
+                           "OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMI_SIZE"}) {
+    env.set(name, nullptr);
+  }
+  auto none = bootstrapFromEnvironment();
+  EXPECT_EQ(none.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(none.status().message().find("BRAID_RANK"), std::string::npos) << none.status().message();
+
+  env.set("BRAID_RANK", "abc");
+  env.set("BRAID_WORLD_SIZE", "2");
+  auto bad_rank = bootstrapFromEnvironment();
+  EXPECT_EQ(bad_rank.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad_rank.status().message().find("BRAID_RANK=abc"), std::string::npos) << bad_rank.status().message();
+
+  env.set("BRAID_RANK", "2");
+  auto out_of_range = bootstrapFromEnvironment();
+  EXPECT_EQ(out_of_range.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(out_of_range.status().message().find("BRAID_RANK=2"), std::string::npos);
+
+  env.set("BRAID_RANK", "1");
+  auto no_root = bootstrapFromEnvironment();
+  EXPECT_EQ(no_root.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_root.status().message().find("BRAID_ROOT"), std::string::npos) << no_root.status().message();
+
+  env.set("BRAID_ROOT", "127.0.0.1");
+  auto no_port = bootstrapFromEnvironment();
+  EXPECT_EQ(no_port.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(no_port.status().message().find("BRAID_ROOT=127.0.0.1"), std::string::npos) << no_port.status().message();
+
+  env.set("BRAID_ROOT", "127.0.0.1:99999");
+  EXPECT_EQ(bootstrapFromEnvironment().status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Bootstrap, MissingRankTimesOutNamingIt) {
+  constexpr int n = 3;
+  ForkShared<UniqueId> shared;
+  const ForkResult result = runForked(
+      n - 1,  // rank 2 never comes
+      [&](int rank) {
+        auto b = forkedBootstrap(shared, rank, n, 1.0);
+        BRAID_CHILD_CHECK(!b.isOk());
+        std::fprintf(stderr, "%s\n", b.status().toString().c_str());
+        BRAID_CHILD_CHECK(b.status().code() == StatusCode::kTimeout);
+        BRAID_CHILD_CHECK(b.status().message().find("rank 2 of 3 never connected") != std::string::npos);
+        BRAID_CHILD_CHECK(b.status().message().find("rank " + std::to_string(rank) + ":") == 0);
+        if (rank == 0) usleep(1500 * 1000);  // rank 0's process hosts the root: it answers rank 1's query
+        return 0;
+      },
+      20);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+  EXPECT_LT(result.elapsed_s, 8.0);
+}
+
+TEST(Bootstrap, RankGivenTwiceIsRefused) {
+  ForkShared<UniqueId> shared;
+  // Children 1 and 2 both claim rank 1 of 3 while rank 2 (child 3) comes late, so the rendezvous is still
+  // open when the second claim arrives: one claimant is refused with kInvalidArgument, the other completes.
+  const ForkResult result = runForked(
+      4,
+      [&](int child) {
+        const int rank = child == 0 ? 0 : child == 3 ? 2 : 1;
+        UniqueId id;
+        if (child == 0) {
+          Result<UniqueId> made = createUniqueId("127.0.0.1:0");
+          BRAID_CHILD_CHECK_OK(made);
+          id = *made;
+          shared.publish(id);
+        } else {
+          BRAID_CHILD_CHECK(shared.wait(&id, kTimeout));
+        }
+        if (child == 3) usleep(300 * 1000);
+        BootstrapOptions options;
+        options.timeout_s = 5;
+        auto b = connectBootstrap(id, rank, 3, options);
+        if (!b.isOk()) {
+          std::fprintf(stderr, "%s\n", b.status().toString().c_str());
+          BRAID_CHILD_CHECK(b.status().code() == StatusCode::kInvalidArgument);
+          BRAID_CHILD_CHECK(b.status().message().find("rank 1 given twice") != std::string::npos);
+          return 10;
+        }
+        BRAID_CHILD_CHECK_OK((*b)->barrier());
+        return 0;
+      },
+      20);
+  ASSERT_EQ(result.ranks.size(), 4u);
+  EXPECT_TRUE(result.ranks[0].ok()) << result.summary();
+  EXPECT_TRUE(result.ranks[3].ok()) << result.summary();
+  ASSERT_TRUE(result.ranks[1].exited && result.ranks[2].exited) << result.summary();
+  EXPECT_EQ(result.ranks[1].exit_code + result.ranks[2].exit_code, 10) << result.summary();
+}
+
+TEST(Bootstrap, DeadPeerAbortAndCleanClose) {
+  constexpr int n = 4;
+  ForkShared<UniqueId> shared;
+  const ForkResult result = runForked(
+      n,
+      [&](int rank) {
+        auto made = forkedBootstrap(shared, rank, n, kTimeout);
+        BRAID_CHILD_CHECK_OK(made);
+        std::unique_ptr<Bootstrap> b = std::move(made).value();
+        BRAID_CHILD_CHECK_OK(b->barrier());
+        if (rank == 3) testing::killSelf();  // dies without a word
+        if (rank == 2) {
+          b.reset();  // closes cleanly: not a failure for the others
+          return 0;
+        }
+        // Rank 3's death shows in checkPeers (never blocks) within a second.
+        Status seen;
+        for (int i = 0; i < 1000 && seen.isOk(); ++i) {
+          seen = b->checkPeers();
+          if (seen.isOk()) usleep(1000);
+        }
+        std::fprintf(stderr, "%s\n", seen.toString().c_str());
+        BRAID_CHILD_CHECK(seen.code() == StatusCode::kRemoteError);
+        BRAID_CHILD_CHECK(seen.message().find("rank 3 (host") != std::string::npos);
+        // ... and fails later calls.
+        int word = 0;
+        BRAID_CHILD_CHECK(b->recv(rank == 0 ? 1 : 0, 1, &word, sizeof(word)).code() == StatusCode::kRemoteError);
+        return 0;
+      },
+      20);
+  ASSERT_EQ(result.ranks.size(), 4u) << result.summary();
+  for (int r = 0; r < 3; ++r) EXPECT_TRUE(result.ranks[r].ok()) << result.summary();
+  EXPECT_EQ(result.ranks[3].signal, SIGKILL) << result.summary();
+}
+
+TEST(Bootstrap, AbortReachesPeersAndCleanCloseIsNotAFailure) {
+  constexpr int n = 3;
+  ForkShared<UniqueId> shared;
+  const ForkResult result = runForked(
+      n,
+      [&](int rank) {
+        auto made = forkedBootstrap(shared, rank, n, kTimeout);
+        BRAID_CHILD_CHECK_OK(made);
+        std::unique_ptr<Bootstrap> b = std::move(made).value();
+        BRAID_CHILD_CHECK_OK(b->barrier());
+        if (rank == 2) {
+          b.reset();  // clean close
+          return 0;
+        }
+        if (rank == 1) {
+          usleep(300 * 1000);  // rank 0 is waiting in recv by then
+          b->abort("disk on fire");
+          const int word = 0;
+          BRAID_CHILD_CHECK(b->send(0, 1, &word, sizeof(word)).code() == StatusCode::kInvalidUsage);
+          usleep(200 * 1000);
+          return 0;
+        }
+        // Rank 0: rank 2's clean close is not reported; a receive from it fails once nothing is left.
+        usleep(100 * 1000);
+        BRAID_CHILD_CHECK_OK(b->checkPeers());
+        int word = 0;
+        const Status from_closed = b->recv(2, 1, &word, sizeof(word));
+        BRAID_CHILD_CHECK(from_closed.code() == StatusCode::kRemoteError);
+        BRAID_CHILD_CHECK(from_closed.message().find("closed its bootstrap") != std::string::npos);
+        // A blocked receive from rank 1 ends with its abort reason.
+        const Status aborted = b->recv(1, 1, &word, sizeof(word));
+        std::fprintf(stderr, "%s\n", aborted.toString().c_str());
+        BRAID_CHILD_CHECK(aborted.code() == StatusCode::kRemoteError);
+        BRAID_CHILD_CHECK(aborted.message().find("disk on fire") != std::string::npos);
+        BRAID_CHILD_CHECK(aborted.message().find("rank 1 (host") != std::string::npos);
+        return 0;
+      },
+      20);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+}
+
+}  // namespace
+}  // namespace braid
