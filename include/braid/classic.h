@@ -13,11 +13,13 @@
 namespace braid {
 
 enum class ClassicAlgo {
-  kRing,               // ring (Patarasuk & Yuan 2009); rank order, or NCCL-style NVLink rings with a topology
+  kRing,               // ring (Patarasuk & Yuan 2009); rank order, or NCCL-style NVLink rings with a topology;
+                       // broadcast / reduce: NCCL's chain along the ring from / to the root
   kMultiRing,          // several rings over disjoint/duplicated NVLink cycles, data split across them
-  kDirect,             // direct / all-pairs: every rank exchanges with every other rank in one step
+  kDirect,             // direct / all-pairs: every rank exchanges with every other rank in one step;
+                       // broadcast / reduce: the root sends to / receives from every rank
   kRecursiveDoubling,  // recursive doubling (all-gather, all-reduce) / halving (reduce-scatter); non-powers of two
-                       // handled
+                       // handled; broadcast / reduce: binomial tree rooted at the root (Thakur et al. 2005)
   kDoubleBinaryTree,   // NCCL's double binary tree all-reduce (Sanders et al. 2009)
   kPairwise,           // pairwise-exchange all-to-all: in round k rank r sends to r+k, receives from r-k
   kHierarchical,       // two-level: intra-node then inter-node then intra-node (needs nodes in the topology)
@@ -31,7 +33,8 @@ std::vector<CollectiveKind> classicCollectives(ClassicAlgo algo);
 
 struct ClassicRequest {
   ClassicAlgo algo = ClassicAlgo::kRing;
-  CollectiveSpec spec;                 // num_ranks and in_place; chunk_factor is chosen by the builder when 0
+  CollectiveSpec spec;                 // num_ranks, in_place, root (broadcast / reduce); chunk_factor is chosen
+                                       // by the builder when 0
   const Topology* topology = nullptr;  // optional: rings follow NVLink, hierarchy follows nodes
   Protocol protocol = Protocol::kSimple;
   int num_channels = 0;  // 0 = builder's choice (multiring: one per ring found)

@@ -29,6 +29,13 @@ RingOrder rankOrder(int n, bool reversed) {
   return ring;
 }
 
+// Collectives whose out-of-place program is also correct in place: the program only reads inputs, and
+// writes nothing but outputs that no input aliases before it is read (reduce-scatter, all-reduce, reduce).
+bool outOfPlaceServesInPlace(CollectiveKind kind) {
+  return kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce ||
+         kind == CollectiveKind::kReduce;
+}
+
 // What the dispatcher decided before building: base chunk factor, modes, the build step.
 struct Plan {
   int base_factor = 1;
@@ -100,19 +107,19 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
       }
       plan.channels = k_rings;
       plan.base_factor = algos::ringBaseFactor(kind, n, k_rings);
-      plan.both_modes = n > 1 && (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce);
+      plan.both_modes = n > 1 && outOfPlaceServesInPlace(kind);
       break;
     }
     case ClassicAlgo::kDirect:
       plan.channels = requested > 0 ? requested : 1;
       plan.base_factor = algos::directBaseFactor(kind, n, plan.channels);
-      plan.both_modes = n > 1 && (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce);
+      plan.both_modes = n > 1 && outOfPlaceServesInPlace(kind);
       break;
     case ClassicAlgo::kRecursiveDoubling:
       BRAID_RETURN_IF_ERROR(singleChannelOnly());
       plan.base_factor = 1;
-      plan.both_modes = n > 1 && (kind == CollectiveKind::kReduceScatter || kind == CollectiveKind::kAllReduce);
-      {
+      plan.both_modes = n > 1 && outOfPlaceServesInPlace(kind);
+      if (kind != CollectiveKind::kBroadcast && kind != CollectiveKind::kReduce) {
         int p2 = 1;
         while (p2 * 2 <= n) p2 *= 2;
         if (p2 != n) {
@@ -182,9 +189,15 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
   } else {
     switch (algo) {
       case ClassicAlgo::kRing:
-      case ClassicAlgo::kMultiRing: BRAID_RETURN_IF_ERROR(algos::buildRings(builder, kind, plan.rings)); break;
-      case ClassicAlgo::kDirect: BRAID_RETURN_IF_ERROR(algos::buildDirect(builder, kind, plan.channels)); break;
-      case ClassicAlgo::kRecursiveDoubling: BRAID_RETURN_IF_ERROR(algos::buildRecursive(builder, kind)); break;
+      case ClassicAlgo::kMultiRing:
+        BRAID_RETURN_IF_ERROR(algos::buildRings(builder, kind, plan.rings, spec.root));
+        break;
+      case ClassicAlgo::kDirect:
+        BRAID_RETURN_IF_ERROR(algos::buildDirect(builder, kind, plan.channels, spec.root));
+        break;
+      case ClassicAlgo::kRecursiveDoubling:
+        BRAID_RETURN_IF_ERROR(algos::buildRecursive(builder, kind, spec.root));
+        break;
       case ClassicAlgo::kDoubleBinaryTree:
         BRAID_RETURN_IF_ERROR(algos::buildDoubleBinaryTree(builder, plan.channels));
         break;

@@ -17,20 +17,29 @@ namespace braid::algos {
 using RingOrder = std::vector<int>;
 
 // ---- ring.cc: ring algorithms over one or several rings, ring k on channel k ----------------
-/// Base chunk factor: allreduce n*K, the others K (K = rings.size()).
+/// Base chunk factor: allreduce n*K, the others K (K = rings.size()). Broadcast and reduce are chains
+/// along each ring from / to `root` (ignored by the other collectives).
 int ringBaseFactor(CollectiveKind kind, int n, int num_rings);
-Status buildRings(ProgramBuilder& b, CollectiveKind kind, const std::vector<RingOrder>& rings);
+Status buildRings(ProgramBuilder& b, CollectiveKind kind, const std::vector<RingOrder>& rings, int root = 0);
 
 // ---- direct.cc: all-pairs over K channels ---------------------------------------------------
-/// Base chunk factor: allreduce n*K, the others K.
+/// Base chunk factor: allreduce n*K, the others K. Broadcast: `root` sends to every rank; reduce: every
+/// rank sends to `root`, which reduces the n-1 arrivals one after another.
 int directBaseFactor(CollectiveKind kind, int n, int channels);
-Status buildDirect(ProgramBuilder& b, CollectiveKind kind, int channels);
+Status buildDirect(ProgramBuilder& b, CollectiveKind kind, int channels, int root = 0);
 
 // ---- pairwise.cc: pairwise-exchange all-to-all (base chunk factor 1) -----------------------
 Status buildPairwise(ProgramBuilder& b);
 
 // ---- recursive.cc: recursive doubling / halving with fold-in (base chunk factor 1) ---------
-Status buildRecursive(ProgramBuilder& b, CollectiveKind kind);
+/// Broadcast and reduce: binomial trees rooted at `root` (ignored by the other collectives).
+Status buildRecursive(ProgramBuilder& b, CollectiveKind kind, int root = 0);
+/// The binomial tree of MPICH's broadcast and reduce over n ranks rooted at `root`: with v = (r - root)
+/// mod n, the parent of v is v minus its lowest set bit; the children of v are v + 2^j for every 2^j
+/// below v's lowest set bit (below the first power of two >= n for the root) with v + 2^j < n.
+/// parent[root] = -1; children in increasing 2^j (smallest subtree first).
+std::vector<int> binomialParents(int n, int root);
+std::vector<std::vector<int>> binomialChildren(int n, int root);
 
 // ---- tree.cc: double binary tree all-reduce (base chunk factor 2*replicas) -----------------
 /// Parent of each rank (-1 for the root) in the in-order binary tree over positions 1..n where

@@ -33,8 +33,10 @@ std::vector<CollectiveKind> classicCollectives(ClassicAlgo algo) {
     case ClassicAlgo::kRing:
     case ClassicAlgo::kMultiRing:
     case ClassicAlgo::kDirect:
+      return {K::kAllGather, K::kReduceScatter, K::kAllReduce, K::kAllToAll, K::kBroadcast, K::kReduce};
     case ClassicAlgo::kHierarchical: return {K::kAllGather, K::kReduceScatter, K::kAllReduce, K::kAllToAll};
-    case ClassicAlgo::kRecursiveDoubling: return {K::kAllGather, K::kReduceScatter, K::kAllReduce};
+    case ClassicAlgo::kRecursiveDoubling:
+      return {K::kAllGather, K::kReduceScatter, K::kAllReduce, K::kBroadcast, K::kReduce};
     case ClassicAlgo::kDoubleBinaryTree: return {K::kAllReduce};
     case ClassicAlgo::kPairwise: return {K::kAllToAll};
   }

@@ -8,6 +8,9 @@
 // for {2v, 2v+1}; else real v+rem); afterwards each odd rank hands the even one its result. A
 // range of virtual ranks always stands for a contiguous range of real ranks, so every message is
 // one contiguous chunk range. Cost: floor(log2 n) rounds, plus 2 when n is not a power of two.
+//
+// Broadcast and reduce use the binomial tree of the same paper (MPICH's MPI_Bcast / MPI_Reduce for short
+// messages): ceil(log2 n) rounds of α + Nβ, any n (a subtree is cut where it would pass n).
 #include <fmt/format.h>
 
 #include "algos/classic_internal.h"
@@ -139,14 +142,87 @@ void allReduce(ProgramBuilder& b, const Fold& f) {
   }
 }
 
+// Binomial broadcast: a rank receives from its parent, then sends to its children largest subtree
+// first, each send waiting for the one before (the textbook's one send per round; per slice, so the
+// slices still pipeline). The first child rides on the receiving threadblock (receive, store, forward).
+void binomialBroadcast(ProgramBuilder& b, int root) {
+  const int n = b.numRanks();
+  const std::vector<int> parents = binomialParents(n, root);
+  const std::vector<std::vector<int>> children = binomialChildren(n, root);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<int> kids(children[r].rbegin(), children[r].rend());  // largest subtree first
+    StepRef prev;
+    size_t first = 0;
+    Loc data = b.out(r, 0);
+    if (r == root) {
+      data = b.in(r, 0);
+      const int tb = b.newTb(r, kids[0], -1, 0);
+      prev = b.send(r, tb, data, 1);
+      if (!b.same(data, b.out(r, 0))) b.copy(r, tb, data, b.out(r, 0), 1);
+      first = 1;
+    } else if (kids.empty()) {
+      b.recv(r, b.newTb(r, -1, parents[r], 0), data, 1);
+    } else {
+      prev = b.recvCopySend(r, b.newTb(r, kids[0], parents[r], 0), data, 1);
+      first = 1;
+    }
+    for (size_t i = first; i < kids.size(); ++i) prev = b.send(r, b.newTb(r, kids[i], -1, 0), data, 1, {prev});
+  }
+}
+
+// Binomial reduce: a rank reduces its children's partial sums into its own, smallest subtree first (the
+// order they arrive in), then sends the sum to its parent. Non-root ranks accumulate in scratch (their
+// output is not theirs to write); the last child's arrival is reduced on the way to the parent
+// (recvReduceSend), the root reduces into its output.
+void binomialReduce(ProgramBuilder& b, int root) {
+  const int n = b.numRanks();
+  const std::vector<int> parents = binomialParents(n, root);
+  const std::vector<std::vector<int>> children = binomialChildren(n, root);
+  for (int r = 0; r < n; ++r) {
+    const std::vector<int>& kids = children[r];
+    const Loc acc = r == root ? b.out(r, 0) : ProgramBuilder::scratch(0);
+    if (kids.empty()) {
+      b.send(r, b.newTb(r, parents[r], -1, 0), b.in(r, 0), 1);
+      continue;
+    }
+    StepRef chain;
+    const size_t stored = r == root ? kids.size() : kids.size() - 1;  // arrivals reduced into acc
+    for (size_t i = 0; i < stored; ++i) {
+      const int tb = b.newTb(r, -1, kids[i], 0);
+      chain = b.recvReduceCopy(r, tb, chain.valid() ? acc : b.in(r, 0), acc, 1, {chain});
+    }
+    if (r != root) {
+      const int tb = b.newTb(r, parents[r], kids.back(), 0);
+      b.recvReduceSend(r, tb, chain.valid() ? acc : b.in(r, 0), 1, {chain});
+    }
+  }
+}
+
 }  // namespace
 
-Status buildRecursive(ProgramBuilder& b, CollectiveKind kind) {
+std::vector<int> binomialParents(int n, int root) {
+  std::vector<int> parents(n, -1);
+  for (int v = 1; v < n; ++v) parents[(v + root) % n] = ((v & (v - 1)) + root) % n;  // v minus its lowest bit
+  return parents;
+}
+
+std::vector<std::vector<int>> binomialChildren(int n, int root) {
+  std::vector<std::vector<int>> children(n);
+  for (int v = 0; v < n; ++v) {
+    const int low = v == 0 ? n : (v & -v);  // children v + 2^j for 2^j < lowest set bit (root: any)
+    for (int bit = 1; bit < low && v + bit < n; bit *= 2) children[(v + root) % n].push_back((v + bit + root) % n);
+  }
+  return children;
+}
+
+Status buildRecursive(ProgramBuilder& b, CollectiveKind kind, int root) {
   const Fold fold(b.numRanks());
   switch (kind) {
     case CollectiveKind::kAllGather: allGather(b, fold); break;
     case CollectiveKind::kReduceScatter: reduceScatter(b, fold); break;
     case CollectiveKind::kAllReduce: allReduce(b, fold); break;
+    case CollectiveKind::kBroadcast: binomialBroadcast(b, root); break;
+    case CollectiveKind::kReduce: binomialReduce(b, root); break;
     default: return invalidArgument(fmt::format("recursive: {} is not supported", collectiveName(kind)));
   }
   return Status::ok();

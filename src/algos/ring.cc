@@ -2,6 +2,7 @@
 // workstations", JPDC 69(2), 2009; NCCL's ring). Costs: ../shared/reference/anchors_algorithms.md §4.
 // Every rank runs one threadblock per ring (send to the next rank, receive from the previous one);
 // ring k runs on channel k and owns its own share of the data, so K rings split the data K ways.
+// Broadcast and reduce are chains along the ring that start (broadcast) or end (reduce) at the root.
 #include <fmt/format.h>
 
 #include "algos/classic_internal.h"
@@ -123,13 +124,55 @@ void ringAllToAll(ProgramBuilder& b, const RingOrder& ring, int k, int num_rings
   }
 }
 
+// Broadcast (NCCL's ring broadcast: a chain in ring order from the root): logical c = K, ring k moves
+// chunk k. The root sends its input (and copies it to its output out of place), every following rank
+// receives into its output and forwards it, the rank before the root only receives. One step per rank;
+// the executor pipelines its slices across the n-1 hops: (n-1+S-1)(α + (N/S)β) for S slices.
+void ringBroadcast(ProgramBuilder& b, const RingOrder& ring, int k, int root) {
+  const int n = b.numRanks();
+  const auto pos = positions(ring);
+  const int root_pos = pos[root].pos;
+  for (int r = 0; r < n; ++r) {
+    const int hop = mod(pos[r].pos - root_pos, n);  // 0 at the root, n-1 at the chain's end
+    const int tb = b.newTb(r, hop < n - 1 ? pos[r].next : -1, hop > 0 ? pos[r].prev : -1, k);
+    if (hop == 0) {
+      b.send(r, tb, b.in(r, k), 1);
+      if (!b.same(b.in(r, k), b.out(r, k))) b.copy(r, tb, b.in(r, k), b.out(r, k), 1);
+    } else if (hop < n - 1) {
+      b.recvCopySend(r, tb, b.out(r, k), 1);
+    } else {
+      b.recv(r, tb, b.out(r, k), 1);
+    }
+  }
+}
+
+// Reduce (NCCL's ring reduce): the broadcast chain reversed toward the root. The rank after the root
+// sends its input, each rank after it adds its input to what passes through (recvReduceSend, nothing
+// stored), and the root adds its input into its output. Logical c = K. Only the root writes.
+void ringReduce(ProgramBuilder& b, const RingOrder& ring, int k, int root) {
+  const int n = b.numRanks();
+  const auto pos = positions(ring);
+  const int root_pos = pos[root].pos;
+  for (int r = 0; r < n; ++r) {
+    const int hop = mod(pos[r].pos - root_pos, n);  // 1 starts the chain, 0 (the root) ends it
+    const int tb = b.newTb(r, hop != 0 ? pos[r].next : -1, hop != 1 ? pos[r].prev : -1, k);
+    if (hop == 1) {
+      b.send(r, tb, b.in(r, k), 1);
+    } else if (hop != 0) {
+      b.recvReduceSend(r, tb, b.in(r, k), 1);
+    } else {
+      b.recvReduceCopy(r, tb, b.in(r, k), b.out(r, k), 1);
+    }
+  }
+}
+
 }  // namespace
 
 int ringBaseFactor(CollectiveKind kind, int n, int num_rings) {
   return kind == CollectiveKind::kAllReduce ? n * num_rings : num_rings;
 }
 
-Status buildRings(ProgramBuilder& b, CollectiveKind kind, const std::vector<RingOrder>& rings) {
+Status buildRings(ProgramBuilder& b, CollectiveKind kind, const std::vector<RingOrder>& rings, int root) {
   const int n = b.numRanks();
   const int num_rings = static_cast<int>(rings.size());
   for (const RingOrder& ring : rings) {
@@ -146,6 +189,8 @@ Status buildRings(ProgramBuilder& b, CollectiveKind kind, const std::vector<Ring
       case CollectiveKind::kReduceScatter: ringReduceScatter(b, rings[k], k, num_rings); break;
       case CollectiveKind::kAllReduce: ringAllReduce(b, rings[k], k); break;
       case CollectiveKind::kAllToAll: ringAllToAll(b, rings[k], k, num_rings); break;
+      case CollectiveKind::kBroadcast: ringBroadcast(b, rings[k], k, root); break;
+      case CollectiveKind::kReduce: ringReduce(b, rings[k], k, root); break;
       default: return invalidArgument(fmt::format("ring: {} is not supported", collectiveName(kind)));
     }
   }

@@ -1,4 +1,4 @@
-// `braid algo NAME --coll C [--topology T | -n N] [--inplace] [--proto P] [--channels K] [-o FILE]`:
+// `braid algo NAME --coll C [--root R] [--topology T | -n N] [--inplace] [--proto P] [--channels K] [-o FILE]`:
 // builds a classical algorithm (include/braid/classic.h), verifies it, and writes it as MSCCL XML
 // (or Braid JSON when FILE ends in .json); without -o it prints a summary.
 #include <fmt/format.h>
@@ -23,6 +23,7 @@ struct AlgoOptions {
   std::string coll;
   std::string topology;
   int num_ranks = 0;
+  int root = 0;  // broadcast / reduce
   bool in_place = false;
   std::string proto = "Simple";
   int channels = 0;
@@ -48,6 +49,9 @@ std::string summary(const Algorithm& a, const VerifyReport& report) {
   std::string text =
       fmt::format("{}: {} on {} ranks, {} chunks per loop, {} channel(s), protocol {}\n", a.name, a.collective_name,
                   a.num_ranks, a.num_chunks, a.num_channels, protocolName(a.protocol));
+  if (a.collective == CollectiveKind::kBroadcast || a.collective == CollectiveKind::kReduce) {
+    text += fmt::format("  root: {}\n", a.root);
+  }
   text += fmt::format("  modes: {}{}\n", a.in_place ? "in-place " : "", a.out_of_place ? "out-of-place" : "");
   int max_steps = 0;
   int max_tbs = 0;
@@ -81,7 +85,8 @@ int runAlgo(const AlgoOptions& opt) {
   std::optional<CollectiveKind> kind = parseCollective(opt.coll);
   if (!kind) {
     return fail(kUsageError,
-                fmt::format("--coll: unknown collective '{}': expected allgather, reducescatter, allreduce or alltoall",
+                fmt::format("--coll: unknown collective '{}': expected allgather, reducescatter, allreduce, alltoall, "
+                            "broadcast or reduce",
                             opt.coll));
   }
   const std::vector<CollectiveKind> applies = classicCollectives(*algo);
@@ -90,6 +95,11 @@ int runAlgo(const AlgoOptions& opt) {
     for (CollectiveKind k : applies) names += fmt::format("{}{}", names.empty() ? "" : ", ", collectiveName(k));
     return fail(kUsageError, fmt::format("{} does not implement {}; it implements {}", classicAlgoName(*algo),
                                          collectiveName(*kind), names));
+  }
+  const bool rooted = *kind == CollectiveKind::kBroadcast || *kind == CollectiveKind::kReduce;
+  if (opt.root != 0 && !rooted) {
+    return fail(kUsageError, fmt::format("--root {}: only broadcast and reduce have a root, not {}", opt.root,
+                                         collectiveName(*kind)));
   }
   std::optional<Protocol> proto = parseProtocol(opt.proto);
   if (!proto) {
@@ -118,6 +128,11 @@ int runAlgo(const AlgoOptions& opt) {
   request.algo = *algo;
   request.spec.kind = *kind;
   request.spec.num_ranks = topology ? topology->numGpus() : opt.num_ranks;
+  if (opt.root < 0 || opt.root >= request.spec.num_ranks) {
+    return fail(kUsageError, fmt::format("--root {} is not a rank of {} (0..{})", opt.root, request.spec.num_ranks,
+                                         request.spec.num_ranks - 1));
+  }
+  request.spec.root = opt.root;
   request.spec.chunk_factor = 0;
   request.spec.in_place = opt.in_place;
   request.topology = topology ? &*topology : nullptr;
@@ -157,7 +172,9 @@ void registerAlgoCommand(CLI::App& app, int* exit_code) {
       "verify it and write it as MSCCL XML or Braid JSON");
   cmd->add_option("name", opt->name, "ring | multiring | direct | recursive | tree | pairwise | hierarchical")
       ->required();
-  cmd->add_option("--coll,-c", opt->coll, "allgather | reducescatter | allreduce | alltoall")->required();
+  cmd->add_option("--coll,-c", opt->coll, "allgather | reducescatter | allreduce | alltoall | broadcast | reduce")
+      ->required();
+  cmd->add_option("--root", opt->root, "root rank of broadcast and reduce (default 0)");
   cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx1-v100)");
   cmd->add_option("-n,--ranks", opt->num_ranks, "number of ranks when no topology is given");
   cmd->add_flag("--inplace", opt->in_place, "build for in-place calls");

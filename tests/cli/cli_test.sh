@@ -89,6 +89,16 @@ for spec in ring:allgather ring:reducescatter ring:allreduce ring:alltoall direc
   expect_rc 0 "algo $a $c" -- "$braid" algo "$a" --coll "$c" -n 5 -o "$tmp/$a-$c.xml"
   expect_rc 0 "verify algo $a $c" -- "$braid" verify "$tmp/$a-$c.xml"
 done
+# Broadcast and reduce take a root; the XML keeps it and re-verifies.
+for spec in ring:broadcast ring:reduce direct:broadcast direct:reduce recursive:broadcast recursive:reduce; do
+  a=${spec%%:*}
+  c=${spec##*:}
+  expect_rc 0 "algo $a $c root 3" -- "$braid" algo "$a" --coll "$c" --root 3 -n 5 -o "$tmp/$a-$c-root3.xml"
+  grep -q 'root="3"' "$tmp/$a-$c-root3.xml" && ok || fail "algo $a $c: root 3 not in the XML"
+  expect_rc 0 "verify algo $a $c root 3" -- "$braid" verify "$tmp/$a-$c-root3.xml"
+done
+expect_rc 2 "root outside the ranks" -- "$braid" algo ring --coll broadcast --root 5 -n 5
+expect_rc 2 "root on a collective without one" -- "$braid" algo ring --coll allreduce --root 1 -n 5
 expect_rc 0 "algo hierarchical on dgx-a100-x2" -- "$braid" algo hierarchical --coll allreduce --topology dgx-a100-x2 -o "$tmp/h.json"
 expect_rc 0 "verify Braid JSON" -- "$braid" verify "$tmp/h.json" --topology dgx-a100-x2
 # Requests that cannot be satisfied as asked are usage errors (2); nothing is written.
