@@ -1,0 +1,111 @@
+// braid_perf: Braid's nccl-tests-style benchmark (docs/braid_perf.md). Run it as all_reduce_perf (a symlink;
+// the collective comes from argv[0]) or as `braid_perf all_reduce ...`.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "braid_perf/options.h"
+#include "braid_perf/runner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// --algo FILE: the file alone in a fresh temporary directory, which becomes BRAID_ALGO_DIR; removed at exit.
+class AlgoDir {
+ public:
+  ~AlgoDir() {
+    if (!temp_.empty()) {
+      std::error_code ec;
+      fs::remove_all(temp_, ec);
+    }
+  }
+  // The directory to use for `path` (a directory as is, a file copied into a temporary one). Empty on error,
+  // with `error` set.
+  std::string prepare(const std::string& path, std::string& error) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) return fs::absolute(path, ec).string();
+    const char* tmp = std::getenv("TMPDIR");
+    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") + "/braid_perf_algo.XXXXXX";
+    std::vector<char> buffer(pattern.begin(), pattern.end());
+    buffer.push_back('\0');
+    if (!mkdtemp(buffer.data())) {
+      error = "--algo " + path + ": cannot create a temporary directory in " + pattern;
+      return "";
+    }
+    temp_ = buffer.data();
+    const fs::path target = fs::path(temp_) / fs::path(path).filename();
+    fs::copy_file(path, target, ec);
+    if (ec) {
+      error = "--algo " + path + ": " + ec.message();
+      return "";
+    }
+    return temp_;
+  }
+
+ private:
+  std::string temp_;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv, argv + argc);
+  braid::Result<braid::perf::Options> parsed = braid::perf::parseOptions(args);
+  const std::string invoked = args.empty() ? "braid_perf" : fs::path(args[0]).filename().string();
+  if (!parsed.isOk()) {
+    std::fprintf(stderr, "%s: %s\nTry '%s -h' for help.\n", invoked.c_str(), parsed.status().message().c_str(),
+                 invoked.c_str());
+    return 2;
+  }
+  braid::perf::Options options = parsed.value();
+  if (options.help) {
+    std::fputs(braid::perf::helpText(options.program).c_str(), stdout);
+    return 0;
+  }
+  // A peer that dies mid-transfer must give an error, not kill this process.
+  signal(SIGPIPE, SIG_IGN);
+
+  braid::perf::RunSetup setup;
+  setup.argv = args;
+  setup.version = BRAID_PERF_VERSION;
+  if (!options.transport.empty()) setenv("BRAID_TRANSPORT", options.transport.c_str(), 1);
+  if (options.timeout_s > 0) setenv("BRAID_TIMEOUT", std::to_string(options.timeout_s).c_str(), 1);
+  AlgoDir algo_dir;
+  if (!options.algo.empty()) {
+    std::string error;
+    const std::string dir = algo_dir.prepare(options.algo, error);
+    if (dir.empty()) {
+      std::fprintf(stderr, "%s: %s\n", invoked.c_str(), error.c_str());
+      return 2;
+    }
+    setenv("BRAID_ALGO_DIR", dir.c_str(), 1);
+  }
+  const char* transport = std::getenv("BRAID_TRANSPORT");
+  setup.transport = transport && *transport ? transport : "auto";
+  const char* algo_env = std::getenv("BRAID_ALGO_DIR");
+  std::string algorithms = "Braid's selection";
+  if (!options.algo.empty()) {
+    algorithms = "forced from " + options.algo;
+  } else if (algo_env && *algo_env) {
+    algorithms = std::string("BRAID_ALGO_DIR ") + algo_env + ", then Braid's selection";
+  }
+  std::string transport_text = setup.transport;
+  if (setup.transport == "auto") {
+    transport_text =
+        options.processes > 1 ? "auto (shared memory between processes, threads within one)" : "auto (threads)";
+  }
+  setup.braid_line = "Braid: nProcs " + std::to_string(options.processes) + " nRanks " +
+                     std::to_string(options.ranks()) + " (CPU ranks) transport " + transport_text +
+                     " algorithms: " + algorithms;
+  // One process with the threads transport: ncclCommInitAll's shape. Any other transport, or several processes:
+  // a unique id and braidCommInitRank on every rank.
+  setup.init_all = options.processes == 1 && (setup.transport == "auto" || setup.transport == "threads");
+  setup.options = options;
+  return braid::perf::runBenchmark(setup);
+}

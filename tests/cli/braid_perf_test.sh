@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# End-to-end tests of braid_perf (docs/braid_perf.md) through its nccl-tests names in the braid binary's folder:
+# the all_reduce_perf table (header, device lines, the two-level column header as real nccl-tests prints it, one
+# row per size with nccl-tests' counts, algbw/busbw consistent with the time, #wrong 0, footer with the mean
+# busbw), all six collectives with threads (-t 2) and with forked processes (-p 2), every type and op (-d all
+# -o all), roots (-r all), -c 0 (N/A), -J JSON, --transport tcp, --algo with an algorithm written by `braid
+# algo`, and bad flags (exit 2).
+# Usage: braid_perf_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
+source "$(dirname "$0")/lib.sh" "$@"
+bin=$(cd "$(dirname "$braid")" && pwd)
+if [ ! -x "$bin/braid_perf" ] || [ ! -e "$bin/all_reduce_perf" ]; then
+  echo "FAIL: $bin/braid_perf or its symlinks are missing (build the braid_perf target)"
+  exit 1
+fi
+export BRAID_TIMEOUT=60
+
+# rows FILE: the data rows (lines not starting with '#').
+rows() { grep -v '^#' "$1" | grep -v '^$'; }
+
+# check_rows WHAT FILE AWK_CONDITION: every row satisfies the awk condition (fields: 1 size 2 count 3 type 4 redop
+# 5 root 6-9 out-of-place time algbw busbw #wrong, 10-13 in-place).
+check_rows() {
+  local what=$1 file=$2 cond=$3
+  local bad
+  bad=$(rows "$file" | awk "!($cond)" | head -3)
+  if [ -n "$bad" ]; then fail "$what: rows fail [$cond]: $bad"; else ok; fi
+}
+
+# --- all_reduce_perf -b 8 -e 1M -f 4 -t 3: the whole table.
+expect_rc 0 "all_reduce_perf -t 3" -- "$bin/all_reduce_perf" -b 8 -e 1M -f 4 -t 3
+cp "$tmp/out" "$tmp/ar.txt"
+head -1 "$tmp/ar.txt" | grep -q '^# Braid braid_perf version [0-9.]* (nccl-tests format)$' && ok || fail "first line: $(head -1 "$tmp/ar.txt")"
+sed -n 2p "$tmp/ar.txt" | grep -qx '# Collective test starting: all_reduce_perf' && ok || fail "line 2: $(sed -n 2p "$tmp/ar.txt")"
+grep -qx '# nThread 3 nGpus 1 minBytes 8 maxBytes 1048576 step: 4(factor) warmup iters: 1 iters: 20 agg iters: 1 validation: 1 graph: 0' \
+  "$tmp/ar.txt" && ok || fail "parameter line: $(sed -n 3p "$tmp/ar.txt")"
+grep -A4 -x '# Using devices' "$tmp/ar.txt" >"$tmp/dev.txt"
+n_dev=$(grep -c '^#  Rank  [0-2] Group  0 Pid  *[0-9]* on  *[^ ]* device  0 \[cpu\] CPU' "$tmp/dev.txt")
+[ "$n_dev" -eq 3 ] && ok || fail "device lines: $(cat "$tmp/dev.txt")"
+[ "$(grep '^#  Rank' "$tmp/ar.txt" | awk '{print $7}' | sort -u | wc -l)" -eq 1 ] && ok || fail "threads share one pid"
+# The column header, character for character as nccl-tests prints it (from a real nccl-tests output).
+real="$rc_dir/nccltests/gcp-a3mega-h100-2node-16rank-all_reduce_perf.txt"
+if [ -f "$real" ]; then
+  grep -A2 'out-of-place' "$real" >"$tmp/hdr.want"
+  grep -A2 'out-of-place' "$tmp/ar.txt" >"$tmp/hdr.got"
+  cmp -s "$tmp/hdr.want" "$tmp/hdr.got" && ok || fail "column header differs from nccl-tests': $(diff "$tmp/hdr.want" "$tmp/hdr.got" | head -4)"
+else
+  grep -q '^#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong$' \
+    "$tmp/ar.txt" && ok || fail "column names"
+fi
+# Sizes 8 x 4^k up to 1M, count = size / 4 floats, 13 columns, #wrong 0 in both modes.
+[ "$(rows "$tmp/ar.txt" | awk '{print $1}' | tr '\n' ' ')" = "8 32 128 512 2048 8192 32768 131072 524288 " ] && ok ||
+  fail "sizes: $(rows "$tmp/ar.txt" | awk '{print $1}' | tr '\n' ' ')"
+check_rows "all_reduce -t 3" "$tmp/ar.txt" 'NF == 13 && $2 == $1 / 4 && $3 == "float" && $4 == "sum" && $5 == -1 && $9 == 0 && $13 == 0'
+# algbw = size / time (B/us = 1e-3 GB/s), busbw = algbw x 2(n-1)/n = 4/3 algbw, within the printed rounding.
+check_rows "all_reduce bandwidths" "$tmp/ar.txt" \
+  '($7 - $1 / $6 / 1000) ^ 2 <= (0.006 + 0.002 * $7) ^ 2 && ($8 - $7 * 4 / 3) ^ 2 <= 0.011 ^ 2 &&
+   ($11 - $1 / $10 / 1000) ^ 2 <= (0.006 + 0.002 * $11) ^ 2 && ($12 - $11 * 4 / 3) ^ 2 <= 0.011 ^ 2'
+grep -qx '# Out of bounds values : 0 OK' "$tmp/ar.txt" && ok || fail "out of bounds line"
+# Avg bus bandwidth = mean busbw over rows and both modes.
+avg=$(grep '^# Avg bus bandwidth    : ' "$tmp/ar.txt" | awk '{print $6}')
+mean=$(rows "$tmp/ar.txt" | awk '{s += $8 + $12; n += 2} END {print s / n}')
+awk -v a="$avg" -v m="$mean" 'BEGIN {exit !(a != "" && a - m <= 0.006 && m - a <= 0.006)}' && ok || fail "avg busbw $avg, rows' mean $mean"
+[ "$(tail -2 "$tmp/ar.txt" | head -1)" = "#" ] && ok || fail "a '#' line before the last"
+tail -1 "$tmp/ar.txt" | grep -qx '# Collective test concluded: all_reduce_perf' && ok || fail "last line: $(tail -1 "$tmp/ar.txt")"
+
+# --- Every collective, threads and processes. Sizes 64, 2048, 65536 floats' bytes.
+for coll in all_reduce all_gather reduce_scatter alltoall broadcast reduce; do
+  for mode in "-t 2" "-p 2" "-p 2 -t 2"; do
+    # shellcheck disable=SC2086
+    expect_rc 0 "${coll}_perf $mode" -- "$bin/${coll}_perf" -b 64 -e 64K -f 32 -n 2 $mode
+    n=$(echo "$mode" | awk '{p = 1; t = 1; for (i = 1; i < NF; i += 2) { if ($i == "-p") p = $(i + 1); if ($i == "-t") t = $(i + 1) } print p * t}')
+    [ "$(grep -c '^#  Rank' "$tmp/out")" -eq "$n" ] && ok || fail "$coll $mode: $(grep -c '^#  Rank' "$tmp/out") device lines, want $n"
+    case $mode in
+      *-p*) [ "$(grep '^#  Rank' "$tmp/out" | awk '{print $7}' | sort -u | wc -l)" -eq 2 ] && ok || fail "$coll $mode: two processes' pids" ;;
+    esac
+    [ "$(rows "$tmp/out" | wc -l)" -eq 3 ] && ok || fail "$coll $mode: $(rows "$tmp/out" | wc -l) rows"
+    case $coll in
+      all_reduce) cond='$2 == $1 / 4 && $4 == "sum" && $5 == -1' ;;
+      broadcast) cond='$2 == $1 / 4 && $4 == "none" && $5 == 0' ;;
+      reduce) cond='$2 == $1 / 4 && $4 == "sum" && $5 == 0' ;;
+      # Per-rank count: (bytes / 4 / n) rounded down to 4 floats (16 bytes); size = count x 4 x n.
+      all_gather | alltoall) cond='$4 == "none" && $5 == -1' ;;
+      reduce_scatter) cond='$4 == "sum" && $5 == -1' ;;
+    esac
+    case $coll in
+      all_gather | alltoall | reduce_scatter)
+        rows "$tmp/out" | awk '{print $1, $2}' >"$tmp/sc.got"
+        for s in 64 2048 65536; do awk -v s=$s -v n=$n 'BEGIN {c = int(int(s / 4 / n) / 4) * 4; print c * 4 * n, c}'; done >"$tmp/sc.want"
+        cmp -s "$tmp/sc.got" "$tmp/sc.want" && ok || fail "$coll $mode sizes/counts: $(tr '\n' ' ' <"$tmp/sc.got") want $(tr '\n' ' ' <"$tmp/sc.want")"
+        ;;
+    esac
+    check_rows "$coll $mode" "$tmp/out" "NF == 13 && \$3 == \"float\" && \$9 == 0 && \$13 == 0 && $cond"
+    grep -qx '# Out of bounds values : 0 OK' "$tmp/out" && ok || fail "$coll $mode: out of bounds line"
+  done
+done
+
+# --- Every type and op (and every root of reduce): all checked, nothing wrong.
+expect_rc 0 "all_reduce_perf -d all -o all" -- "$bin/all_reduce_perf" -b 8 -e 1K -f 8 -t 2 -n 1 -d all -o all
+[ "$(rows "$tmp/out" | wc -l)" -eq 150 ] && ok || fail "-d all -o all: $(rows "$tmp/out" | wc -l) rows, want 10 x 5 x 3"
+[ "$(rows "$tmp/out" | awk '{print $3}' | sort -u | tr '\n' ' ')" = "bfloat16 double float half int32 int64 int8 uint32 uint64 uint8 " ] &&
+  ok || fail "-d all types: $(rows "$tmp/out" | awk '{print $3}' | sort -u | tr '\n' ' ')"
+[ "$(rows "$tmp/out" | awk '{print $4}' | sort -u | tr '\n' ' ')" = "avg max min prod sum " ] && ok || fail "-o all ops"
+check_rows "-d all -o all" "$tmp/out" '$9 == 0 && $13 == 0'
+expect_rc 0 "reduce_scatter_perf -d all -o all -t 3" -- "$bin/reduce_scatter_perf" -b 256 -e 4K -f 16 -t 3 -n 1 -d all -o all
+check_rows "reduce_scatter -d all -o all" "$tmp/out" '$9 == 0 && $13 == 0 && $2 > 0'
+expect_rc 0 "reduce_perf -r all" -- "$bin/reduce_perf" -b 1K -e 1K -t 3 -n 1 -d half -o max -r all
+[ "$(rows "$tmp/out" | awk '{print $5}' | tr '\n' ' ')" = "0 1 2 " ] && ok || fail "-r all roots: $(rows "$tmp/out" | awk '{print $5}' | tr '\n' ' ')"
+check_rows "reduce -r all" "$tmp/out" '$3 == "half" && $4 == "max" && $9 == 0 && $13 == 0'
+
+# --- braid_perf <collective>, -c 0, -J, --transport tcp.
+expect_rc 0 "braid_perf all_gather -c 0 -J" -- "$bin/braid_perf" all_gather -b 1K -e 4K -f 2 -t 2 -n 2 -c 0 -J "$tmp/ag.json" --transport tcp
+grep -q '^# Collective test starting: braid_perf all_gather$' "$tmp/out" && ok || fail "braid_perf all_gather program name"
+grep -q 'transport tcp' "$tmp/out" && ok || fail "--transport tcp not in the header"
+check_rows "-c 0" "$tmp/out" '$9 == "N/A" && $13 == "N/A"'
+if python3 - "$tmp/ag.json" "$tmp/out" >"$tmp/py.out" 2>&1 <<'EOF'; then ok; else fail "-J: $(head -3 "$tmp/py.out")"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [l.split() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
+assert d["collective"] == "all_gather", d["collective"]
+assert d["config"]["nthreads"] == 2 and d["config"]["nranks"] == 2 and d["config"]["step_factor"] == 2, d["config"]
+assert len(d["config"]["devices"]) == 2
+assert len(d["results"]) == len(rows) == 3, (len(d["results"]), len(rows))
+for r, row in zip(d["results"], rows):
+    assert r["size"] == int(row[0]) and r["count"] == int(row[1]) and r["type"] == "float" and r["redop"] == "none"
+    for mode, col in (("out_of_place", 5), ("in_place", 9)):
+        m = r[mode]
+        assert m["nwrong"] is None, m
+        assert abs(m["time"] - float(row[col])) <= 0.01 * float(row[col]) + 0.01, (m, row)
+        assert abs(m["bus_bw"] - m["alg_bw"] / 2) < 1e-12, m
+assert d["out_of_bounds"] == {"count": 0, "okay": True}, d["out_of_bounds"]
+EOF
+
+# --- --algo FILE forces an algorithm written by `braid algo`.
+if "$braid" algo recursive --coll allreduce -n 4 -o "$tmp/rec.xml" >/dev/null 2>&1; then
+  BRAID_DEBUG=INFO expect_rc 0 "--algo FILE" -- "$bin/all_reduce_perf" -b 4K -e 4K -t 4 -n 2 --algo "$tmp/rec.xml"
+  grep -q 'algorithms: forced from' "$tmp/out" && ok || fail "--algo not in the header"
+  grep -q 'recursive_allreduce_n4 (BRAID_ALGO_DIR' "$tmp/err" && ok || fail "--algo: the file's algorithm did not run: $(grep INFO "$tmp/err" | head -2)"
+  check_rows "--algo" "$tmp/out" '$9 == 0 && $13 == 0'
+else
+  fail "braid algo recursive --coll allreduce -n 4 failed"
+fi
+
+# --- Usage errors exit 2 with a message; -h exits 0.
+expect_rc 2 "unknown flag" -- "$bin/all_reduce_perf" --bogus
+grep -q 'unknown option --bogus' "$tmp/err" && ok || fail "unknown flag message: $(cat "$tmp/err")"
+expect_rc 2 "-g 2" -- "$bin/all_reduce_perf" -g 2
+grep -q -- '-g must be 1' "$tmp/err" && ok || fail "-g message: $(cat "$tmp/err")"
+expect_rc 2 "bad number" -- "$bin/all_gather_perf" -n x
+expect_rc 2 "-b above -e" -- "$bin/all_gather_perf" -b 2M -e 1M
+expect_rc 2 "no collective" -- "$bin/braid_perf" -b 8
+expect_rc 2 "root out of range" -- "$bin/broadcast_perf" -t 2 -r 5
+expect_rc 2 "--algo missing" -- "$bin/all_reduce_perf" --algo "$tmp/nope.xml"
+expect_rc 0 "-h" -- "$bin/reduce_perf" -h
+grep -q 'parallel_init' "$tmp/out" && grep -q -- '--transport' "$tmp/out" && ok || fail "-h text"
+[ ! -s "$tmp/err" ] && ok || fail "-h wrote to stderr"
+
+finish
