@@ -10,12 +10,19 @@ namespace {
 
 // splitmix64's output function (Steele, Lea, Flood, "Fast splittable pseudorandom number generators",
 // OOPSLA 2014; constants as in Vigna's public-domain splitmix64.c): a well-mixed 64-bit hash of x.
-uint64_t mix64(uint64_t x) {
+inline uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
+
+// A value in [0, m) from the high 32 bits of a hash (m < 2^32), without a division (Lemire, "Fast random integer
+// generation in an interval", ACM TOMACS 2019).
+inline uint64_t fastRange(uint64_t hash, uint64_t m) { return ((hash >> 32) * m) >> 32; }
+
+// splitmix64's stream: the j-th output for a seed.
+inline uint64_t streamHash(uint64_t seed, uint64_t j) { return mix64(seed + j * 0x9e3779b97f4a7c15ull); }
 
 bool isFloating(DataType type) {
   return type == DataType::kFloat16 || type == DataType::kBfloat16 || type == DataType::kFloat32 ||
@@ -93,37 +100,59 @@ uint16_t bfloat16FromInteger(int64_t value) {
 
 double bfloat16ToDouble(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
 
-void storeElement(DataType type, void* buffer, uint64_t index, int64_t value) {
-  switch (type) {
-    case DataType::kInt8: static_cast<int8_t*>(buffer)[index] = static_cast<int8_t>(value); return;
-    case DataType::kUint8: static_cast<uint8_t*>(buffer)[index] = static_cast<uint8_t>(value); return;
-    case DataType::kInt32: static_cast<int32_t*>(buffer)[index] = static_cast<int32_t>(value); return;
-    case DataType::kUint32: static_cast<uint32_t*>(buffer)[index] = static_cast<uint32_t>(value); return;
-    case DataType::kInt64: static_cast<int64_t*>(buffer)[index] = value; return;
-    case DataType::kUint64: static_cast<uint64_t*>(buffer)[index] = static_cast<uint64_t>(value); return;
-    case DataType::kFloat16: static_cast<uint16_t*>(buffer)[index] = halfFromInteger(value); return;
-    case DataType::kBfloat16: static_cast<uint16_t*>(buffer)[index] = bfloat16FromInteger(value); return;
-    case DataType::kFloat32: static_cast<float*>(buffer)[index] = static_cast<float>(value); return;
-    case DataType::kFloat64: static_cast<double*>(buffer)[index] = static_cast<double>(value); return;
+namespace {
+
+// Element access per type, so that the fill and check loops run without a per-element switch.
+template <typename T>
+struct IntCodec {
+  static void store(void* b, uint64_t i, int64_t v) { static_cast<T*>(b)[i] = static_cast<T>(v); }
+  static bool equals(const void* b, uint64_t i, int64_t v) { return static_cast<const T*>(b)[i] == static_cast<T>(v); }
+};
+template <typename T>
+struct FloatCodec {
+  static void store(void* b, uint64_t i, int64_t v) { static_cast<T*>(b)[i] = static_cast<T>(v); }
+  static bool equals(const void* b, uint64_t i, int64_t v) {
+    return static_cast<double>(static_cast<const T*>(b)[i]) == static_cast<double>(v);
   }
+};
+struct HalfCodec {
+  static void store(void* b, uint64_t i, int64_t v) { static_cast<uint16_t*>(b)[i] = halfFromInteger(v); }
+  static bool equals(const void* b, uint64_t i, int64_t v) {
+    return halfToDouble(static_cast<const uint16_t*>(b)[i]) == static_cast<double>(v);
+  }
+};
+struct Bfloat16Codec {
+  static void store(void* b, uint64_t i, int64_t v) { static_cast<uint16_t*>(b)[i] = bfloat16FromInteger(v); }
+  static bool equals(const void* b, uint64_t i, int64_t v) {
+    return bfloat16ToDouble(static_cast<const uint16_t*>(b)[i]) == static_cast<double>(v);
+  }
+};
+
+template <typename F>
+auto withCodec(DataType type, F&& f) {
+  switch (type) {
+    case DataType::kInt8: return f(IntCodec<int8_t>{});
+    case DataType::kUint8: return f(IntCodec<uint8_t>{});
+    case DataType::kInt32: return f(IntCodec<int32_t>{});
+    case DataType::kUint32: return f(IntCodec<uint32_t>{});
+    case DataType::kInt64: return f(IntCodec<int64_t>{});
+    case DataType::kUint64: return f(IntCodec<uint64_t>{});
+    case DataType::kFloat16: return f(HalfCodec{});
+    case DataType::kBfloat16: return f(Bfloat16Codec{});
+    case DataType::kFloat32: return f(FloatCodec<float>{});
+    case DataType::kFloat64: return f(FloatCodec<double>{});
+  }
+  return f(IntCodec<uint8_t>{});
+}
+
+}  // namespace
+
+void storeElement(DataType type, void* buffer, uint64_t index, int64_t value) {
+  withCodec(type, [&](auto codec) { decltype(codec)::store(buffer, index, value); });
 }
 
 bool elementEquals(DataType type, const void* buffer, uint64_t index, int64_t value) {
-  switch (type) {
-    case DataType::kInt8: return static_cast<const int8_t*>(buffer)[index] == static_cast<int8_t>(value);
-    case DataType::kUint8: return static_cast<const uint8_t*>(buffer)[index] == static_cast<uint8_t>(value);
-    case DataType::kInt32: return static_cast<const int32_t*>(buffer)[index] == static_cast<int32_t>(value);
-    case DataType::kUint32: return static_cast<const uint32_t*>(buffer)[index] == static_cast<uint32_t>(value);
-    case DataType::kInt64: return static_cast<const int64_t*>(buffer)[index] == value;
-    case DataType::kUint64: return static_cast<const uint64_t*>(buffer)[index] == static_cast<uint64_t>(value);
-    case DataType::kFloat16:
-      return halfToDouble(static_cast<const uint16_t*>(buffer)[index]) == static_cast<double>(value);
-    case DataType::kBfloat16:
-      return bfloat16ToDouble(static_cast<const uint16_t*>(buffer)[index]) == static_cast<double>(value);
-    case DataType::kFloat32: return static_cast<const float*>(buffer)[index] == static_cast<double>(value);
-    case DataType::kFloat64: return static_cast<const double*>(buffer)[index] == static_cast<double>(value);
-  }
-  return false;
+  return withCodec(type, [&](auto codec) { return decltype(codec)::equals(buffer, index, value); });
 }
 
 Pattern::Pattern(Collective collective, DataType type, ReduceOp op, int nranks, int root, uint64_t seed)
@@ -131,6 +160,8 @@ Pattern::Pattern(Collective collective, DataType type, ReduceOp op, int nranks, 
   const int64_t n = nranks > 0 ? nranks : 1;
   const int64_t limit = exactLimit(type);
   if (!isReduction(collective)) {
+    salts_.resize(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) salts_[r] = mix64(0x5bd1e995ull + static_cast<uint64_t>(r));
     modulus_ = movementModulus(type);
     shift_ = isSigned(type) ? static_cast<int64_t>(modulus_ - 1) / 2 : 0;
     return;
@@ -172,7 +203,7 @@ Pattern::Pattern(Collective collective, DataType type, ReduceOp op, int nranks, 
   }
 }
 
-uint64_t Pattern::hashOf(uint64_t j) const { return mix64(seed_ ^ mix64(j)) % modulus_; }
+uint64_t Pattern::hashOf(uint64_t j) const { return fastRange(streamHash(seed_, j), modulus_); }
 
 int64_t Pattern::reductionInput(uint64_t u, int rank, uint64_t j_mod_n) const {
   const uint64_t n = static_cast<uint64_t>(nranks_ > 0 ? nranks_ : 1);
@@ -180,7 +211,11 @@ int64_t Pattern::reductionInput(uint64_t u, int rank, uint64_t j_mod_n) const {
   switch (op_) {
     case ReduceOp::kSum:
     case ReduceOp::kMax:
-    case ReduceOp::kMin: return static_cast<int64_t>((u + r) % modulus_) - shift_;
+    case ReduceOp::kMin: {
+      uint64_t v = u + (r < modulus_ ? r : r % modulus_);
+      if (v >= modulus_) v -= modulus_;
+      return static_cast<int64_t>(v) - shift_;
+    }
     case ReduceOp::kProd: {
       int64_t v = 1;
       if (r == j_mod_n % n) v *= 1 + static_cast<int64_t>(u % 3);
@@ -200,12 +235,16 @@ int64_t Pattern::reductionInput(uint64_t u, int rank, uint64_t j_mod_n) const {
 }
 
 int64_t Pattern::input(int rank, uint64_t j) const {
-  if (!isReduction(collective_)) {
-    const uint64_t h = mix64(seed_ ^ mix64(j) ^ mix64(0x5bd1e995ull + static_cast<uint64_t>(rank)));
-    return static_cast<int64_t>(h % modulus_) - shift_;
-  }
   const uint64_t n = static_cast<uint64_t>(nranks_ > 0 ? nranks_ : 1);
-  return reductionInput(hashOf(j), rank, j % n);
+  return input(rank, j, j % n);
+}
+
+int64_t Pattern::input(int rank, uint64_t j, uint64_t j_mod_n) const {
+  if (!isReduction(collective_)) {
+    // One stream per rank: the seed salted with a hash of the rank.
+    return static_cast<int64_t>(fastRange(streamHash(seed_ ^ salts_[rank], j), modulus_)) - shift_;
+  }
+  return reductionInput(hashOf(j), rank, j_mod_n);
 }
 
 bool Pattern::hasOutput(int rank) const { return collective_ != Collective::kReduce || rank == root_; }
@@ -257,7 +296,6 @@ int64_t changedGuardElements(const void* region_end, size_t elem_bytes) {
 void prepareCheck(const Pattern& pattern, const RowLayout& layout, int rank, bool in_place, void* send_base,
                   void* recv_base) {
   const Collective collective = pattern.collective();
-  const DataType type = pattern.type();
   const uint64_t writable = writableBytes(layout, in_place);
   char* recv = static_cast<char*>(recv_base);
   std::memset(recv, kPoisonByte, writable);
@@ -271,46 +309,99 @@ void prepareCheck(const Pattern& pattern, const RowLayout& layout, int rank, boo
   }
   // Broadcast in place: only the root's buffer holds the input; the others' must be written by the call.
   if (in_place && collective == Collective::kBroadcast && rank != pattern.root()) return;
-  for (uint64_t j = 0; j < layout.send_elems; ++j) storeElement(type, input, j, pattern.input(rank, j));
+  const uint64_t n = static_cast<uint64_t>(pattern.nranks() > 0 ? pattern.nranks() : 1);
+  withCodec(pattern.type(), [&](auto codec) {
+    using C = decltype(codec);
+    uint64_t j_mod_n = 0;
+    for (uint64_t j = 0; j < layout.send_elems; ++j) {
+      C::store(input, j, pattern.input(rank, j, j_mod_n));
+      if (++j_mod_n == n) j_mod_n = 0;
+    }
+  });
 }
+
+namespace {
+
+// Elements of `buffer` (`count` of them) that differ from rank `source`'s input from element `first` on.
+template <typename C>
+int64_t wrongAgainstInput(const Pattern& pattern, int source, uint64_t first, const void* buffer, uint64_t count) {
+  const uint64_t n = static_cast<uint64_t>(pattern.nranks() > 0 ? pattern.nranks() : 1);
+  uint64_t j_mod_n = first % n;
+  int64_t wrong = 0;
+  for (uint64_t k = 0; k < count; ++k) {
+    wrong += !C::equals(buffer, k, pattern.input(source, first + k, j_mod_n));
+    if (++j_mod_n == n) j_mod_n = 0;
+  }
+  return wrong;
+}
+
+// Elements of rank's output that differ from the expected ones.
+template <typename C>
+int64_t wrongOutput(const Pattern& pattern, const RowLayout& layout, int rank, const void* output) {
+  const uint64_t count = layout.count;
+  const std::vector<int64_t>& table = pattern.reducedTable();
+  int64_t wrong = 0;
+  switch (pattern.collective()) {
+    case Collective::kAllReduce:
+    case Collective::kReduce:
+    case Collective::kReduceScatter: {
+      const uint64_t first = pattern.collective() == Collective::kReduceScatter ? rank * count : 0;
+      for (uint64_t k = 0; k < layout.recv_elems; ++k) {
+        wrong += !C::equals(output, k, table[pattern.hashOf(first + k)]);
+      }
+      return wrong;
+    }
+    case Collective::kAllGather:
+    case Collective::kAllToAll: {
+      // Block p comes from rank p: its input block 0 (all-gather) or its block for this rank (all-to-all).
+      const uint64_t first = pattern.collective() == Collective::kAllToAll ? rank * count : 0;
+      const char* out = static_cast<const char*>(output);
+      for (int p = 0; p < pattern.nranks(); ++p) {
+        wrong += wrongAgainstInput<C>(pattern, p, first, out + p * count * layout.elem_bytes, count);
+      }
+      return wrong;
+    }
+    case Collective::kBroadcast: return wrongAgainstInput<C>(pattern, pattern.root(), 0, output, layout.recv_elems);
+  }
+  return wrong;
+}
+
+}  // namespace
 
 int64_t countWrong(const Pattern& pattern, const RowLayout& layout, int rank, bool in_place, const void* send_base,
                    const void* recv_base) {
   const Collective collective = pattern.collective();
-  const DataType type = pattern.type();
   const char* recv = static_cast<const char*>(recv_base);
-  int64_t wrong = 0;
-  if (!in_place) {
-    for (uint64_t j = 0; j < layout.send_elems; ++j) {
-      if (!elementEquals(type, send_base, j, pattern.input(rank, j))) ++wrong;
-    }
-    wrong += changedGuardElements(static_cast<const char*>(send_base) + layout.send_elems * layout.elem_bytes,
-                                  layout.elem_bytes);
-  }
   const void* output = recv + (in_place ? layout.inPlaceRecvOffset(collective, rank) * layout.elem_bytes : 0);
-  if (pattern.hasOutput(rank)) {
-    for (uint64_t k = 0; k < layout.recv_elems; ++k) {
-      if (!elementEquals(type, output, k, pattern.expected(rank, k, layout.count))) ++wrong;
+  return withCodec(pattern.type(), [&](auto codec) {
+    using C = decltype(codec);
+    int64_t wrong = 0;
+    if (!in_place) {
+      // The send buffer is read-only for the call.
+      wrong += wrongAgainstInput<C>(pattern, rank, 0, send_base, layout.send_elems);
+      wrong += changedGuardElements(static_cast<const char*>(send_base) + layout.send_elems * layout.elem_bytes,
+                                    layout.elem_bytes);
     }
-  } else if (in_place) {
-    // Reduce on a non-root rank in place: the buffer still holds this rank's input.
-    for (uint64_t k = 0; k < layout.recv_elems; ++k) {
-      if (!elementEquals(type, output, k, pattern.input(rank, k))) ++wrong;
-    }
-  } else {
-    // Reduce on a non-root rank: the receive buffer is not written (still poison).
-    for (uint64_t k = 0; k < layout.recv_elems; ++k) {
-      const unsigned char* e = reinterpret_cast<const unsigned char*>(output) + k * layout.elem_bytes;
-      for (size_t b = 0; b < layout.elem_bytes; ++b) {
-        if (e[b] != kPoisonByte) {
-          ++wrong;
-          break;
+    if (pattern.hasOutput(rank)) {
+      wrong += wrongOutput<C>(pattern, layout, rank, output);
+    } else if (in_place) {
+      // Reduce on a non-root rank in place: the buffer still holds this rank's input.
+      wrong += wrongAgainstInput<C>(pattern, rank, 0, output, layout.recv_elems);
+    } else {
+      // Reduce on a non-root rank: the receive buffer is not written (still poison).
+      const unsigned char* bytes = reinterpret_cast<const unsigned char*>(output);
+      for (uint64_t k = 0; k < layout.recv_elems; ++k) {
+        for (size_t b = 0; b < layout.elem_bytes; ++b) {
+          if (bytes[k * layout.elem_bytes + b] != kPoisonByte) {
+            ++wrong;
+            break;
+          }
         }
       }
     }
-  }
-  wrong += changedGuardElements(recv + writableBytes(layout, in_place), layout.elem_bytes);
-  return wrong;
+    wrong += changedGuardElements(recv + writableBytes(layout, in_place), layout.elem_bytes);
+    return wrong;
+  });
 }
 
 }  // namespace braid::perf

@@ -5,7 +5,7 @@
 //
 // Every value is a small integer, exact in every element type, so sums, products, minima, maxima and
 // averages are exact in any order of reduction and the expected value is one number:
-//   sum      rank r, element j: (u(j) + r) mod m - s, with u(j) a hash of (seed, j) mod m, m <= 251 chosen so
+//   sum      rank r, element j: (u(j) + r) mod m - s, with u(j) a hash of (seed, j) into [0, m), m <= 251 chosen so
 //            that n (m - 1) stays within the type's exact integers (bf16 256, half 2048, float 2^24; int8 127,
 //            uint8 255) and s = (m - 1) / 2 for signed and floating types (negative values too), 0 for unsigned.
 //   min/max  as sum with m = 251.
@@ -41,6 +41,8 @@ class Pattern {
 
   /// Element j of rank r's input (its send buffer of RowLayout::send_elems elements), as an exact integer.
   int64_t input(int rank, uint64_t j) const;
+  /// The same with j mod nranks given (the fill and check loops keep it without a division).
+  int64_t input(int rank, uint64_t j, uint64_t j_mod_n) const;
   /// Whether `rank` has an output (reduce: the root only).
   bool hasOutput(int rank) const;
   /// Element k of rank's output (RowLayout::recv_elems elements), `count` = RowLayout::count. For integer types
@@ -74,6 +76,7 @@ class Pattern {
   int64_t shift_ = 0;     // s
   bool avg_zero_ = false;
   std::vector<int64_t> table_;
+  std::vector<uint64_t> salts_;  // per rank, data movement
 };
 
 /// Writes `value` (an exact integer of the type's range, wrapped for integer types) as element `index`.
