@@ -572,24 +572,48 @@ TEST(Reduce, IntegerWrapAround) {
 }
 
 TEST(Reduce, FloatMinMaxNanFollowsLessThan) {
+  // The four cases repeat over 64 elements so that vector bodies see them too, with both sets of loops.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  float x[4] = {nan, 1.0f, -0.0f, 0.0f};
-  const float y[4] = {1.0f, nan, 0.0f, -0.0f};
-  float mx[4], mn[4];
-  reduce2(mx, x, y, 4, DataType::kFloat32, ReduceOp::kMax);
-  reduce2(mn, x, y, 4, DataType::kFloat32, ReduceOp::kMin);
-  EXPECT_TRUE(std::isnan(mx[0]));                            // (NaN < 1) is false: keep a
-  EXPECT_EQ(mx[1], 1.0f);                                    // (1 < NaN) is false: keep a
-  EXPECT_EQ(bitsOf(mx[2]), 0x80000000u);                     // -0 < 0 is false: keep a (-0)
-  EXPECT_TRUE(std::isnan(mn[0]) == false && mn[0] == 1.0f);  // min: a < b false -> b
-  EXPECT_TRUE(std::isnan(mn[1]));
-  EXPECT_EQ(bitsOf(mn[3]), 0x80000000u);  // min(0, -0): 0 < -0 false -> b (-0)
-  // fp16: same rule on the widened values, bits of the chosen operand kept.
-  const uint16_t hx[2] = {0x7E01, 0x3C00}, hy[2] = {0x3C00, 0x7E01};
-  uint16_t hmax[2];
-  reduce2(hmax, hx, hy, 2, DataType::kFloat16, ReduceOp::kMax);
-  EXPECT_EQ(hmax[0], 0x7E01);
-  EXPECT_EQ(hmax[1], 0x3C00);
+  const float xs[4] = {nan, 1.0f, -0.0f, 0.0f};
+  const float ys[4] = {1.0f, nan, 0.0f, -0.0f};
+  const uint16_t hxs[4] = {0x7E01, 0x3C00, 0x8000, 0x0000};  // NaN, 1, -0, +0 in fp16
+  const uint16_t hys[4] = {0x3C00, 0x7E01, 0x0000, 0x8000};
+  for (bool simd : {true, false}) {
+    detail::useSimdReduceLoops(simd);
+    std::vector<float> x(64), y(64), mx(64), mn(64);
+    std::vector<uint16_t> hx(64), hy(64), hmax(64), hmin(64);
+    for (int i = 0; i < 64; ++i) {
+      x[i] = xs[i % 4];
+      y[i] = ys[i % 4];
+      hx[i] = hxs[i % 4];
+      hy[i] = hys[i % 4];
+    }
+    reduce2(mx.data(), x.data(), y.data(), 64, DataType::kFloat32, ReduceOp::kMax);
+    reduce2(mn.data(), x.data(), y.data(), 64, DataType::kFloat32, ReduceOp::kMin);
+    reduce2(hmax.data(), hx.data(), hy.data(), 64, DataType::kFloat16, ReduceOp::kMax);
+    reduce2(hmin.data(), hx.data(), hy.data(), 64, DataType::kFloat16, ReduceOp::kMin);
+    for (int i = 0; i < 64; i += 4) {
+      const std::string at = fmt::format("element {} simd {}", i, simd);
+      EXPECT_TRUE(std::isnan(mx[i])) << at;             // max(NaN, 1): NaN < 1 is false -> a
+      EXPECT_EQ(mx[i + 1], 1.0f) << at;                 // max(1, NaN): 1 < NaN is false -> a
+      EXPECT_EQ(bitsOf(mx[i + 2]), 0x80000000u) << at;  // max(-0, 0): -0 < 0 is false -> a (-0)
+      EXPECT_EQ(bitsOf(mx[i + 3]), 0x00000000u) << at;  // max(0, -0) -> a (+0)
+      EXPECT_EQ(mn[i], 1.0f) << at;                     // min(NaN, 1): a < b false -> b
+      EXPECT_TRUE(std::isnan(mn[i + 1])) << at;         // min(1, NaN) -> b
+      EXPECT_EQ(bitsOf(mn[i + 2]), 0x00000000u) << at;  // min(-0, 0) -> b (+0)
+      EXPECT_EQ(bitsOf(mn[i + 3]), 0x80000000u) << at;  // min(0, -0) -> b (-0)
+      // fp16: the same rule on the widened values, the chosen operand's bits kept (NaN payload included).
+      EXPECT_EQ(hmax[i], 0x7E01) << at;
+      EXPECT_EQ(hmax[i + 1], 0x3C00) << at;
+      EXPECT_EQ(hmax[i + 2], 0x8000) << at;
+      EXPECT_EQ(hmax[i + 3], 0x0000) << at;
+      EXPECT_EQ(hmin[i], 0x3C00) << at;
+      EXPECT_EQ(hmin[i + 1], 0x7E01) << at;
+      EXPECT_EQ(hmin[i + 2], 0x0000) << at;
+      EXPECT_EQ(hmin[i + 3], 0x8000) << at;
+    }
+  }
+  detail::useSimdReduceLoops(true);
 }
 
 TEST(Reduce, HalfSumRoundsOnce) {

@@ -859,15 +859,21 @@ TEST(ThreadsTransport, DISABLED_RingAllReduce64MiBBandwidth) {
   ASSERT_NE(job, nullptr);
   runJobs(endpoints, {job.get()});  // warm-up (page faults, staging buffers)
   ASSERT_EQ(check(*job), "");
-  const int iterations = 5;
-  std::vector<Job*> jobs(iterations, job.get());
-  const auto start = Clock::now();
-  runJobs(endpoints, jobs);
-  const double seconds = secondsSince(start) / iterations;
-  for (const Status& st : job->status) ASSERT_TRUE(st.isOk()) << st.toString();
-  const double algbw = static_cast<double>(count * 4) / seconds / 1e9;
-  std::printf("threads ring all-reduce n=%d 64 MiB fp32: %.1f ms, algbw %.2f GB/s, busbw %.2f GB/s\n", n, seconds * 1e3,
-              algbw, algbw * 2.0 * (n - 1) / n);
+  // Each iteration starts its rank threads afresh (about 0.1 ms); best and median of 10 (shared machines vary).
+  std::vector<double> times;
+  for (int k = 0; k < 10; ++k) {
+    const auto start = Clock::now();
+    runJobs(endpoints, {job.get()});
+    times.push_back(secondsSince(start));
+    for (const Status& st : job->status) ASSERT_TRUE(st.isOk()) << st.toString();
+  }
+  std::sort(times.begin(), times.end());
+  const double bytes = static_cast<double>(count * 4);
+  const double factor = 2.0 * (n - 1) / n;
+  std::printf(
+      "threads ring all-reduce n=%d 64 MiB fp32: best %.1f ms (busbw %.2f GB/s), median %.1f ms (busbw %.2f GB/s)\n", n,
+      times.front() * 1e3, bytes / times.front() / 1e9 * factor, times[times.size() / 2] * 1e3,
+      bytes / times[times.size() / 2] / 1e9 * factor);
 }
 
 }  // namespace
