@@ -379,7 +379,7 @@ Result<Options> parseOptions(const std::vector<std::string>& argv) {
     return invalidArgument("-p " + std::to_string(options.processes) + " x -t " + std::to_string(options.threads) +
                            " = " + std::to_string(options.ranks()) + " ranks: at most 4096");
   }
-  if (options.root >= options.ranks()) {
+  if (isRooted(options.collective) && options.root >= options.ranks()) {
     return invalidArgument("-r " + std::to_string(options.root) + ": root must be below the rank count " +
                            std::to_string(options.ranks()));
   }

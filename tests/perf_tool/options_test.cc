@@ -190,6 +190,7 @@ TEST(PerfOptionsTest, BadInputNamesTheFlag) {
   EXPECT_NE(parseError({"all_reduce_perf", "--transport", "rdma"}).find("unknown transport"), std::string::npos);
   EXPECT_NE(parseError({"all_reduce_perf", "--algo", "/nonexistent/x.xml"}).find("no such file"), std::string::npos);
   EXPECT_NE(parseError({"broadcast_perf", "-t", "2", "-r", "2"}).find("below the rank count 2"), std::string::npos);
+  EXPECT_EQ(parseOk({"all_reduce_perf", "-t", "2", "-r", "2"}).root, 2);  // ignored without a root, as nccl-tests
   EXPECT_NE(parseError({"all_reduce_perf", "-a", "4"}).find("-a 4"), std::string::npos);
   EXPECT_NE(parseError({"all_reduce_perf", "extra"}).find("unexpected argument 'extra'"), std::string::npos);
   EXPECT_NE(parseError({"all_reduce_perf", "--help=1"}).find("takes no value"), std::string::npos);
