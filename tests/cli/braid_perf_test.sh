@@ -140,6 +140,25 @@ else
   fail "braid algo recursive --coll allreduce -n 4 failed"
 fi
 
+# --- A process killed mid-run: the others report the lost peer, the parent names the signal, exit 1, no hang.
+BRAID_TIMEOUT=20 timeout 90 "$bin/all_reduce_perf" -p 2 -b 4M -e 4M -n 1000000 -c 0 >"$tmp/kill.out" 2>"$tmp/kill.err" &
+launcher=$!
+for _ in $(seq 200); do grep -q '^#        (B)' "$tmp/kill.out" 2>/dev/null && break; sleep 0.1; done
+sleep 0.5
+victim=$(pgrep -P "$(pgrep -P $launcher | head -1)" | tail -1)
+if [ -n "$victim" ]; then
+  kill -9 "$victim"
+  wait $launcher
+  rc=$?
+  [ "$rc" -eq 1 ] && ok || fail "killed process: exit $rc, want 1: $(head -3 "$tmp/kill.err")"
+  grep -q 'ended by signal 9' "$tmp/kill.err" && ok || fail "killed process: no signal report: $(head -3 "$tmp/kill.err")"
+  grep -q 'braidAllReduce(count 1048576, float, sum, out of place) failed' "$tmp/kill.err" && ok ||
+    fail "killed process: the survivor did not report its failed call: $(head -3 "$tmp/kill.err")"
+else
+  kill $launcher 2>/dev/null
+  fail "killed process: no child process of braid_perf found"
+fi
+
 # --- Usage errors exit 2 with a message; -h exits 0.
 expect_rc 2 "unknown flag" -- "$bin/all_reduce_perf" --bogus
 grep -q 'unknown option --bogus' "$tmp/err" && ok || fail "unknown flag message: $(cat "$tmp/err")"
