@@ -1,0 +1,691 @@
+// The UCX transport; the design (tags, buffered sends, waiting, teardown) is described in ucx_transport.h.
+#include "transport/ucx/ucx_transport.h"
+
+#include <fmt/format.h>
+
+#ifdef BRAID_HAVE_UCX
+#include <poll.h>
+#include <ucp/api/ucp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "common/env.h"
+#include "transport/local_memory.h"
+#endif
+
+namespace braid {
+
+#ifdef BRAID_HAVE_UCX
+namespace ucx {
+namespace {
+
+class UcxTransport;
+
+struct PeerContext {  // argument of an endpoint's error handler
+  UcxTransport* self = nullptr;
+  int peer = 0;
+};
+
+struct SendConn;
+
+struct InFlightSend {  // a ucp send the executor already saw complete
+  UcxTransport* self = nullptr;
+  SendConn* conn = nullptr;
+  std::vector<uint8_t> buffer;  // the bounce buffer
+  ucs_status_t status = UCS_OK;
+  bool finished = false;  // its callback ran
+};
+
+struct PendingSend {  // waiting for room (fifo_depth ucp sends in flight): not copied yet
+  RequestId id = 0;
+  const uint8_t* src = nullptr;
+  uint64_t bytes = 0;
+};
+
+struct SendConn {
+  int peer = 0;
+  int channel = 0;
+  uint64_t sequence = 0;
+  int in_flight = 0;
+  std::deque<PendingSend> pending;
+  std::vector<std::vector<uint8_t>> spare;  // bounce buffers ready for reuse
+};
+
+struct RecvOp {
+  UcxTransport* self = nullptr;
+  RequestId id = 0;
+  int peer = 0;
+  int channel = 0;
+  uint64_t bytes = 0;
+  uint64_t sequence = 0;
+  void* request = nullptr;  // the ucp request while it is outstanding
+  bool finished = false;    // its callback ran
+  ucs_status_t status = UCS_OK;
+  ucp_tag_recv_info_t info{};
+};
+
+Status ucxError(StatusCode code, const std::string& what, ucs_status_t status) {
+  return Status(code, fmt::format("{}: {}", what, ucs_status_string(status)));
+}
+
+class UcxTransport final : public DataTransport {
+ public:
+  UcxTransport(Bootstrap& bootstrap, const TransportOptions& options)
+      : bootstrap_(bootstrap),
+        rank_(bootstrap.rank()),
+        size_(bootstrap.size()),
+        fifo_depth_(std::max(1, options.fifo_depth)),
+        local_ranks_{bootstrap.rank()},
+        memory_(local_ranks_),
+        timeout_s_(options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds()),
+        start_(std::chrono::steady_clock::now()),
+        peers_(static_cast<size_t>(bootstrap.size())),
+        endpoints_(static_cast<size_t>(bootstrap.size()), nullptr),
+        peer_failure_(static_cast<size_t>(bootstrap.size())),
+        waiting_on_(static_cast<size_t>(bootstrap.size()), 0) {
+    for (int p = 0; p < size_; ++p) peers_[static_cast<size_t>(p)] = PeerContext{this, p};
+  }
+
+  ~UcxTransport() override {
+    if (progress_thread_.joinable()) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+      }
+      wake_.notify_all();
+      progress_thread_.join();
+    }
+    teardown();
+  }
+
+  Status setup() {
+    Status mine = createWorker();
+    BRAID_RETURN_IF_ERROR(agree(mine, "create its UCX worker"));
+    // Worker addresses: lengths first, then the addresses padded to the longest.
+    std::vector<uint64_t> lengths(static_cast<size_t>(size_), 0);
+    lengths[static_cast<size_t>(rank_)] = address_length_;
+    BRAID_RETURN_IF_ERROR(bootstrap_.allGather(lengths.data(), sizeof(uint64_t)));
+    const uint64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<uint8_t> addresses(static_cast<size_t>(longest) * static_cast<size_t>(size_), 0);
+    std::memcpy(addresses.data() + longest * static_cast<uint64_t>(rank_), address_, address_length_);
+    BRAID_RETURN_IF_ERROR(bootstrap_.allGather(addresses.data(), longest));
+    mine = Status::ok();
+    for (int p = 0; p < size_ && mine.isOk(); ++p) {
+      if (p == rank_) continue;
+      ucp_ep_params_t params{};
+      params.field_mask =
+          UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
+      params.address = reinterpret_cast<const ucp_address_t*>(addresses.data() + longest * static_cast<uint64_t>(p));
+      params.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+      params.err_handler.cb = &UcxTransport::onEndpointError;
+      params.err_handler.arg = &peers_[static_cast<size_t>(p)];
+      ucp_ep_h* endpoint = &endpoints_[static_cast<size_t>(p)];
+      ucs_status_t status = ucp_ep_create(worker_, &params, endpoint);
+      if (status == UCS_ERR_UNREACHABLE) {
+        // No transport allowed by UCX_TLS supports peer failure handling (UCX 1.13's shared-memory ones do
+        // not): connect without it; a dead peer is then reported through the bootstrap only.
+        params.field_mask &=
+            ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+        status = ucp_ep_create(worker_, &params, endpoint);
+      }
+      if (status != UCS_OK) {
+        *endpoint = nullptr;
+        mine =
+            ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_ep_create to rank {}", rank_, p), status);
+      }
+    }
+    BRAID_RETURN_IF_ERROR(agree(mine, "connect its UCX endpoints"));
+    progress_thread_ = std::thread([this] { progressLoop(); });
+    return Status::ok();
+  }
+
+  const char* name() const override { return "ucx"; }
+  const std::vector<int>& localRanks() const override { return local_ranks_; }
+
+  Status bind(int rank, const RankMemory& memory, ReduceSpec reduce) override {
+    CallGuard guard(this);
+    return memory_.bind(rank, memory, reduce);
+  }
+
+  Result<RequestId> postSend(const SendRequest& request) override {
+    CallGuard guard(this);
+    if (!failed_.isOk()) return failed_;
+    BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "send"));
+    BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(request.rank, request.src, "send src"));
+    BRAID_RETURN_IF_ERROR(peerUsable(request.peer));
+    SendConn& conn = sendConn(request.peer, request.channel);
+    const RequestId id = next_id_++;
+    conn.pending.push_back(PendingSend{id, src, request.src.bytes});
+    ++waiting_on_[static_cast<size_t>(request.peer)];
+    BRAID_RETURN_IF_ERROR(fail(issue(conn)));
+    return id;
+  }
+
+  Result<RequestId> postRecv(const RecvRequest& request) override {
+    CallGuard guard(this);
+    if (!failed_.isOk()) return failed_;
+    BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "recv"));
+    BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(request.rank, request.dst, "recv dst"));
+    BRAID_RETURN_IF_ERROR(peerUsable(request.peer));
+    uint64_t& sequence = recv_sequence_[connKey(request.peer, request.channel)];
+    auto op = std::make_unique<RecvOp>();
+    op->self = this;
+    op->id = next_id_++;
+    op->peer = request.peer;
+    op->channel = request.channel;
+    op->bytes = request.dst.bytes;
+    op->sequence = sequence++;
+    ucp_request_param_t params{};
+    // Always through the callback (it may run before ucp_tag_recv_nbx returns): UCX 1.13 does not fill
+    // recv_info.tag_info when a receive completes at once from the unexpected queue.
+    params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+    params.cb.recv = &UcxTransport::onRecvDone;
+    params.user_data = op.get();
+    void* buffer = op->bytes > 0 ? static_cast<void*>(dst) : static_cast<void*>(&dummy_);
+    const ucs_status_ptr_t result = ucp_tag_recv_nbx(
+        worker_, buffer, op->bytes, messageTag(request.peer, request.channel, op->sequence), ~uint64_t{0}, &params);
+    if (UCS_PTR_IS_ERR(result)) {
+      return fail(ucxError(
+          StatusCode::kSystemError,
+          fmt::format("ucx: rank {}: receive from rank {} on channel {}", rank_, request.peer, request.channel),
+          UCS_PTR_STATUS(result)));
+    }
+    const RequestId id = op->id;
+    RecvOp* raw = op.get();
+    ++waiting_on_[static_cast<size_t>(request.peer)];
+    recvs_.emplace(raw, std::move(op));
+    if (!raw->finished) raw->request = result;
+    return id;
+  }
+
+  Result<RequestId> postLocal(const LocalRequest& request) override {
+    CallGuard guard(this);
+    if (!failed_.isOk()) return failed_;
+    BRAID_RETURN_IF_ERROR(memory_.run(request));
+    const RequestId id = next_id_++;
+    completed_.push_back(id);
+    return id;
+  }
+
+  Status poll(std::vector<Completion>* done, bool block) override {
+    CallGuard guard(this);
+    if (!failed_.isOk()) return failed_;
+    BRAID_RETURN_IF_ERROR(fail(progress()));
+    if (!completed_.empty() || !block) {
+      drain(done);
+      return Status::ok();
+    }
+    if (recvs_.empty() && pendingSends() == 0) {
+      return internalError(fmt::format("ucx: rank {}: blocking poll with no request outstanding", rank_));
+    }
+    const auto begin = std::chrono::steady_clock::now();
+    while (true) {
+      Status status = progress();
+      const auto now = std::chrono::steady_clock::now();
+      if (status.isOk() && completed_.empty()) {
+        const bool check_bootstrap = now - last_peer_check_ >= std::chrono::milliseconds(kWaitSliceMs);
+        if (check_bootstrap) last_peer_check_ = now;
+        status = peerFailures(check_bootstrap);
+      }
+      const double waited_s = std::chrono::duration<double>(now - begin).count();
+      if (status.isOk() && completed_.empty() && waited_s >= timeout_s_) status = timeoutStatus(waited_s);
+      if (!status.isOk()) return fail(std::move(status));
+      if (!completed_.empty()) {
+        drain(done);
+        return Status::ok();
+      }
+      const ucs_status_t armed = ucp_worker_arm(worker_);
+      if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
+      if (armed != UCS_OK) {
+        return fail(ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_worker_arm", rank_), armed));
+      }
+      const double left_ms = (timeout_s_ - waited_s) * 1e3;
+      pollfd fd{event_fd_, POLLIN, 0};
+      ::poll(&fd, 1, static_cast<int>(std::clamp(left_ms, 1.0, static_cast<double>(kWaitSliceMs))));
+    }
+  }
+
+  double nowUs() const override {
+    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
+  }
+
+  void abort(const Status& why) override {
+    CallGuard guard(this);
+    if (failed_.isOk()) {
+      failed_ = why.isOk() ? Status(StatusCode::kInternalError, fmt::format("ucx: rank {} aborted", rank_)) : why;
+    }
+    bootstrap_.abort(failed_.toString());
+  }
+
+ private:
+  // Every call of the owner holds mutex_ throughout (blocking polls included) and stamps when it returned.
+  class CallGuard {
+   public:
+    explicit CallGuard(UcxTransport* transport) : transport_(transport), lock_(transport->mutex_) {}
+    ~CallGuard() { transport_->last_call_end_ = std::chrono::steady_clock::now(); }
+
+   private:
+    UcxTransport* transport_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // Background progress: ucp sends the executor already saw complete still need this worker to progress
+  // (wireup, TCP transmission, rendezvous) after execute() returned, when nobody calls poll(). While sends
+  // are in flight and the owner has been out of the transport for kOwnerIdle, this thread progresses the
+  // worker, sleeping on its event fd in between; otherwise it sleeps on a condition variable.
+  void progressLoop() {
+    constexpr auto kOwnerIdle = std::chrono::milliseconds(2);
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stop_) {
+      if (in_flight_.empty() || !failed_.isOk()) {
+        wake_.wait_for(lock, std::chrono::milliseconds(100));
+        continue;
+      }
+      const auto idle = std::chrono::steady_clock::now() - last_call_end_;
+      if (idle < kOwnerIdle) {
+        wake_.wait_for(lock, kOwnerIdle - idle);
+        continue;
+      }
+      (void)fail(progress());  // an error surfaces at the owner's next call
+      if (in_flight_.empty() || ucp_worker_arm(worker_) != UCS_OK) continue;
+      lock.unlock();
+      pollfd fd{event_fd_, POLLIN, 0};
+      ::poll(&fd, 1, 10);
+      lock.lock();
+    }
+  }
+
+  static void onEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
+    auto* peer = static_cast<PeerContext*>(arg);
+    Status& failure = peer->self->peer_failure_[static_cast<size_t>(peer->peer)];
+    if (failure.isOk()) {
+      failure = ucxError(StatusCode::kRemoteError,
+                         fmt::format("ucx: rank {}: the connection to rank {} failed", peer->self->rank_, peer->peer),
+                         status);
+    }
+  }
+
+  static void onSendDone(void* request, ucs_status_t status, void* user_data) {
+    auto* send = static_cast<InFlightSend*>(user_data);
+    send->status = status;
+    send->finished = true;
+    send->self->finished_sends_.push_back(send);
+    ucp_request_free(request);
+  }
+
+  static void onRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
+    auto* op = static_cast<RecvOp*>(user_data);
+    op->status = status;
+    if (info != nullptr) op->info = *info;
+    op->request = nullptr;
+    op->finished = true;
+    op->self->finished_recvs_.push_back(op);
+    ucp_request_free(request);
+  }
+
+  Status createWorker() {
+    ucp_config_t* config = nullptr;
+    ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
+    if (status != UCS_OK)
+      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_config_read", rank_), status);
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES;
+    params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+    status = ucp_init(&params, config, &context_);
+    ucp_config_release(config);
+    if (status != UCS_OK) {
+      context_ = nullptr;
+      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_init", rank_), status);
+    }
+    ucp_worker_params_t worker_params{};
+    worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // the owner and the progress thread, under mutex_
+    status = ucp_worker_create(context_, &worker_params, &worker_);
+    if (status != UCS_OK) {
+      worker_ = nullptr;
+      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_worker_create", rank_), status);
+    }
+    status = ucp_worker_get_efd(worker_, &event_fd_);
+    if (status != UCS_OK) {
+      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_worker_get_efd", rank_), status);
+    }
+    size_t length = 0;
+    status = ucp_worker_get_address(worker_, &address_, &length);
+    if (status != UCS_OK) {
+      address_ = nullptr;
+      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_worker_get_address", rank_), status);
+    }
+    address_length_ = length;
+    return Status::ok();
+  }
+
+  // Every rank contributes whether its part of a setup stage worked; all return an error if one failed.
+  Status agree(const Status& mine, const char* stage) {
+    std::vector<int32_t> ok(static_cast<size_t>(size_), 0);
+    ok[static_cast<size_t>(rank_)] = mine.isOk() ? 1 : 0;
+    BRAID_RETURN_IF_ERROR(bootstrap_.allGather(ok.data(), sizeof(int32_t)));
+    if (!mine.isOk()) return mine;
+    for (int p = 0; p < size_; ++p) {
+      if (ok[static_cast<size_t>(p)] == 0) {
+        return Status(StatusCode::kRemoteError, fmt::format("ucx: rank {} could not {}", p, stage));
+      }
+    }
+    return Status::ok();
+  }
+
+  Status checkEnds(int rank, int peer, int channel, const char* what) const {
+    if (rank != rank_) {
+      return invalidArgument(fmt::format("ucx: {} from rank {}, but this endpoint drives rank {}", what, rank, rank_));
+    }
+    if (peer < 0 || peer >= size_ || peer == rank_) {
+      return invalidArgument(fmt::format("ucx: rank {}: {} with peer {} ({} ranks)", rank_, what, peer, size_));
+    }
+    if (channel < 0) {
+      return invalidArgument(fmt::format("ucx: rank {}: {} with peer {} on channel {}", rank_, what, peer, channel));
+    }
+    if (channel >= (1 << kChannelBits) || size_ > (1 << kRankBits)) {
+      return unsupported(
+          fmt::format("ucx: rank {}: {} with peer {} on channel {} of {} ranks: tags hold channels < "
+                      "{} and ranks < {}",
+                      rank_, what, peer, channel, size_, 1 << kChannelBits, 1 << kRankBits));
+    }
+    return Status::ok();
+  }
+
+  Status peerUsable(int peer) {
+    const Status& failure = peer_failure_[static_cast<size_t>(peer)];
+    if (!failure.isOk()) return fail(failure);
+    return Status::ok();
+  }
+
+  static uint64_t connKey(int peer, int channel) {
+    return (static_cast<uint64_t>(peer) << 32) | static_cast<uint64_t>(channel);
+  }
+
+  SendConn& sendConn(int peer, int channel) {
+    auto [it, inserted] = send_conns_.try_emplace(connKey(peer, channel));
+    if (inserted) {
+      it->second = std::make_unique<SendConn>();
+      it->second->peer = peer;
+      it->second->channel = channel;
+    }
+    return *it->second;
+  }
+
+  // Starts queued sends of `conn` while fewer than fifo_depth are in flight; each completes to the executor.
+  Status issue(SendConn& conn) {
+    while (!conn.pending.empty() && conn.in_flight < fifo_depth_) {
+      const PendingSend pending = conn.pending.front();
+      conn.pending.pop_front();
+      --waiting_on_[static_cast<size_t>(conn.peer)];
+      auto send = std::make_unique<InFlightSend>();
+      send->self = this;
+      send->conn = &conn;
+      if (!conn.spare.empty()) {
+        send->buffer = std::move(conn.spare.back());
+        conn.spare.pop_back();
+      }
+      send->buffer.resize(pending.bytes);
+      if (pending.bytes > 0) std::memcpy(send->buffer.data(), pending.src, pending.bytes);
+      ucp_request_param_t params{};
+      params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      params.cb.send = &UcxTransport::onSendDone;
+      params.user_data = send.get();
+      const void* buffer = pending.bytes > 0 ? static_cast<const void*>(send->buffer.data()) : &dummy_;
+      const ucs_status_ptr_t result =
+          ucp_tag_send_nbx(endpoints_[static_cast<size_t>(conn.peer)], buffer, pending.bytes,
+                           messageTag(rank_, conn.channel, conn.sequence), &params);
+      ++conn.sequence;
+      if (UCS_PTR_IS_ERR(result)) {
+        return ucxError(StatusCode::kRemoteError,
+                        fmt::format("ucx: rank {}: send to rank {} on channel {}", rank_, conn.peer, conn.channel),
+                        UCS_PTR_STATUS(result));
+      }
+      completed_.push_back(pending.id);
+      if (result == nullptr) {  // done at once: the bounce buffer is free again
+        conn.spare.push_back(std::move(send->buffer));
+      } else {
+        ++conn.in_flight;
+        InFlightSend* raw = send.get();
+        in_flight_.emplace(raw, std::move(send));
+        wake_.notify_one();
+      }
+    }
+    return Status::ok();
+  }
+
+  Status progress() {
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    Status status = Status::ok();
+    for (InFlightSend* send : finished_sends_) {
+      SendConn& conn = *send->conn;
+      --conn.in_flight;
+      if (send->status != UCS_OK && status.isOk()) {
+        Status& failure = peer_failure_[static_cast<size_t>(conn.peer)];
+        if (failure.isOk()) {
+          failure = ucxError(
+              StatusCode::kRemoteError,
+              fmt::format("ucx: rank {}: a send to rank {} on channel {} failed", rank_, conn.peer, conn.channel),
+              send->status);
+        }
+      }
+      conn.spare.push_back(std::move(send->buffer));
+      in_flight_.erase(send);
+    }
+    finished_sends_.clear();
+    for (RecvOp* op : finished_recvs_) {
+      --waiting_on_[static_cast<size_t>(op->peer)];
+      if (status.isOk()) {
+        if (op->status == UCS_ERR_MESSAGE_TRUNCATED) {
+          status = invalidArgument(fmt::format(
+              "ucx: rank {} -> rank {} channel {}: a message of more than {} bytes matched a receive of {} bytes",
+              op->peer, rank_, op->channel, op->bytes, op->bytes));
+        } else if (op->status != UCS_OK) {
+          status =
+              ucxError(StatusCode::kRemoteError,
+                       fmt::format("ucx: rank {}: receive from rank {} on channel {}", rank_, op->peer, op->channel),
+                       op->status);
+        } else if (op->info.length != op->bytes) {
+          status = invalidArgument(
+              fmt::format("ucx: rank {} -> rank {} channel {}: a message of {} bytes matched a receive of {} bytes",
+                          op->peer, rank_, op->channel, op->info.length, op->bytes));
+        } else {
+          completed_.push_back(op->id);
+        }
+      }
+      recvs_.erase(op);
+    }
+    finished_recvs_.clear();
+    BRAID_RETURN_IF_ERROR(status);
+    for (auto& [key, conn] : send_conns_) {
+      if (!conn->pending.empty() && conn->in_flight < fifo_depth_) BRAID_RETURN_IF_ERROR(issue(*conn));
+    }
+    return Status::ok();
+  }
+
+  size_t pendingSends() const {
+    size_t n = 0;
+    for (const auto& [key, conn] : send_conns_) n += conn->pending.size();
+    return n;
+  }
+
+  // A failed endpoint matters when this rank still waits for that peer; the bootstrap reports killed and
+  // aborted ranks.
+  // The bootstrap's report is preferred: it says whether the peer died or aborted, and why.
+  Status peerFailures(bool check_bootstrap) {
+    int failed = -1;
+    for (int p = 0; p < size_ && failed < 0; ++p) {
+      if (waiting_on_[static_cast<size_t>(p)] > 0 && !peer_failure_[static_cast<size_t>(p)].isOk()) failed = p;
+    }
+    if (failed >= 0 || check_bootstrap) {
+      const Status peers = bootstrap_.checkPeers();
+      if (!peers.isOk()) {
+        return Status(StatusCode::kRemoteError, fmt::format("ucx: rank {}: {}", rank_, peers.message()));
+      }
+    }
+    if (failed >= 0) return peer_failure_[static_cast<size_t>(failed)];
+    return Status::ok();
+  }
+
+  Status timeoutStatus(double waited_s) const {
+    std::string what;
+    const RecvOp* oldest = nullptr;
+    for (const auto& [raw, op] : recvs_) {
+      if (oldest == nullptr || op->id < oldest->id) oldest = raw;
+    }
+    if (oldest != nullptr) {
+      what = fmt::format("a message of {} bytes from rank {} on channel {} ({} receive(s) posted)", oldest->bytes,
+                         oldest->peer, oldest->channel, recvs_.size());
+    } else {
+      for (const auto& [key, conn] : send_conns_) {
+        if (conn->pending.empty()) continue;
+        what = fmt::format("room to send to rank {} on channel {} ({} sends in flight, {} queued)", conn->peer,
+                           conn->channel, conn->in_flight, conn->pending.size());
+        break;
+      }
+    }
+    return Status(
+        StatusCode::kTimeout,
+        fmt::format("ucx: rank {}: no completion for {:.1f} s (BRAID_TIMEOUT); waiting for {}", rank_, waited_s, what));
+  }
+
+  void drain(std::vector<Completion>* done) {
+    if (completed_.empty()) return;
+    const double now = nowUs();
+    for (RequestId id : completed_) done->push_back(Completion{id, now});
+    completed_.clear();
+  }
+
+  Status fail(Status status) {
+    if (!status.isOk() && failed_.isOk()) failed_ = status;
+    return status;
+  }
+
+  // Waits (progressing) until `done` or `seconds` passed.
+  template <typename Done>
+  void progressUntil(Done done, double seconds) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+      if (ucp_worker_progress(worker_) != 0) continue;
+      if (ucp_worker_arm(worker_) == UCS_OK) {
+        pollfd fd{event_fd_, POLLIN, 0};
+        ::poll(&fd, 1, 10);
+      }
+    }
+  }
+
+  // Clean (no receive outstanding, no failure): in-flight sends and a worker flush get up to min(timeout, 10 s)
+  // (the peers are progressing while they finish), then endpoints are force-closed. Otherwise receives may be
+  // posted into buffers the caller is about to free, so nothing progresses any more: receives are cancelled
+  // and the worker is destroyed with its endpoints at once.
+  void teardown() {
+    if (worker_ != nullptr) {
+      if (recvs_.empty() && failed_.isOk()) {
+        const double grace_s = std::min(timeout_s_, 10.0);
+        progressUntil([&] { return sendsSettled(); }, grace_s);
+        ucp_request_param_t params{};
+        const ucs_status_ptr_t flush = ucp_worker_flush_nbx(worker_, &params);
+        if (flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
+          progressUntil([&] { return ucp_request_check_status(flush) != UCS_INPROGRESS; }, grace_s);
+          if (ucp_request_check_status(flush) != UCS_INPROGRESS) ucp_request_free(flush);
+        }
+        for (ucp_ep_h& endpoint : endpoints_) {
+          if (endpoint == nullptr) continue;
+          ucp_request_param_t close_params{};
+          close_params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+          close_params.flags = UCP_EP_CLOSE_FLAG_FORCE;
+          const ucs_status_ptr_t close = ucp_ep_close_nbx(endpoint, &close_params);
+          if (close != nullptr && !UCS_PTR_IS_ERR(close)) {
+            progressUntil([&] { return ucp_request_check_status(close) != UCS_INPROGRESS; }, 1.0);
+            if (ucp_request_check_status(close) != UCS_INPROGRESS) ucp_request_free(close);
+          }
+          endpoint = nullptr;
+        }
+      } else {
+        for (auto& [raw, op] : recvs_) {
+          if (op->request != nullptr && !op->finished) ucp_request_cancel(worker_, op->request);
+        }
+      }
+      if (address_ != nullptr) ucp_worker_release_address(worker_, address_);
+      ucp_worker_destroy(worker_);  // destroys the endpoints still open
+      worker_ = nullptr;
+    }
+    if (context_ != nullptr) ucp_cleanup(context_);
+    context_ = nullptr;
+  }
+
+  // Every in-flight send finished, or its peer's endpoint failed (nothing more will come of it).
+  bool sendsSettled() const {
+    for (const auto& [raw, send] : in_flight_) {
+      if (!send->finished && peer_failure_[static_cast<size_t>(send->conn->peer)].isOk()) return false;
+    }
+    return true;
+  }
+
+  Bootstrap& bootstrap_;
+  const int rank_;
+  const int size_;
+  const int fifo_depth_;
+  const std::vector<int> local_ranks_;
+  LocalMemory memory_;
+  const double timeout_s_;
+  const std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_peer_check_;  // epoch: the first blocking wait checks at once
+  std::mutex mutex_;  // the worker and everything below; held by every public call and the progress thread
+  std::condition_variable wake_;
+  std::thread progress_thread_;
+  bool stop_ = false;
+  std::chrono::steady_clock::time_point last_call_end_;
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_address_t* address_ = nullptr;
+  size_t address_length_ = 0;
+  int event_fd_ = -1;
+  std::vector<PeerContext> peers_;
+  std::vector<ucp_ep_h> endpoints_;
+  std::vector<Status> peer_failure_;  // by peer: why its endpoint failed
+  std::vector<int> waiting_on_;       // by peer: receives posted from it + sends queued to it
+  std::unordered_map<uint64_t, std::unique_ptr<SendConn>> send_conns_;
+  std::unordered_map<uint64_t, uint64_t> recv_sequence_;  // (peer, channel) -> receives posted
+  std::unordered_map<InFlightSend*, std::unique_ptr<InFlightSend>> in_flight_;
+  std::unordered_map<RecvOp*, std::unique_ptr<RecvOp>> recvs_;
+  std::vector<InFlightSend*> finished_sends_;  // filled by callbacks during ucp_worker_progress
+  std::vector<RecvOp*> finished_recvs_;
+  std::vector<RequestId> completed_;
+  RequestId next_id_ = 1;
+  uint8_t dummy_ = 0;  // buffer of zero-byte messages
+  Status failed_;
+};
+
+}  // namespace
+}  // namespace ucx
+
+Result<std::unique_ptr<DataTransport>> createUcxTransport(Bootstrap& bootstrap, const TransportOptions& options) {
+  auto transport = std::make_unique<ucx::UcxTransport>(bootstrap, options);
+  BRAID_RETURN_IF_ERROR(transport->setup());
+  return std::unique_ptr<DataTransport>(std::move(transport));
+}
+
+#else
+
+Result<std::unique_ptr<DataTransport>> createUcxTransport(Bootstrap& bootstrap, const TransportOptions& options) {
+  (void)bootstrap;
+  (void)options;
+  return unsupported("built without UCX");
+}
+
+#endif
+
+}  // namespace braid

@@ -1,0 +1,454 @@
+// Test support for data transports in forked processes: bootstrapping a child, running one classical
+// collective's plan on this rank through an endpoint, and checking the result against a naive reference;
+// small helpers to wait for requests and a transport wrapper that kills its process mid-collective.
+//
+// Data: input element i of rank q is inputValue(q, i), a small integer (-30..30) stored as fp32, so sums over
+// any number of ranks in any order are exact and a float-sum all-reduce can be compared bit for bit. The
+// reference is computed here, element by element, from the collective's definition (nccl-tests layouts):
+//   all-reduce    out[j] = sum_q in_q[j]
+//   all-gather    out[q*m + i] = in_q[i]                (m = elements per rank)
+//   all-to-all    out[q*m + i] = in_q[r*m + i]          (m = elements per block)
+// Output and scratch start as NaN, so an element never written is wrong.
+#pragma once
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/bootstrap.h"
+#include "braid/classic.h"
+#include "braid/executor.h"
+#include "braid/plan.h"
+#include "braid/transport.h"
+#include "transport/factory.h"
+#include "transport/multirank.h"
+
+namespace braid::testing {
+
+/// In a child: rank 0 creates the id (its root thread lives in that child) and publishes it; every rank
+/// connects.
+inline Result<std::unique_ptr<Bootstrap>> childBootstrap(ForkShared<UniqueId>& shared, int rank, int n,
+                                                         double timeout_s) {
+  UniqueId id;
+  if (rank == 0) {
+    BRAID_ASSIGN_OR_RETURN(id, createUniqueId("127.0.0.1:0"));
+    shared.publish(id);
+  } else if (!shared.wait(&id, timeout_s)) {
+    return Status(StatusCode::kTimeout, fmt::format("rank {}: no bootstrap id published", rank));
+  }
+  BootstrapOptions options;
+  options.timeout_s = timeout_s;
+  return connectBootstrap(id, rank, n, options);
+}
+
+inline float inputValue(int rank, uint64_t i) {
+  return static_cast<float>(static_cast<int64_t>((i * 7 + static_cast<uint64_t>(rank) * 13) % 61) - 30);
+}
+
+struct CollectiveCase {
+  ClassicAlgo algo = ClassicAlgo::kRing;
+  CollectiveKind kind = CollectiveKind::kAllReduce;
+  uint64_t count = 0;  // nccl-tests count: all-gather per rank, all-to-all per block, all-reduce the buffer
+  bool in_place = false;
+  int instances = 1;
+
+  std::string describe() const {
+    return fmt::format("{} {} count={} {} instances={}", classicAlgoName(algo), collectiveName(kind), count,
+                       in_place ? "in-place" : "out-of-place", instances);
+  }
+};
+
+/// The plan of `c` for n ranks (lowered for fp32).
+inline Result<Plan> casePlan(const CollectiveCase& c, int n) {
+  ClassicRequest request;
+  request.algo = c.algo;
+  request.spec.kind = c.kind;
+  request.spec.num_ranks = n;
+  request.spec.chunk_factor = 0;
+  request.spec.in_place = c.in_place;
+  BRAID_ASSIGN_OR_RETURN(Algorithm algorithm, buildClassic(request));
+  BRAID_ASSIGN_OR_RETURN(CollectiveSpec spec, algorithm.spec(c.in_place));
+  LowerOptions lower;
+  lower.size_bytes = c.count * 4 * static_cast<uint64_t>(spec.sizeMultiplier());
+  lower.in_place = c.in_place;
+  lower.instances = c.instances;
+  lower.element_bytes = 4;
+  return lowerAlgorithm(algorithm, lower);
+}
+
+/// Runs `c` as `rank` of n through `endpoint` and checks every output element. kInternalError listing the
+/// first wrong elements on a mismatch; the transport's or executor's error otherwise.
+inline Status runCase(DataTransport& endpoint, int rank, int n, const CollectiveCase& c) {
+  BRAID_ASSIGN_OR_RETURN(Plan plan, casePlan(c, n));
+  const RankPlan& mine = plan.ranks[static_cast<size_t>(rank)];
+  const uint64_t out_elems = mine.output_bytes / 4;
+  const uint64_t in_elems = c.kind == CollectiveKind::kAllGather ? out_elems / static_cast<uint64_t>(n) : out_elems;
+  const float poison = std::nanf("");
+  std::vector<float> output(out_elems, poison);
+  std::vector<float> input(c.in_place ? 0 : mine.input_bytes / 4, poison);
+  std::vector<uint8_t> scratch(mine.scratch_bytes + mine.temp_bytes, 0xFF);
+  // In place, the input lives in the output: all-gather's at this rank's block, the others' at the start.
+  float* in = c.in_place ? output.data() + (c.kind == CollectiveKind::kAllGather ? rank * in_elems : 0) : input.data();
+  for (uint64_t i = 0; i < in_elems; ++i) in[i] = inputValue(rank, i);
+  RankMemory memory;
+  memory.output = output.data();
+  memory.output_bytes = mine.output_bytes;
+  memory.input = c.in_place ? static_cast<void*>(output.data()) : static_cast<void*>(input.data());
+  memory.input_bytes = c.in_place ? 0 : mine.input_bytes;
+  memory.scratch = scratch.data();
+  memory.scratch_bytes = scratch.size();
+  BRAID_RETURN_IF_ERROR(endpoint.bind(rank, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kSum}));
+  ExecOptions options;
+  options.local_ranks = {rank};
+  BRAID_ASSIGN_OR_RETURN(ExecResult result, execute(plan, endpoint, options));
+  (void)result;
+  std::string wrong;
+  int wrong_count = 0;
+  for (uint64_t j = 0; j < out_elems; ++j) {
+    float want = 0;
+    switch (c.kind) {
+      case CollectiveKind::kAllReduce:
+        for (int q = 0; q < n; ++q) want += inputValue(q, j);
+        break;
+      case CollectiveKind::kAllGather: want = inputValue(static_cast<int>(j / in_elems), j % in_elems); break;
+      case CollectiveKind::kAllToAll: {
+        const uint64_t m = out_elems / static_cast<uint64_t>(n);
+        want = inputValue(static_cast<int>(j / m), static_cast<uint64_t>(rank) * m + j % m);
+        break;
+      }
+      default: return unsupported("plan_check.h checks all-reduce, all-gather and all-to-all");
+    }
+    if (std::memcmp(&output[j], &want, 4) != 0 && wrong_count++ < 4) {
+      wrong += fmt::format(" output[{}] = {}, expected {};", j, output[j], want);
+    }
+  }
+  if (!c.in_place) {
+    for (uint64_t i = 0; i < in_elems; ++i) {
+      if (input[i] != inputValue(rank, i) && wrong_count++ < 4) wrong += fmt::format(" input[{}] was modified;", i);
+    }
+  }
+  if (wrong_count > 0) {
+    return internalError(fmt::format("rank {}: {}: {} wrong element(s):{}", rank, c.describe(), wrong_count, wrong));
+  }
+  return Status::ok();
+}
+
+/// The cases every data transport runs: ring and recursive all-reduce, ring and recursive all-gather,
+/// pairwise and direct all-to-all, at counts 0, 1, 7 and 1000003, both modes where the algorithm has them,
+/// and ring all-reduce with 2 instances (more channels).
+inline std::vector<CollectiveCase> standardCases() {
+  std::vector<CollectiveCase> cases;
+  const struct {
+    ClassicAlgo algo;
+    CollectiveKind kind;
+  } algos[] = {{ClassicAlgo::kRing, CollectiveKind::kAllReduce},
+               {ClassicAlgo::kRecursiveDoubling, CollectiveKind::kAllReduce},
+               {ClassicAlgo::kRing, CollectiveKind::kAllGather},
+               {ClassicAlgo::kRecursiveDoubling, CollectiveKind::kAllGather},
+               {ClassicAlgo::kPairwise, CollectiveKind::kAllToAll},
+               {ClassicAlgo::kDirect, CollectiveKind::kAllToAll}};
+  for (const auto& a : algos) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{1000003}}) {
+      // Large counts once per algorithm (out of place); small ones in both modes.
+      for (bool in_place : {false, true}) {
+        if (in_place && count == 1000003) continue;
+        cases.push_back(CollectiveCase{a.algo, a.kind, count, in_place, 1});
+      }
+    }
+  }
+  cases.push_back(CollectiveCase{ClassicAlgo::kRing, CollectiveKind::kAllReduce, 100003, false, 2});
+  return cases;
+}
+
+/// Runs every case of standardCases() in the modes its algorithm declares (the same on every rank); prints
+/// failures to stderr and returns the number of failed cases (it stops at the first: the endpoint's matching
+/// state is unknown after an error).
+inline int runStandardCases(DataTransport& endpoint, int rank, int n) {
+  for (const CollectiveCase& c : standardCases()) {
+    ClassicRequest request;
+    request.algo = c.algo;
+    request.spec.kind = c.kind;
+    request.spec.num_ranks = n;
+    request.spec.in_place = c.in_place;
+    Result<Algorithm> algorithm = buildClassic(request);
+    if (algorithm.isOk() && !(c.in_place ? algorithm->in_place : algorithm->out_of_place)) continue;
+    const Status status = algorithm.isOk() ? runCase(endpoint, rank, n, c) : algorithm.status();
+    if (!status.isOk()) {
+      std::fprintf(stderr, "rank %d: %s: %s\n", rank, c.describe().c_str(), status.toString().c_str());
+      endpoint.abort(status);  // the other ranks stop at once instead of waiting for their timeout
+      return 1;
+    }
+  }
+  return 0;
+}
+
+// Prints `status` when it is an error and returns 1; 0 when ok.
+inline int report(int rank, const char* what, const Status& status) {
+  if (status.isOk()) return 0;
+  std::fprintf(stderr, "rank %d: %s: %s\n", rank, what, status.toString().c_str());
+  return 1;
+}
+
+// Polls (blocking) until `id` completes; the poll's error otherwise.
+inline Status waitFor(Transport& transport, RequestId id) {
+  std::vector<Completion> done;
+  while (true) {
+    done.clear();
+    BRAID_RETURN_IF_ERROR(transport.poll(&done, /*block=*/true));
+    for (const Completion& c : done)
+      if (c.id == id) return Status::ok();
+  }
+}
+
+// Polls until every id of `ids` completed.
+inline Status waitForAll(Transport& transport, std::vector<RequestId> ids) {
+  std::vector<Completion> done;
+  while (!ids.empty()) {
+    done.clear();
+    BRAID_RETURN_IF_ERROR(transport.poll(&done, /*block=*/true));
+    for (const Completion& c : done) std::erase(ids, c.id);
+  }
+  return Status::ok();
+}
+
+// Forwards to an endpoint; SIGKILLs this process when the `kill_at`-th send is posted.
+class KillingTransport : public Transport {
+ public:
+  KillingTransport(Transport& inner, int kill_at) : inner_(inner), kill_at_(kill_at) {}
+  const char* name() const override { return inner_.name(); }
+  Result<RequestId> postSend(const SendRequest& request) override {
+    if (++sends_ == kill_at_) testing::killSelf();
+    return inner_.postSend(request);
+  }
+  Result<RequestId> postRecv(const RecvRequest& request) override { return inner_.postRecv(request); }
+  Result<RequestId> postLocal(const LocalRequest& request) override { return inner_.postLocal(request); }
+  Status poll(std::vector<Completion>* done, bool block) override { return inner_.poll(done, block); }
+  double nowUs() const override { return inner_.nowUs(); }
+
+ private:
+  Transport& inner_;
+  int kill_at_;
+  int sends_ = 0;
+};
+
+/// A transport constructor of runtime/transport/factory.h (createShmTransport, createUcxTransport, ...).
+using CreateTransportFn = Result<std::unique_ptr<DataTransport>> (*)(Bootstrap&, const TransportOptions&);
+
+/// In a child: bootstrap, endpoint through `create` with `options`, then body(bootstrap, endpoint); errors of
+/// the first two are reported as failures of the child.
+inline int withEndpoint(ForkShared<UniqueId>& id, int rank, int n, CreateTransportFn create,
+                        const TransportOptions& options, const std::function<int(Bootstrap&, DataTransport&)>& body) {
+  auto bootstrap = childBootstrap(id, rank, n, /*timeout_s=*/20);
+  if (!bootstrap.isOk()) return report(rank, "bootstrap", bootstrap.status());
+  auto endpoint = create(**bootstrap, options);
+  if (!endpoint.isOk()) return report(rank, "create transport", endpoint.status());
+  return body(**bootstrap, **endpoint);
+}
+
+/// Every standard case on n processes, one endpoint each (reused across cases).
+inline ForkResult forkCollectives(CreateTransportFn create, int n) {
+  ForkShared<UniqueId> id;
+  return runForked(
+      n,
+      [&](int rank) -> int {
+        TransportOptions options;
+        options.timeout_s = 30;
+        return withEndpoint(id, rank, n, create, options, [&](Bootstrap&, DataTransport& endpoint) {
+          if (endpoint.localRanks() != std::vector<int>{rank}) {
+            std::fprintf(stderr, "rank %d: localRanks() is not {%d}\n", rank, rank);
+            return 1;
+          }
+          return runStandardCases(endpoint, rank, n);
+        });
+      },
+      /*timeout_s=*/120);
+}
+
+/// Rank 0 sends `sent` bytes to rank 1 on channel 0, which receives `received` bytes: rank 1's wait must be
+/// kInvalidArgument containing `expected_text`.
+inline ForkResult forkSizeMismatch(CreateTransportFn create, uint64_t sent, uint64_t received,
+                                   const std::string& expected_text) {
+  ForkShared<UniqueId> id;
+  return runForked(
+      2,
+      [&](int rank) -> int {
+        TransportOptions options;
+        options.timeout_s = 20;
+        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap& bootstrap, DataTransport& t) {
+          std::vector<uint8_t> buffer(128, 1);
+          RankMemory memory{buffer.data(), 64, buffer.data() + 64, 64, nullptr, 0};
+          if (report(rank, "bind", t.bind(rank, memory, ReduceSpec{}))) return 1;
+          if (rank == 0) {
+            auto posted = t.postSend(SendRequest{0, 1, 0, BufferRef{BufferKind::kInput, 0, sent}, {}});
+            if (!posted.isOk()) return report(rank, "postSend", posted.status());
+            if (report(rank, "send", waitFor(t, *posted))) return 1;
+          } else {
+            auto posted = t.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, received}, {}});
+            const Status status = posted.isOk() ? waitFor(t, *posted) : posted.status();
+            if (status.code() != StatusCode::kInvalidArgument ||
+                status.message().find(expected_text) == std::string::npos) {
+              std::fprintf(stderr, "rank 1 got %s\n", status.toString().c_str());
+              return 1;
+            }
+          }
+          return report(rank, "barrier", bootstrap.barrier());
+        });
+      },
+      /*timeout_s=*/60);
+}
+
+/// Rank 1 waits for a message rank 0 never sends, with a 0.3 s timeout: kTimeout after 0.3..3 s naming
+/// "from rank 0 on channel 5".
+inline ForkResult forkTimeout(CreateTransportFn create) {
+  ForkShared<UniqueId> id;
+  return runForked(
+      2,
+      [&](int rank) -> int {
+        TransportOptions options;
+        options.timeout_s = 0.3;
+        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap& bootstrap, DataTransport& t) {
+          std::vector<uint8_t> buffer(16);
+          RankMemory memory{nullptr, 0, buffer.data(), buffer.size(), nullptr, 0};
+          if (report(rank, "bind", t.bind(rank, memory, ReduceSpec{}))) return 1;
+          if (rank == 1) {
+            auto posted = t.postRecv(RecvRequest{1, 0, 5, BufferRef{BufferKind::kOutput, 0, 16}, {}});
+            if (!posted.isOk()) return report(rank, "postRecv", posted.status());
+            const auto start = std::chrono::steady_clock::now();
+            const Status status = waitFor(t, *posted);
+            const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            if (status.code() != StatusCode::kTimeout ||
+                status.message().find("from rank 0 on channel 5") == std::string::npos || waited < 0.29 || waited > 3) {
+              std::fprintf(stderr, "after %.2f s: %s\n", waited, status.toString().c_str());
+              return 1;
+            }
+          }
+          return report(rank, "barrier", bootstrap.barrier());
+        });
+      },
+      /*timeout_s=*/60);
+}
+
+/// Rank 1 aborts while rank 0 sleeps in a blocking poll for its message: rank 0 gets kRemoteError naming
+/// rank 1 within a second (timeout 30 s); rank 1's later calls return the abort's reason.
+inline ForkResult forkAbort(CreateTransportFn create) {
+  ForkShared<UniqueId> id;
+  return runForked(
+      2,
+      [&](int rank) -> int {
+        TransportOptions options;
+        options.timeout_s = 30;
+        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap&, DataTransport& t) {
+          std::vector<uint8_t> buffer(16);
+          RankMemory memory{nullptr, 0, buffer.data(), buffer.size(), nullptr, 0};
+          if (report(rank, "bind", t.bind(rank, memory, ReduceSpec{}))) return 1;
+          if (rank == 1) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 is asleep in poll by now
+            t.abort(Status(StatusCode::kInternalError, "test abort"));
+            const Status later = t.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, 1}, {}}).status();
+            if (later.message() != "test abort") return report(rank, "after abort", later);
+            std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // stay alive: rank 0 must see the abort
+            return 0;
+          }
+          auto posted = t.postRecv(RecvRequest{0, 1, 0, BufferRef{BufferKind::kOutput, 0, 16}, {}});
+          if (!posted.isOk()) return report(rank, "postRecv", posted.status());
+          const auto start = std::chrono::steady_clock::now();
+          const Status status = waitFor(t, *posted);
+          const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (status.code() != StatusCode::kRemoteError || status.message().find("rank 1") == std::string::npos ||
+              status.message().find("test abort") == std::string::npos || waited > 1.0) {
+            std::fprintf(stderr, "after %.2f s: %s\n", waited, status.toString().c_str());
+            return 1;
+          }
+          return 0;
+        });
+      },
+      /*timeout_s=*/60);
+}
+
+/// Rank `victim` of n is SIGKILLed at its `kill_at`-th send of a ring all-reduce of `count` floats; every
+/// other rank's execute() must return kRemoteError naming "rank <victim>" (timeout 30 s), then abort.
+inline ForkResult forkKilledRank(CreateTransportFn create, int n, int victim, uint64_t count, int kill_at) {
+  ForkShared<UniqueId> id;
+  return runForked(
+      n,
+      [&](int rank) -> int {
+        TransportOptions options;
+        options.timeout_s = 30;
+        return withEndpoint(id, rank, n, create, options, [&](Bootstrap&, DataTransport& endpoint) {
+          const CollectiveCase c{ClassicAlgo::kRing, CollectiveKind::kAllReduce, count, false, 1};
+          Result<Plan> plan = casePlan(c, n);
+          if (!plan.isOk()) return report(rank, "plan", plan.status());
+          const RankPlan& mine = plan->ranks[static_cast<size_t>(rank)];
+          std::vector<uint8_t> input(mine.input_bytes, 0), output(mine.output_bytes),
+              scratch(mine.scratch_bytes + mine.temp_bytes);
+          RankMemory memory{input.data(), input.size(), output.data(), output.size(), scratch.data(), scratch.size()};
+          if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kSum}))) {
+            return 1;
+          }
+          KillingTransport killing(endpoint, rank == victim ? kill_at : -1);
+          Result<ExecResult> run = execute(*plan, killing, ExecOptions{{rank}});
+          if (rank == victim) {
+            std::fprintf(stderr, "rank %d was not killed (fewer than %d sends?)\n", rank, kill_at);
+            return 3;
+          }
+          const Status status = run.status();
+          if (run.isOk() || status.code() != StatusCode::kRemoteError ||
+              status.message().find(fmt::format("rank {}", victim)) == std::string::npos) {
+            std::fprintf(stderr, "rank %d: %s\n", rank, run.isOk() ? "execute succeeded" : status.toString().c_str());
+            return 1;
+          }
+          endpoint.abort(status);  // as a communicator would
+          return 0;
+        });
+      },
+      /*timeout_s=*/60);
+}
+
+/// Rank 0's send of `bytes` to rank 1 completes before rank 1 posts its receive; rank 0 then stays out of
+/// the transport (in bootstrap barriers) while rank 1 receives: the message must still arrive intact (a
+/// transport whose send completed before its bytes left must move them without being called).
+inline ForkResult forkIdleSender(CreateTransportFn create, const TransportOptions& options, uint64_t bytes) {
+  ForkShared<UniqueId> id;
+  return runForked(
+      2,
+      [&](int rank) -> int {
+        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap& bootstrap, DataTransport& t) {
+          std::vector<uint8_t> input(bytes), output(bytes, 0);
+          for (uint64_t i = 0; i < bytes; ++i) input[i] = static_cast<uint8_t>(i * 13 + 1);
+          RankMemory memory{input.data(), bytes, output.data(), bytes, nullptr, 0};
+          if (report(rank, "bind", t.bind(rank, memory, ReduceSpec{}))) return 1;
+          if (rank == 0) {
+            auto posted = t.postSend(SendRequest{0, 1, 0, BufferRef{BufferKind::kInput, 0, bytes}, {}});
+            if (!posted.isOk()) return report(rank, "postSend", posted.status());
+            if (report(rank, "send", waitFor(t, *posted))) return 1;
+            std::fill(input.begin(), input.end(), 0);  // the send's bytes were copied already
+            if (report(rank, "barrier", bootstrap.barrier())) return 1;
+            return report(rank, "barrier 2", bootstrap.barrier());
+          }
+          if (report(rank, "barrier", bootstrap.barrier())) return 1;
+          auto posted = t.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, bytes}, {}});
+          if (!posted.isOk()) return report(rank, "postRecv", posted.status());
+          if (report(rank, "recv", waitFor(t, *posted))) return 1;
+          for (uint64_t i = 0; i < bytes; ++i) {
+            if (output[i] != static_cast<uint8_t>(i * 13 + 1)) {
+              std::fprintf(stderr, "output[%llu] = %d\n", static_cast<unsigned long long>(i), output[i]);
+              return 1;
+            }
+          }
+          return report(rank, "barrier 2", bootstrap.barrier());
+        });
+      },
+      /*timeout_s=*/60);
+}
+
+}  // namespace braid::testing
