@@ -25,8 +25,9 @@
 // batch (--stat min: the fastest). After timing, each library runs once more on a receive buffer filled with -1 and
 // every rank checks every element against a closed form; a wrong result prints FAIL and the exit status is 1.
 //
-// Ceiling (--ceiling, on by default): memcpy and float a+b->c bandwidth of one process alone and of all n at
-// once, on the same buffers: the memory-bandwidth limit every shared-memory collective here lives under.
+// Ceiling (on by default, --no-ceiling skips it): memcpy and float a+b->c bandwidth of one process alone and of
+// all n at once, on the same buffers (the memory-bandwidth limit every shared-memory collective here lives
+// under), and the rate at which fresh pages are first touched (the cost of a per-call temporary buffer).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
@@ -36,6 +37,7 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <mpi.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -477,7 +479,9 @@ std::string humanSize(uint64_t b) {
   return buf;
 }
 
-/// Memory-bandwidth ceiling: memcpy and c = a + b (float) over `bytes`, one process alone, then all at once.
+/// Memory-bandwidth ceiling over `bytes`, one process alone, then all at once: memcpy, c = a + b (float), and the
+/// first touch of fresh anonymous memory (mmap, one write per 4 KiB page, munmap) — what a library pays when it
+/// allocates a temporary buffer per call and the allocator returns it to the kernel afterwards.
 void measureCeiling(int rank, int n, float* a, float* b, float* c, size_t bytes, bool markdown) {
   const size_t elems = bytes / sizeof(float);
   const int reps = 5;
@@ -485,14 +489,22 @@ void measureCeiling(int rank, int n, float* a, float* b, float* c, size_t bytes,
   auto add = [&] {
     for (size_t i = 0; i < elems; ++i) c[i] = a[i] + b[i];
   };
+  auto touch = [&] {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return;
+    volatile char* q = static_cast<char*>(p);
+    for (size_t i = 0; i < bytes; i += 4096) q[i] = 1;
+    munmap(p, bytes);
+  };
   struct Row {
     const char* what;
-    double alone;
-    double all;
+    double alone;  // GB/s
+    double all;    // GB/s, all processes together
   };
+  const char* names[3] = {"memcpy (bytes copied)", "a+b->c float (bytes of c)", "first touch, fresh pages"};
   std::vector<Row> rows;
-  for (int kind = 0; kind < 2; ++kind) {
-    auto work = [&] { kind == 0 ? copy() : add(); };
+  for (int kind = 0; kind < 3; ++kind) {
+    auto work = [&] { kind == 0 ? copy() : kind == 1 ? add() : touch(); };
     work();  // warm
     // One process alone: the others wait in a sleeping barrier (they take no core).
     std::vector<double> t_alone;
@@ -512,20 +524,20 @@ void measureCeiling(int rank, int n, float* a, float* b, float* c, size_t bytes,
       work();
       t_all.push_back(maxOverRanks(seconds(t0, Clock::now())));
     }
-    if (rank == 0) {
-      rows.push_back({kind == 0 ? "memcpy (bytes copied)" : "a+b->c float (bytes of c)", bytes / median(t_alone) / 1e9,
-                      n * bytes / median(t_all) / 1e9});
-    }
+    if (rank == 0) rows.push_back({names[kind], bytes / median(t_alone) / 1e9, n * bytes / median(t_all) / 1e9});
   }
   if (rank != 0) return;
+  const double us_per_page = 4096 / (rows[2].alone * 1e3);
   if (markdown) {
-    std::printf("\n| %s, %s buffers | one process GB/s | %d processes at once, total GB/s |\n|---|---|---|\n", "kernel",
+    std::printf("\n| kernel, %s buffers | one process GB/s | %d processes at once, total GB/s |\n|---|---|---|\n",
                 humanSize(bytes).c_str(), n);
     for (const Row& r : rows) std::printf("| %s | %.2f | %.2f |\n", r.what, r.alone, r.all);
+    std::printf("\nFirst touch: %.2f us per 4 KiB page (one process).\n", us_per_page);
   } else {
     std::printf("\n# Memory ceiling, %s buffers: GB/s of one process alone, and total of %d processes at once\n",
                 humanSize(bytes).c_str(), n);
     for (const Row& r : rows) std::printf("#   %-28s %8.2f   %8.2f\n", r.what, r.alone, r.all);
+    std::printf("#   (first touch: %.2f us per 4 KiB page, one process)\n", us_per_page);
   }
   std::fflush(stdout);
 }
@@ -617,8 +629,10 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   if (opt.ceiling) {
-    AlignedBuffer third(opt.max_bytes);
-    if (third.data) measureCeiling(rank, n, send.data, recv.data, third.data, opt.max_bytes, opt.markdown);
+    // At least 64 MiB, far beyond the caches, whatever the largest size of the sweep.
+    const size_t bytes = std::max<size_t>(opt.max_bytes, 64ull << 20);
+    AlignedBuffer a(bytes), b(bytes), c(bytes);
+    if (a.data && b.data && c.data) measureCeiling(rank, n, a.data, b.data, c.data, bytes, opt.markdown);
   }
 
   bool any_failure = false;
