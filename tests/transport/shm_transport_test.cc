@@ -228,5 +228,12 @@ TEST(ShmTransport, KilledRankFailsThePeers) {
   EXPECT_LT(result.elapsed_s, 15) << result.summary();
 }
 
+// Benchmark, run with --gtest_also_run_disabled_tests: 4 processes, ring all-reduce of 64 MiB fp32.
+TEST(ShmTransport, DISABLED_RingAllReduce64MiBBusBw) {
+  const ForkResult result = testing::forkRingAllReduceBusBw(&createShmTransport, "shm", 4, 64 << 20, 2, 10);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+  if (!result.ranks.empty()) std::printf("%s", result.ranks[0].output.c_str());
+}
+
 }  // namespace
 }  // namespace braid

@@ -451,4 +451,59 @@ inline ForkResult forkIdleSender(CreateTransportFn create, const TransportOption
       /*timeout_s=*/60);
 }
 
+/// Benchmark (disabled tests): n processes run a ring all-reduce of `bytes` fp32 sum `warmup` times, then
+/// `iters` timed times between bootstrap barriers; rank 0 prints
+///   "<name> ring all-reduce <bytes> B x <n> ranks: <us> us, algbw <x> GB/s, busbw <y> GB/s"
+/// with nccl-tests' definitions: algbw = bytes / time, busbw = algbw x 2 (n - 1) / n (GB = 1e9 bytes).
+inline ForkResult forkRingAllReduceBusBw(CreateTransportFn create, const char* name, int n, uint64_t bytes, int warmup,
+                                         int iters) {
+  ForkShared<UniqueId> id;
+  return runForked(
+      n,
+      [&](int rank) -> int {
+        TransportOptions options;
+        options.timeout_s = 120;
+        return withEndpoint(id, rank, n, create, options, [&](Bootstrap& bootstrap, DataTransport& endpoint) {
+          const CollectiveCase c{ClassicAlgo::kRing, CollectiveKind::kAllReduce, bytes / 4, false, 1};
+          Result<Plan> plan = casePlan(c, n);
+          if (!plan.isOk()) return report(rank, "plan", plan.status());
+          const RankPlan& mine = plan->ranks[static_cast<size_t>(rank)];
+          std::vector<float> input(mine.input_bytes / 4), output(mine.output_bytes / 4);
+          for (size_t i = 0; i < input.size(); ++i) input[i] = inputValue(rank, i);
+          std::vector<uint8_t> scratch(mine.scratch_bytes + mine.temp_bytes);
+          RankMemory memory{input.data(),      mine.input_bytes, output.data(),
+                            mine.output_bytes, scratch.data(),   scratch.size()};
+          if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kSum}))) {
+            return 1;
+          }
+          for (int i = 0; i < warmup; ++i) {
+            if (report(rank, "warmup", execute(*plan, endpoint, ExecOptions{{rank}}).status())) return 1;
+          }
+          if (report(rank, "barrier", bootstrap.barrier())) return 1;
+          const auto start = std::chrono::steady_clock::now();
+          for (int i = 0; i < iters; ++i) {
+            if (report(rank, "run", execute(*plan, endpoint, ExecOptions{{rank}}).status())) return 1;
+          }
+          if (report(rank, "barrier", bootstrap.barrier())) return 1;
+          const double us =
+              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+          for (size_t j = 0; j < output.size(); ++j) {
+            float want = 0;
+            for (int q = 0; q < n; ++q) want += inputValue(q, j);
+            if (output[j] != want) {
+              std::fprintf(stderr, "rank %d: output[%zu] = %g, expected %g\n", rank, j, output[j], want);
+              return 1;
+            }
+          }
+          if (rank == 0) {
+            const double algbw = static_cast<double>(bytes) / us / 1e3;
+            std::printf("%s ring all-reduce %llu B x %d ranks: %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n", name,
+                        static_cast<unsigned long long>(bytes), n, us, algbw, algbw * 2.0 * (n - 1) / n);
+          }
+          return 0;
+        });
+      },
+      /*timeout_s=*/600);
+}
+
 }  // namespace braid::testing

@@ -206,5 +206,12 @@ TEST_F(UcxTransportTest, KilledRankFailsThePeers) {
   EXPECT_LT(result.elapsed_s, 15) << result.summary();
 }
 
+// Benchmark, run with --gtest_also_run_disabled_tests: 4 processes, ring all-reduce of 64 MiB fp32.
+TEST_F(UcxTransportTest, DISABLED_RingAllReduce64MiBBusBw) {
+  const ForkResult result = testing::forkRingAllReduceBusBw(&createUcxTransport, "ucx", 4, 64 << 20, 2, 10);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+  if (!result.ranks.empty()) std::printf("%s", result.ranks[0].output.c_str());
+}
+
 }  // namespace
 }  // namespace braid

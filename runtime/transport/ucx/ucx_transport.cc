@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "common/text.h"
 #include "transport/local_memory.h"
 #endif
 
@@ -138,6 +140,13 @@ class UcxTransport final : public DataTransport {
         params.field_mask &=
             ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
         status = ucp_ep_create(worker_, &params, endpoint);
+        const std::string debug = lowerCase(envString("BRAID_DEBUG"));
+        if (status == UCS_OK && (debug == "info" || debug == "warn")) {
+          std::fprintf(stderr,
+                       "braid: ucx: rank %d: no transport in UCX_TLS handles peer failures towards rank %d; connected "
+                       "without (a dead peer is reported through the bootstrap)\n",
+                       rank_, p);
+        }
       }
       if (status != UCS_OK) {
         *endpoint = nullptr;
