@@ -3,6 +3,7 @@
 // the DataTransport contract's buffering, size-mismatch, timeout, abort and killed-rank behaviour.
 #include "transport/shm/shm_transport.h"
 
+#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -55,6 +56,47 @@ TEST(ShmTransport, CollectivesBetweenProcesses) {
     const ForkResult result = testing::forkCollectives(&createShmTransport, n);
     EXPECT_TRUE(result.allOk()) << n << " ranks:\n" << result.summary();
   }
+}
+
+// Segments are unlinked once every rank mapped them: after setup nothing named after this communicator's rank
+// 0 is left in /dev/shm, and the transport still works.
+TEST(ShmTransport, SegmentsAreUnlinkedAfterSetup) {
+  ForkShared<UniqueId> id;
+  const ForkResult result = runForked(
+      3,
+      [&](int rank) -> int {
+        TransportOptions options;
+        options.timeout_s = 20;
+        return testing::withEndpoint(
+            id, rank, 3, &createShmTransport, options, [&](Bootstrap& bootstrap, DataTransport& endpoint) {
+              const std::string pid0 = std::to_string(bootstrap.processIds()[0]);
+              if (shm::segmentName(bootstrap.processIds()[0], 0x1234, 2) !=
+                  "/braid-shm-" + pid0 + "-0000000000001234-2") {
+                std::fprintf(stderr, "unexpected segment name %s\n",
+                             shm::segmentName(bootstrap.processIds()[0], 0x1234, 2).c_str());
+                return 1;
+              }
+              const std::string prefix = "braid-shm-" + pid0 + "-";
+              // Every rank unlinks its own segment when setup returns on it: wait until all have returned.
+              if (report(rank, "barrier", bootstrap.barrier())) return 1;
+              DIR* dir = opendir("/dev/shm");
+              if (dir == nullptr) return 0;  // no /dev/shm listing on this system: nothing to check
+              int left = 0;
+              while (dirent* entry = readdir(dir)) {
+                if (std::string(entry->d_name).rfind(prefix, 0) == 0) {
+                  std::fprintf(stderr, "rank %d: /dev/shm/%s is still there\n", rank, entry->d_name);
+                  ++left;
+                }
+              }
+              closedir(dir);
+              if (left > 0) return 1;
+              return report(rank, "ring all-reduce",
+                            testing::runCase(endpoint, rank, 3,
+                                             {ClassicAlgo::kRing, CollectiveKind::kAllReduce, 1001, false, 1}));
+            });
+      },
+      /*timeout_s=*/60);
+  EXPECT_TRUE(result.allOk()) << result.summary();
 }
 
 // Ranks as threads of one process (each with its own bootstrap and endpoint): the same segments are then

@@ -129,7 +129,7 @@ class ShmTransport final : public DataTransport {
     nonces[static_cast<size_t>(rank_)] = randomNonce();
     BRAID_RETURN_IF_ERROR(bootstrap_.allGather(nonces.data(), sizeof(uint64_t)));
     for (int p = 0; p < size_; ++p)
-      segments_[static_cast<size_t>(p)].name = fmt::format("/braid-shm-{:016x}-{}", nonces[0], p);
+      segments_[static_cast<size_t>(p)].name = segmentName(bootstrap_.processIds()[0], nonces[0], p);
 
     const Status created = createOwn();
     BRAID_RETURN_IF_ERROR(agree(created, "create its shared-memory segment"));
@@ -670,6 +670,10 @@ class ShmTransport final : public DataTransport {
 };
 
 }  // namespace
+
+std::string segmentName(int64_t rank0_pid, uint64_t nonce, int rank) {
+  return fmt::format("/braid-shm-{}-{:016x}-{}", rank0_pid, nonce, rank);
+}
 
 Result<SegmentLayout> SegmentLayout::make(int num_ranks, int fifo_depth, uint64_t slot_bytes) {
   if (num_ranks < 1 || fifo_depth < 1 || slot_bytes < 1 || slot_bytes > (uint64_t{1} << 40) || fifo_depth > 65536) {

@@ -2,8 +2,8 @@
 // (createShmTransport, runtime/transport/factory.h; contract: include/braid/transport.h, DataTransport).
 //
 // Layout. Every rank r creates one POSIX shared-memory segment (shm_open + ftruncate + mmap) named
-// "/braid-shm-<nonce>-<r>" (the nonce is rank 0's random 64-bit number, so concurrent communicators and tests
-// never collide). It holds everything the ranks sending TO r share with r:
+// segmentName(): "/braid-shm-<rank 0's pid>-<nonce>-<r>" (the nonce is rank 0's random 64-bit number, so
+// concurrent communicators and tests never collide). It holds everything the ranks sending TO r share with r:
 //
 //   [header: magic, geometry, r's doorbell, r's waiter count, r's failed flag]      one page
 //   [directory: for every sender s, kRingsPerPair 32-bit keys (channel + 1; 0 = free)]
@@ -47,11 +47,15 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "braid/status.h"
 #include "transport/factory.h"
 
 namespace braid::shm {
+
+/// "/braid-shm-<rank0_pid>-<nonce as 16 hex digits>-<rank>": the shm_open name of `rank`'s segment.
+std::string segmentName(int64_t rank0_pid, uint64_t nonce, int rank);
 
 /// Distinct channels per ordered (sender, receiver) pair that can have a ring.
 inline constexpr int kRingsPerPair = 128;
