@@ -37,7 +37,6 @@
 #include <gloo/rendezvous/file_store.h>
 #include <gloo/transport/tcp/device.h>
 #include <mpi.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -183,24 +182,8 @@ class MpiLibrary : public Library {
 class GlooLibrary : public Library {
  public:
   /// Connects every pair over TCP on 127.0.0.1; the FileStore lives in `store_dir` (shared by all ranks).
-  ///
-  /// Gloo's TCP device runs an event-loop thread next to the calling thread, and both work during every call.
-  /// mpirun binds each process to one core (Open MPI's default up to 2 ranks), and a new thread inherits its
-  /// creator's binding: both threads would share one core and every Gloo call would wait for scheduler time
-  /// slices (measured here: ~4 ms per 1 KiB all-reduce instead of ~0.4 ms). So unless `keep_binding`, the
-  /// device is created while this thread may run on every online CPU — the loop thread then runs unbound, as
-  /// in Gloo's usual deployment (torchrun does not bind) — and the binding is restored afterwards.
   static std::unique_ptr<GlooLibrary> create(int rank, int size, const std::string& store_dir, double timeout_s,
-                                             bool keep_binding, std::string* error) {
-    cpu_set_t bound;
-    const bool rebind = !keep_binding && sched_getaffinity(0, sizeof(bound), &bound) == 0;
-    if (rebind) {
-      cpu_set_t all;
-      CPU_ZERO(&all);
-      const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-      for (long i = 0; i < cpus && i < CPU_SETSIZE; ++i) CPU_SET(i, &all);
-      sched_setaffinity(0, sizeof(all), &all);
-    }
+                                             std::string* error) {
     std::unique_ptr<GlooLibrary> out;
     try {
       gloo::transport::tcp::attr attr;
@@ -214,7 +197,6 @@ class GlooLibrary : public Library {
     } catch (const std::exception& e) {
       *error = e.what();
     }
-    if (rebind) sched_setaffinity(0, sizeof(bound), &bound);
     return out;
   }
   const char* name() const override { return "Gloo"; }
@@ -372,8 +354,7 @@ struct Options {
   uint64_t batch_bytes = 64ull << 20;
   bool ceiling = true;
   bool markdown = false;
-  bool best = false;               // --stat min: the fastest batch instead of the median
-  bool gloo_keep_binding = false;  // --gloo-bound: Gloo's loop thread keeps the process's CPU binding
+  bool best = false;  // --stat min: the fastest batch instead of the median
   double timeout_s = 60;
 };
 
@@ -389,7 +370,6 @@ const char* kUsage =
     "  --max-iters N           calls per batch at small sizes (default 50)\n"
     "  --batch-bytes SIZE      calls per batch = SIZE / size, clamped to [1, max-iters] (default 64M)\n"
     "  --stat median|min       which batch the table shows (default median; min: least disturbed by other load)\n"
-    "  --gloo-bound            Gloo's event-loop thread keeps mpirun's CPU binding (default: it runs unbound)\n"
     "  --no-ceiling            skip the memcpy / a+b bandwidth measurement\n"
     "  --markdown              print Markdown tables\n"
     "  --timeout SECONDS       Gloo's timeout (default 60)\n";
@@ -472,8 +452,6 @@ std::string parseOptions(int argc, char** argv, Options* o) {
       if (!value(&v)) return a + ": missing value";
       if (v != "median" && v != "min") return "--stat " + v + ": median or min";
       o->best = v == "min";
-    } else if (a == "--gloo-bound") {
-      o->gloo_keep_binding = true;
     } else if (a == "--no-ceiling") {
       o->ceiling = false;
     } else if (a == "--markdown") {
@@ -606,7 +584,7 @@ int main(int argc, char** argv) {
       MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
       MPI_Bcast(path, sizeof(path), MPI_CHAR, 0, MPI_COMM_WORLD);
       if (ok) {
-        auto gloo = GlooLibrary::create(rank, n, path, opt.timeout_s, opt.gloo_keep_binding, &error);
+        auto gloo = GlooLibrary::create(rank, n, path, opt.timeout_s, &error);
         if (gloo) lib = std::move(gloo);
       } else {
         error = std::string("mkdtemp ") + dir + ": " + std::strerror(errno);

@@ -12,10 +12,10 @@
 # mpirun options, and why:
 #   --oversubscribe          more ranks than cores (4 ranks on CI's 2 cores)
 #   --allow-run-as-root      CI runs as root
-#   --bind-to none           Open MPI binds each process to one core by default (up to 2 ranks). Gloo runs a
-#                            TCP event-loop thread next to the calling thread; bound to one core, every Gloo call
-#                            waits for a scheduler time slice (~4 ms per 1 KiB all-reduce here instead of
-#                            ~0.4 ms). Unbound, every library gets the same cores.
+#   --bind-to none           Open MPI binds each process to one core by default (up to 2 ranks). Gloo's TCP
+#                            event-loop thread inherits that binding and keeps its core busy during calls, so the
+#                            calling thread waits for scheduler time slices: ~4 ms per 1 KiB all-reduce here
+#                            instead of 0.4-3 ms unbound. Unbound, all three libraries get the same cores.
 #   --mca btl self,vader     Open MPI's shared-memory transport (vader, single copy through CMA) only
 set -euo pipefail
 cd "$(dirname "$0")/../.."
