@@ -29,7 +29,8 @@ struct Candidate {
 /// The classical algorithm the communicator runs when nothing else matches, for CPU transports. The rule
 /// (comm/README.md): all-reduce, all-gather and reduce-scatter below 256 KiB use recursive doubling / halving
 /// (log2 n rounds: latency-bound sizes), at and above it the ring (bandwidth-optimal, Patarasuk & Yuan 2009);
-/// all-to-all is direct (every pair at once); broadcast and reduce are ring chains pipelined by slices.
+/// all-to-all is direct (every pair at once); broadcast and reduce use the binomial tree below 256 KiB
+/// (log2 n rounds) and ring chains pipelined by slices from it.
 ClassicAlgo classicalRule(CollectiveKind collective, int num_ranks, uint64_t bytes);
 
 class AlgorithmCatalog {

@@ -91,8 +91,8 @@ braidResult_t braidAllToAllv(const void* sendbuff, const size_t sendcounts[], co
                              braidComm_t comm, void* stream);
 braidResult_t braidBroadcast(const void* sendbuff, void* recvbuff, size_t count, braidDataType_t datatype, int root,
                              braidComm_t comm, void* stream);
-braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count, braidDataType_t datatype,
-                          braidRedOp_t op, int root, braidComm_t comm, void* stream);
+braidResult_t braidReduce(const void* sendbuff, void* recvbuff, size_t count, braidDataType_t datatype, braidRedOp_t op,
+                          int root, braidComm_t comm, void* stream);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,185 @@
+// Test support for communicator tests: ranks as threads of this process, position-dependent data and a naive
+// reference computed independently of the runtime (one element at a time, in exact or wrap-around arithmetic).
+#pragma once
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/comm.h"
+#include "braid/datatype.h"
+
+namespace braid::testing {
+
+/// Creates `n` communicators on threads of this process (threads transport unless options say otherwise) and
+/// runs body(comm) on each rank's thread. Returns the first failing status (creation or body), naming the
+/// rank.
+inline Status runRanks(int n, const CommOptions& options, const std::function<Status(Communicator&)>& body) {
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  if (!id.isOk()) return id.status();
+  std::vector<Status> results(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      Result<std::unique_ptr<Communicator>> comm = Communicator::create(*id, r, n, options);
+      if (!comm.isOk()) {
+        results[r] = comm.status();
+        return;
+      }
+      results[r] = body(**comm);
+      if (!results[r].isOk()) (*comm)->abort(results[r].message());
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    if (!results[r].isOk()) return Status(results[r].code(), fmt::format("rank {}: {}", r, results[r].message()));
+  }
+  return Status::ok();
+}
+
+/// Small integers, exactly representable in every type, whose reductions over <= 16 ranks stay exact in
+/// fp16 (< 2048) and bf16 (< 256): sum/avg 1..11, prod 1 or 2 (at most ~6 twos per element), min/max
+/// -11..11 (0..22 for unsigned types).
+inline int64_t inputValue(int rank, uint64_t i, ReduceOp op, DataType type) {
+  const bool is_unsigned = type == DataType::kUint8 || type == DataType::kUint32 || type == DataType::kUint64;
+  switch (op) {
+    case ReduceOp::kSum:
+    case ReduceOp::kAvg: return 1 + static_cast<int64_t>((static_cast<uint64_t>(rank) * 131 + i * 7) % 11);
+    case ReduceOp::kProd: return (static_cast<uint64_t>(rank) + i) % 3 == 0 ? 2 : 1;
+    case ReduceOp::kMin:
+    case ReduceOp::kMax: {
+      const int64_t v = static_cast<int64_t>((static_cast<uint64_t>(rank) * 37 + i * 11) % 23);
+      return is_unsigned ? v : v - 11;
+    }
+  }
+  return 0;
+}
+
+/// Stores integer `v` as one element of `type` at `p` (integers wrap to the type's width).
+inline void storeValue(void* p, DataType type, int64_t v) {
+  switch (type) {
+    case DataType::kInt8:
+    case DataType::kUint8: {
+      const uint8_t x = static_cast<uint8_t>(v);
+      std::memcpy(p, &x, 1);
+      break;
+    }
+    case DataType::kInt32:
+    case DataType::kUint32: {
+      const uint32_t x = static_cast<uint32_t>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kInt64:
+    case DataType::kUint64: {
+      const uint64_t x = static_cast<uint64_t>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+    case DataType::kFloat16: {
+      const uint16_t x = floatToHalf(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DataType::kBfloat16: {
+      const uint16_t x = floatToBfloat16(static_cast<float>(v));
+      std::memcpy(p, &x, 2);
+      break;
+    }
+    case DataType::kFloat32: {
+      const float x = static_cast<float>(v);
+      std::memcpy(p, &x, 4);
+      break;
+    }
+    case DataType::kFloat64: {
+      const double x = static_cast<double>(v);
+      std::memcpy(p, &x, 8);
+      break;
+    }
+  }
+}
+
+/// The expected bytes of one reduced element over ranks 0..n-1, computed from the definition: integers in
+/// wrap-around arithmetic of the type's width (avg: wrapped sum then truncating division, NCCL's
+/// SumPostDiv), floats exactly (the inputs keep every partial result exact) then rounded once; float avg
+/// divides in the type's compute precision (fp16/bf16: float) and rounds once.
+inline void expectedElement(void* out, DataType type, ReduceOp op, int n, uint64_t i) {
+  const int bits = static_cast<int>(dataTypeSize(type)) * 8;
+  const bool is_float = type == DataType::kFloat16 || type == DataType::kBfloat16 || type == DataType::kFloat32 ||
+                        type == DataType::kFloat64;
+  const bool is_signed = type == DataType::kInt8 || type == DataType::kInt32 || type == DataType::kInt64;
+  if (is_float) {
+    double acc = static_cast<double>(inputValue(0, i, op, type));
+    for (int r = 1; r < n; ++r) {
+      const double v = static_cast<double>(inputValue(r, i, op, type));
+      switch (op) {
+        case ReduceOp::kSum:
+        case ReduceOp::kAvg: acc += v; break;
+        case ReduceOp::kProd: acc *= v; break;
+        case ReduceOp::kMin: acc = std::min(acc, v); break;
+        case ReduceOp::kMax: acc = std::max(acc, v); break;
+      }
+    }
+    if (op == ReduceOp::kAvg) {
+      if (type == DataType::kFloat64) {
+        acc = acc / n;
+      } else {
+        acc = static_cast<double>(static_cast<float>(acc) / static_cast<float>(n));
+      }
+    }
+    switch (type) {
+      case DataType::kFloat16: {
+        const uint16_t x = floatToHalf(static_cast<float>(acc));
+        std::memcpy(out, &x, 2);
+        return;
+      }
+      case DataType::kBfloat16: {
+        const uint16_t x = floatToBfloat16(static_cast<float>(acc));
+        std::memcpy(out, &x, 2);
+        return;
+      }
+      case DataType::kFloat32: {
+        const float x = static_cast<float>(acc);
+        std::memcpy(out, &x, 4);
+        return;
+      }
+      default: std::memcpy(out, &acc, 8); return;
+    }
+  }
+  const uint64_t mask = bits == 64 ? ~uint64_t{0} : ((uint64_t{1} << bits) - 1);
+  auto as_signed = [&](uint64_t x) -> int64_t {
+    x &= mask;
+    if (bits < 64 && (x >> (bits - 1)) != 0) return static_cast<int64_t>(x) - static_cast<int64_t>(mask) - 1;
+    return static_cast<int64_t>(x);
+  };
+  uint64_t acc = static_cast<uint64_t>(inputValue(0, i, op, type)) & mask;
+  for (int r = 1; r < n; ++r) {
+    const uint64_t v = static_cast<uint64_t>(inputValue(r, i, op, type)) & mask;
+    switch (op) {
+      case ReduceOp::kSum:
+      case ReduceOp::kAvg: acc = (acc + v) & mask; break;
+      case ReduceOp::kProd: acc = (acc * v) & mask; break;
+      case ReduceOp::kMin: acc = is_signed ? (as_signed(v) < as_signed(acc) ? v : acc) : std::min(acc, v); break;
+      case ReduceOp::kMax: acc = is_signed ? (as_signed(v) > as_signed(acc) ? v : acc) : std::max(acc, v); break;
+    }
+  }
+  if (op == ReduceOp::kAvg) {
+    acc = is_signed ? static_cast<uint64_t>(as_signed(acc) / n) & mask : (acc / static_cast<uint64_t>(n)) & mask;
+  }
+  storeValue(out, type, static_cast<int64_t>(acc));
+}
+
+/// Position-dependent bytes for data-movement collectives: byte b of element i of rank r.
+inline uint8_t movedByte(int rank, uint64_t i, size_t b) {
+  uint64_t x = (static_cast<uint64_t>(rank) + 1) * 0x9E3779B97F4A7C15ull ^ (i * 0xBF58476D1CE4E5B9ull + b);
+  x ^= x >> 31;
+  return static_cast<uint8_t>(x * 0x94D049BB133111EBull >> 56);
+}
+
+}  // namespace braid::testing
