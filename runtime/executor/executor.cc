@@ -196,6 +196,7 @@ class Executor {
         }
       }
     }
+    propagateNopSlices();
     for (int64_t i = 0; i < total_steps_; ++i) count[i + 1] += count[i];
     if (count[total_steps_] >= UINT32_MAX) {
       return invalidArgument(
@@ -274,6 +275,33 @@ class Executor {
   }
 
  private:
+  // A nop moves no data but orders what follows it: in MSCCL's loop it runs in every iteration and waits, in
+  // iteration j, for iteration j of the steps it depends on. So a nop has as many slices as the most of any
+  // step it depends on (through chains of nops too), and slice j of a step behind it waits for slice j of the
+  // data the nop stands for. With a single slice, slices beyond the first of a step behind a nop would run
+  // before the data they depend on arrived.
+  void propagateNopSlices() {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t g = 0; g < tbs_.size(); ++g) {
+        TbState& state = tbs_[g];
+        for (int s = 0; s < state.num_steps; ++s) {
+          ExecStep& exec = steps_[state.first_step + s];
+          if (exec.type != OpType::kNop) continue;
+          for (uint32_t d = exec.deps_begin; d < exec.deps_begin + exec.deps_count; ++d) {
+            const StepRef& dep = deps_[d];
+            const uint32_t dep_slices = steps_[tbs_[dep.tb].first_step + dep.step].slices;
+            if (dep_slices > exec.slices) {
+              exec.slices = dep_slices;
+              state.iterations = std::max(state.iterations, exec.slices);
+              changed = true;
+            }
+          }
+        }
+      }
+    }
+  }
+
   uint32_t slicesOf(const PlanStep& step) const {
     if (slice_ == 0 || step.bytes <= slice_) return 1;
     return static_cast<uint32_t>((step.bytes + slice_ - 1) / slice_);

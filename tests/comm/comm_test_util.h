@@ -175,11 +175,25 @@ inline void expectedElement(void* out, DataType type, ReduceOp op, int n, uint64
   storeValue(out, type, static_cast<int64_t>(acc));
 }
 
-/// Position-dependent bytes for data-movement collectives: byte b of element i of rank r.
-inline uint8_t movedByte(int rank, uint64_t i, size_t b) {
-  uint64_t x = (static_cast<uint64_t>(rank) + 1) * 0x9E3779B97F4A7C15ull ^ (i * 0xBF58476D1CE4E5B9ull + b);
-  x ^= x >> 31;
-  return static_cast<uint8_t>(x * 0x94D049BB133111EBull >> 56);
+/// Position-dependent bytes for data-movement collectives: byte b (< 8) of element i of rank r, from one
+/// 64-bit mix per element (splitmix64's finalizer), so no two nearby positions share a pattern.
+inline uint64_t movedWord(int rank, uint64_t i) {
+  uint64_t x = (static_cast<uint64_t>(rank) + 1) * 0x9E3779B97F4A7C15ull + i * 0xD1B54A32D192ED03ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+inline uint8_t movedByte(int rank, uint64_t i, size_t b) { return static_cast<uint8_t>(movedWord(rank, i) >> (8 * b)); }
+
+/// The period in the element index of inputValue() for `op`: every rank's input, and so every reduced
+/// element, repeats with it (sum/avg 11, prod 3, min/max 23).
+inline uint64_t inputPeriod(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kProd: return 3;
+    case ReduceOp::kMin:
+    case ReduceOp::kMax: return 23;
+    default: return 11;
+  }
 }
 
 }  // namespace braid::testing

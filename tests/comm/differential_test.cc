@@ -13,6 +13,9 @@
 // untouched (nothing written past a user buffer).
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "braid/classic.h"
@@ -24,8 +27,9 @@ namespace braid {
 namespace {
 
 using testing::expectedElement;
+using testing::inputPeriod;
 using testing::inputValue;
-using testing::movedByte;
+using testing::movedWord;
 using testing::runRanks;
 using testing::storeValue;
 
@@ -73,12 +77,24 @@ Status runOne(Communicator& comm, const Algorithm& alg, const Run& run) {
   send += in_offset * esz;
   if (run.in_place && kind == CollectiveKind::kReduceScatter) recv += static_cast<uint64_t>(rank) * piece * esz;
   const bool fills_input = kind != CollectiveKind::kBroadcast || rank == root;
+  // Reductions: inputs repeat with inputPeriod(op) (comm_test_util.h), so one period of input and of the
+  // expected result is computed element by element and then tiled / compared.
+  const uint64_t period = inputPeriod(run.op);
+  std::vector<uint8_t> input_period(period * esz);
+  std::vector<uint8_t> expected_period(period * esz);
+  if (reduces(kind)) {
+    for (uint64_t i = 0; i < period; ++i) {
+      storeValue(input_period.data() + i * esz, run.type, inputValue(rank, i, run.op, run.type));
+      expectedElement(expected_period.data() + i * esz, run.type, run.op, n, i);
+    }
+  }
   if (fills_input) {
     for (uint64_t i = 0; i < in_elems; ++i) {
       if (reduces(kind)) {
-        storeValue(send + i * esz, run.type, inputValue(rank, i, run.op, run.type));
+        std::memcpy(send + i * esz, input_period.data() + (i % period) * esz, esz);
       } else {
-        for (uint64_t b = 0; b < esz; ++b) send[i * esz + b] = movedByte(rank, i, b);
+        const uint64_t word = movedWord(rank, i);
+        std::memcpy(send + i * esz, &word, esz);
       }
     }
   }
@@ -106,27 +122,23 @@ Status runOne(Communicator& comm, const Algorithm& alg, const Run& run) {
     }
   }
   if (kind == CollectiveKind::kReduce && rank != root) return Status::ok();  // recv unspecified off the root
-  std::vector<uint8_t> expected(esz);
+  const uint64_t rs_base = kind == CollectiveKind::kReduceScatter ? static_cast<uint64_t>(rank) * piece : 0;
   for (uint64_t j = 0; j < out_elems; ++j) {
+    const uint8_t* expected = nullptr;
+    uint64_t word = 0;
     switch (kind) {
       case CollectiveKind::kAllReduce:
-      case CollectiveKind::kReduce: expectedElement(expected.data(), run.type, run.op, n, j); break;
-      case CollectiveKind::kReduceScatter:
-        expectedElement(expected.data(), run.type, run.op, n, static_cast<uint64_t>(rank) * piece + j);
-        break;
-      case CollectiveKind::kAllGather:
-        for (uint64_t b = 0; b < esz; ++b) expected[b] = movedByte(static_cast<int>(j / piece), j % piece, b);
-        break;
+      case CollectiveKind::kReduce:
+      case CollectiveKind::kReduceScatter: expected = expected_period.data() + ((rs_base + j) % period) * esz; break;
+      case CollectiveKind::kAllGather: word = movedWord(static_cast<int>(j / piece), j % piece); break;
       case CollectiveKind::kAllToAll:
-        for (uint64_t b = 0; b < esz; ++b)
-          expected[b] = movedByte(static_cast<int>(j / piece), static_cast<uint64_t>(rank) * piece + j % piece, b);
+        word = movedWord(static_cast<int>(j / piece), static_cast<uint64_t>(rank) * piece + j % piece);
         break;
-      case CollectiveKind::kBroadcast:
-        for (uint64_t b = 0; b < esz; ++b) expected[b] = movedByte(root, j, b);
-        break;
+      case CollectiveKind::kBroadcast: word = movedWord(root, j); break;
       default: break;
     }
-    if (std::memcmp(expected.data(), recv + j * esz, esz) != 0) {
+    if (expected == nullptr) expected = reinterpret_cast<const uint8_t*>(&word);
+    if (std::memcmp(expected, recv + j * esz, esz) != 0) {
       return internalError(fmt::format("{}: rank {} element {} differs from the reference", what, rank, j));
     }
   }
@@ -172,12 +184,16 @@ void runSuite(const Suite& suite) {
   ASSERT_FALSE(suite.algorithms.empty()) << suite.name;
   for (size_t a = 0; a < suite.algorithms.size(); ++a) {
     const Algorithm& alg = suite.algorithms[a];
+    // BRAID_TEST_ONLY=<substring of an algorithm name> runs only those (for debugging one algorithm).
+    if (const char* only = std::getenv("BRAID_TEST_ONLY"); only != nullptr && alg.name.find(only) == std::string::npos)
+      continue;
     CommOptions options;
     options.transport = "threads";
     options.algorithms = {alg};
     options.allow_fallback = false;
     options.timeout_s = 60;
     const std::vector<Run> runs = runsFor(alg, static_cast<int>(a));
+    const auto start = std::chrono::steady_clock::now();
     const Status status = runRanks(suite.num_ranks, options, [&](Communicator& comm) -> Status {
       // The forced algorithm is what runs.
       const bool in_place = !alg.out_of_place;
@@ -192,7 +208,22 @@ void runSuite(const Suite& suite) {
       return Status::ok();
     });
     EXPECT_TRUE(status.isOk()) << suite.name << " algorithm " << a << " '" << alg.name << "': " << status.toString();
+    if (std::getenv("BRAID_TEST_VERBOSE") != nullptr) {
+      std::printf("%s: %s (%s) %zu calls %.2f s\n", suite.name.c_str(), alg.name.c_str(),
+                  collectiveName(alg.collective), runs.size(),
+                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
   }
+}
+
+// What an algorithm does, without its name and provenance: the same program built for two topologies is run
+// once.
+std::string programKey(const Algorithm& a) {
+  Algorithm copy = a;
+  copy.name.clear();
+  copy.provenance = Provenance{};
+  copy.notes.clear();
+  return writeAlgorithmJson(copy);
 }
 
 // Classical algorithms for n ranks: every ClassicAlgo x collective that builds, in each mode it is built for,
@@ -215,8 +246,7 @@ std::vector<Algorithm> classicalAlgorithms(int n, const Topology* topology) {
         request.topology = topology;
         Result<Algorithm> built = buildClassic(request);
         if (!built.isOk()) continue;  // e.g. hierarchical without nodes
-        const std::string key = writeAlgorithmJson(*built);
-        if (!seen.insert(key).second) continue;
+        if (!seen.insert(programKey(*built)).second) continue;
         out.push_back(std::move(built).value());
       }
     }
@@ -242,12 +272,12 @@ void classicalOnTopologies(int gpus) {
   ASSERT_GE(names.size(), 4u) << "shipped " << gpus << "-GPU topologies";
   std::vector<Algorithm> all = classicalAlgorithms(gpus, nullptr);
   std::set<std::string> seen;
-  for (const Algorithm& a : all) seen.insert(writeAlgorithmJson(a));
+  for (const Algorithm& a : all) seen.insert(programKey(a));
   for (const std::string& name : names) {
     Result<Topology> topology = loadTopologyOrShipped(name);
     ASSERT_TRUE(topology.isOk());
     for (Algorithm& a : classicalAlgorithms(gpus, &*topology)) {
-      if (seen.insert(writeAlgorithmJson(a)).second) all.push_back(std::move(a));
+      if (seen.insert(programKey(a)).second) all.push_back(std::move(a));
     }
   }
   runSuite(Suite{fmt::format("classical n={}", gpus), gpus, all});
