@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bootstrap/socket.h"
 #include "multirank.h"
 
 namespace braid {
@@ -146,6 +147,79 @@ TEST(Bootstrap, RankOutOfRangeIsInvalidArgument) {
   EXPECT_EQ(connectBootstrap(id, -1, 2, options).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(connectBootstrap(id, 0, 0, options).status().code(), StatusCode::kInvalidArgument);
   ASSERT_TRUE(connectBootstrap(id, 0, 1, options).isOk());  // lets the root thread finish
+}
+
+/// Sets environment variables for one scope and restores them.
+class ScopedEnv {
+ public:
+  void set(const char* name, const char* value) {
+    if (!saved_.count(name)) {
+      const char* old = std::getenv(name);
+      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
+    }
+    if (value == nullptr) {
+      unsetenv(name);
+    } else {
+      setenv(name, value, 1);
+    }
+  }
+  ~ScopedEnv() {
+    for (const auto& [name, value] : saved_) {
+      if (value) {
+        setenv(name.c_str(), value->c_str(), 1);
+      } else {
+        unsetenv(name.c_str());
+      }
+    }
+  }
+
+ private:
+  std::map<std::string, std::optional<std::string>> saved_;
+};
+
+// ------------------------------------------------------------------------------------------ addresses
+
+TEST(BootstrapSocket, ParsesAddresses) {
+  Result<net::SocketAddress> quad = net::parseSocketAddress("10.1.2.3:4567", "test");
+  ASSERT_TRUE(quad.isOk()) << quad.status().toString();
+  EXPECT_EQ(quad->toString(), "10.1.2.3:4567");
+  EXPECT_EQ(quad->port, 4567);
+  EXPECT_FALSE(quad->isLoopback());
+  Result<net::SocketAddress> name = net::parseSocketAddress("localhost:80", "test");
+  ASSERT_TRUE(name.isOk()) << name.status().toString();
+  EXPECT_TRUE(name->isLoopback());
+  EXPECT_EQ(name->port, 80);
+  Result<net::SocketAddress> bare = net::parseSocketAddress("127.0.0.1", "test");
+  ASSERT_TRUE(bare.isOk());
+  EXPECT_EQ(bare->port, 0);
+  for (const char* bad : {"127.0.0.1:65536", "127.0.0.1:-1", "127.0.0.1:x", ":80", "no.such.host.invalid:1"}) {
+    Result<net::SocketAddress> parsed = net::parseSocketAddress(bad, "BRAID_ROOT");
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_NE(parsed.status().message().find(std::string("BRAID_ROOT=") + bad), std::string::npos)
+        << parsed.status().message();
+  }
+}
+
+TEST(BootstrapSocket, InterfaceChoice) {
+  ScopedEnv env;
+  env.set("BRAID_SOCKET_IFNAME", "lo");
+  Result<net::SocketAddress> lo = net::localAddress();
+  ASSERT_TRUE(lo.isOk()) << lo.status().toString();
+  EXPECT_EQ(lo->toString(), "127.0.0.1:0");
+  env.set("BRAID_SOCKET_IFNAME", "no-such-if9");
+  Result<net::SocketAddress> missing = net::localAddress();
+  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find("BRAID_SOCKET_IFNAME=no-such-if9"), std::string::npos);
+  EXPECT_NE(missing.status().message().find("lo"), std::string::npos) << missing.status().message();
+  EXPECT_EQ(createUniqueId().status().code(), StatusCode::kInvalidArgument);
+  // Without it: some address this host can listen on; a one-rank rendezvous completes through it.
+  env.set("BRAID_SOCKET_IFNAME", nullptr);
+  Result<UniqueId> id = createUniqueId();
+  ASSERT_TRUE(id.isOk()) << id.status().toString();
+  BootstrapOptions options;
+  options.timeout_s = kTimeout;
+  Result<std::unique_ptr<Bootstrap>> single = connectBootstrap(*id, 0, 1, options);
+  ASSERT_TRUE(single.isOk()) << single.status().toString();
 }
 
 // ------------------------------------------------------------------------------------- threads of a process
@@ -308,34 +382,6 @@ TEST(Bootstrap, EnvironmentInit) {
       30);
   EXPECT_TRUE(result.allOk()) << result.summary();
 }
-
-/// Sets environment variables for one scope and restores them.
-class ScopedEnv {
- public:
-  void set(const char* name, const char* value) {
-    if (!saved_.count(name)) {
-      const char* old = std::getenv(name);
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-    }
-    if (value == nullptr) {
-      unsetenv(name);
-    } else {
-      setenv(name, value, 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) {
-      if (value) {
-        setenv(name.c_str(), value->c_str(), 1);
-      } else {
-        unsetenv(name.c_str());
-      }
-    }
-  }
-
- private:
-  std::map<std::string, std::optional<std::string>> saved_;
-};
 
 TEST(Bootstrap, EnvironmentErrorsNameTheVariable) {
   ScopedEnv env;

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Sanitizer builds of the multirank tests (transports, bootstrap, communicator: transport_tests and
+# comm_tests, ctest label "multirank"):
+#   build-asan: Debug, -fsanitize=address,undefined (UBSan halts on the first error)
+#   build-tsan: Debug, -fsanitize=thread (halts on the first race report)
+# Usage: scripts/sanitize.sh [asan|tsan|all] [extra ctest arguments, e.g. -R Tcp]
+# Environment: BRAID_JOBS (build and ctest parallelism, default nproc), BRAID_SANITIZE_DIR (where build-asan
+# and build-tsan go, default the repository root). Exit status: non-zero when a build or a test fails.
+#
+# Forked ranks report sanitizer errors through their exit status (the harness in tests/transport/multirank.h
+# prints their output), so *_OPTIONS make every sanitizer stop at its first report.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+which="${1:-all}"
+shift || true
+jobs="${BRAID_JOBS:-$(nproc)}"
+out="${BRAID_SANITIZE_DIR:-$root}"
+launcher=()
+if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1:check_initialization_order=1"
+export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1"
+
+run_one() {
+  local name="$1" flags="$2"
+  shift 2
+  local dir="$out/build-$name"
+  local start=$SECONDS
+  echo "== $name: configure $dir ($flags)"
+  mkdir -p "$dir"
+  cmake -S "$root" -B "$dir" -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=Debug \
+    -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DBRAID_BUILD_PERF=OFF >"$dir/configure.log" 2>&1 ||
+    { cat "$dir/configure.log"; return 1; }
+  echo "== $name: build transport_tests comm_tests"
+  ninja -C "$dir" -j "$jobs" transport_tests comm_tests
+  local built=$SECONDS
+  # TSan needs a memory layout that some kernels' ASLR (mmap_rnd_bits > 28) breaks: run without ASLR then.
+  local prefix=()
+  if [[ "$name" == tsan ]] && command -v setarch >/dev/null 2>&1 && setarch "$(uname -m)" -R true 2>/dev/null; then
+    prefix=(setarch "$(uname -m)" -R)
+  fi
+  echo "== $name: ctest -L multirank"
+  "${prefix[@]}" ctest --test-dir "$dir" -L multirank --output-on-failure -j "$jobs" "$@"
+  echo "== $name: build $((built - start)) s, tests $((SECONDS - built)) s"
+}
+
+case "$which" in
+  asan) run_one asan "-fsanitize=address,undefined" "$@" ;;
+  tsan) run_one tsan "-fsanitize=thread" "$@" ;;
+  all)
+    run_one asan "-fsanitize=address,undefined" "$@"
+    run_one tsan "-fsanitize=thread" "$@"
+    ;;
+  *)
+    echo "usage: $0 [asan|tsan|all] [ctest arguments]" >&2
+    exit 2
+    ;;
+esac
