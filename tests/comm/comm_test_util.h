@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -12,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "braid/collective.h"
 #include "braid/comm.h"
 #include "braid/datatype.h"
 
@@ -194,6 +196,120 @@ inline uint64_t inputPeriod(ReduceOp op) {
     case ReduceOp::kMax: return 23;
     default: return 11;
   }
+}
+
+inline constexpr uint64_t kGuard = 64;
+inline constexpr uint8_t kGuardByte = 0xA5;
+
+inline bool reduces(CollectiveKind k) {
+  return k == CollectiveKind::kAllReduce || k == CollectiveKind::kReduceScatter || k == CollectiveKind::kReduce;
+}
+inline bool pieced(CollectiveKind k) {
+  return k == CollectiveKind::kAllGather || k == CollectiveKind::kReduceScatter || k == CollectiveKind::kAllToAll;
+}
+
+struct Run {
+  uint64_t count = 0;
+  bool in_place = false;
+  DataType type = DataType::kFloat32;
+  ReduceOp op = ReduceOp::kSum;
+};
+
+/// One call on one rank: fills the send buffer (position-dependent), calls, checks the result against the naive
+/// reference and the guard zones after every buffer (nothing written past a user buffer). All-gather,
+/// reduce-scatter and all-to-all take run.count as the size of the whole buffer: each rank piece holds
+/// ceil(count / n) elements. Returns a description of the first mismatch.
+inline Status checkCollective(Communicator& comm, CollectiveKind kind, int root, const std::string& name,
+                              const Run& run) {
+  const int n = comm.size();
+  const int rank = comm.rank();
+  const uint64_t esz = dataTypeSize(run.type);
+  const uint64_t piece = pieced(kind) ? (run.count + n - 1) / n : run.count;
+  // Elements of the send and receive buffers of this rank.
+  uint64_t in_elems = piece;
+  uint64_t out_elems = piece;
+  if (kind == CollectiveKind::kAllGather) out_elems = piece * n;
+  if (kind == CollectiveKind::kReduceScatter) in_elems = piece * n;
+  if (kind == CollectiveKind::kAllToAll) in_elems = out_elems = piece * n;
+  // In place: one buffer, the larger one.
+  const uint64_t big = std::max(in_elems, out_elems);
+  std::vector<uint8_t> send_buf(run.in_place ? 0 : in_elems * esz + kGuard, kGuardByte);
+  std::vector<uint8_t> recv_buf((run.in_place ? big : out_elems) * esz + kGuard, kGuardByte);
+  std::fill(recv_buf.begin(), recv_buf.end() - kGuard, 0xCD);
+  uint8_t* recv = recv_buf.data();
+  uint8_t* send = run.in_place ? recv : send_buf.data();
+  // Input position inside the in-place buffer.
+  uint64_t in_offset = 0;
+  if (run.in_place && kind == CollectiveKind::kAllGather) in_offset = static_cast<uint64_t>(rank) * piece;
+  send += in_offset * esz;
+  if (run.in_place && kind == CollectiveKind::kReduceScatter) recv += static_cast<uint64_t>(rank) * piece * esz;
+  const bool fills_input = kind != CollectiveKind::kBroadcast || rank == root;
+  // Reductions: inputs repeat with inputPeriod(op) (comm_test_util.h), so one period of input and of the
+  // expected result is computed element by element and then tiled / compared.
+  const uint64_t period = inputPeriod(run.op);
+  std::vector<uint8_t> input_period(period * esz);
+  std::vector<uint8_t> expected_period(period * esz);
+  if (reduces(kind)) {
+    for (uint64_t i = 0; i < period; ++i) {
+      storeValue(input_period.data() + i * esz, run.type, inputValue(rank, i, run.op, run.type));
+      expectedElement(expected_period.data() + i * esz, run.type, run.op, n, i);
+    }
+  }
+  if (fills_input) {
+    for (uint64_t i = 0; i < in_elems; ++i) {
+      if (reduces(kind)) {
+        std::memcpy(send + i * esz, input_period.data() + (i % period) * esz, esz);
+      } else {
+        const uint64_t word = movedWord(rank, i);
+        std::memcpy(send + i * esz, &word, esz);
+      }
+    }
+  }
+  Status status;
+  switch (kind) {
+    case CollectiveKind::kAllReduce: status = comm.allReduce(send, recv, run.count, run.type, run.op); break;
+    case CollectiveKind::kAllGather: status = comm.allGather(send, recv, piece, run.type); break;
+    case CollectiveKind::kReduceScatter: status = comm.reduceScatter(send, recv, piece, run.type, run.op); break;
+    case CollectiveKind::kAllToAll: status = comm.allToAll(send, recv, piece, run.type); break;
+    case CollectiveKind::kBroadcast: status = comm.broadcast(send, recv, run.count, run.type, root); break;
+    case CollectiveKind::kReduce: status = comm.reduce(send, recv, run.count, run.type, run.op, root); break;
+    default: return unsupported("custom collective");
+  }
+  const std::string what =
+      fmt::format("{} '{}' n={} count={} {} {} {}", collectiveName(kind), name, n, run.count,
+                  run.in_place ? "in-place" : "out-of-place", dataTypeName(run.type), reduceOpName(run.op));
+  if (!status.isOk()) return Status(status.code(), what + ": " + status.message());
+  // Guard zones.
+  for (uint64_t g = recv_buf.size() - kGuard; g < recv_buf.size(); ++g) {
+    if (recv_buf[g] != kGuardByte) return internalError(what + ": wrote past the receive buffer");
+  }
+  if (!run.in_place) {
+    for (uint64_t g = send_buf.size() - kGuard; g < send_buf.size(); ++g) {
+      if (send_buf[g] != kGuardByte) return internalError(what + ": wrote past the send buffer");
+    }
+  }
+  if (kind == CollectiveKind::kReduce && rank != root) return Status::ok();  // recv unspecified off the root
+  const uint64_t rs_base = kind == CollectiveKind::kReduceScatter ? static_cast<uint64_t>(rank) * piece : 0;
+  for (uint64_t j = 0; j < out_elems; ++j) {
+    const uint8_t* expected = nullptr;
+    uint64_t word = 0;
+    switch (kind) {
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kReduce:
+      case CollectiveKind::kReduceScatter: expected = expected_period.data() + ((rs_base + j) % period) * esz; break;
+      case CollectiveKind::kAllGather: word = movedWord(static_cast<int>(j / piece), j % piece); break;
+      case CollectiveKind::kAllToAll:
+        word = movedWord(static_cast<int>(j / piece), static_cast<uint64_t>(rank) * piece + j % piece);
+        break;
+      case CollectiveKind::kBroadcast: word = movedWord(root, j); break;
+      default: break;
+    }
+    if (expected == nullptr) expected = reinterpret_cast<const uint8_t*>(&word);
+    if (std::memcmp(expected, recv + j * esz, esz) != 0) {
+      return internalError(fmt::format("{}: rank {} element {} differs from the reference", what, rank, j));
+    }
+  }
+  return Status::ok();
 }
 
 }  // namespace braid::testing
