@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "braid/classic.h"
@@ -391,6 +392,42 @@ void runPlans(int n) {
 TEST(TcpTransport, PlansOnTwoRanks) { runPlans(2); }
 TEST(TcpTransport, PlansOnThreeRanks) { runPlans(3); }
 TEST(TcpTransport, PlansOnFourRanks) { runPlans(4); }
+
+TEST(TcpTransport, PlansOnThreadsOfOneProcess) {
+  // One endpoint per thread, as braid_perf -t runs ranks: endpoints share nothing.
+  constexpr int n = 3;
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(id.isOk()) << id.status().toString();
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < n; ++rank) {
+    threads.emplace_back([&, rank] {
+      BootstrapOptions options;
+      options.timeout_s = kTimeout;
+      Result<std::unique_ptr<Bootstrap>> b = connectBootstrap(*id, rank, n, options);
+      if (!b.isOk()) {
+        errors[rank] = b.status().toString();
+        return;
+      }
+      TransportOptions transport_options;
+      transport_options.timeout_s = kTimeout;
+      Result<std::unique_ptr<DataTransport>> t = createTcpTransport(**b, transport_options);
+      if (!t.isOk()) {
+        errors[rank] = t.status().toString();
+        return;
+      }
+      for (const Case& c : {Case{ClassicAlgo::kRing, CollectiveKind::kAllReduce, false},
+                            Case{ClassicAlgo::kDirect, CollectiveKind::kAllToAll, false}}) {
+        for (const uint64_t count : {uint64_t{7}, uint64_t{300007}}) {
+          const std::string error = runCase(**t, rank, n, c, count);
+          if (!error.empty()) errors[rank] += fmt::format("{} {}: {}; ", classicAlgoName(c.algo), count, error);
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int rank = 0; rank < n; ++rank) EXPECT_EQ(errors[rank], "") << "rank " << rank;
+}
 
 // ------------------------------------------------------------------------------------------ a killed rank
 
