@@ -30,6 +30,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <random>
 #include <thread>
 #include <vector>
@@ -550,7 +551,12 @@ class TcpBootstrap final : public Bootstrap {
           return;
         }
         peer.in_payload = true;
-        peer.payload.assign(peer.header.bytes, 0);
+        try {
+          peer.payload.assign(peer.header.bytes, 0);
+        } catch (const std::bad_alloc&) {
+          markDead(peer, fmt::format("sent a frame of {} bytes that cannot be buffered", peer.header.bytes));
+          return;
+        }
         peer.payload_got = 0;
         if (peer.header.bytes == 0) finishFrame(peer);
       } else {
@@ -699,7 +705,7 @@ Result<IdLayout> decodeId(const UniqueId& id) {
 /// Reads one root reply (header and payload).
 Status readReply(int fd, Deadline deadline, const std::string& what, RootReply* header, std::string* payload) {
   BRAID_RETURN_IF_ERROR(net::readAll(fd, header, sizeof(*header), deadline, what));
-  if (header->magic != kWireMagic || header->bytes > (uint64_t{1} << 32)) {
+  if (header->magic != kWireMagic || header->bytes > (uint64_t{1} << 30)) {
     return Status(StatusCode::kSystemError, what + ": the root sent a malformed reply");
   }
   payload->assign(header->bytes, '\0');

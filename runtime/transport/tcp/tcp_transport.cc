@@ -14,6 +14,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <new>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -283,7 +284,8 @@ class TcpTransport final : public DataTransport {
     uint64_t bytes;
   };
   struct Unexpected {
-    std::vector<uint8_t> data;
+    std::unique_ptr<uint8_t[]> data;  // not zero-filled: every byte is written from the socket
+    uint64_t bytes = 0;
     bool complete = false;
   };
   struct Channel {
@@ -424,14 +426,14 @@ class TcpTransport final : public DataTransport {
     while (!channel.messages.empty() && channel.messages.front().complete && !channel.recvs.empty()) {
       Unexpected& message = channel.messages.front();
       const PendingRecv recv = channel.recvs.front();
-      if (message.data.size() != recv.bytes) {
+      if (message.bytes != recv.bytes) {
         const Status wrong = invalidArgument(
             fmt::format("rank {} -> rank {} channel {}: a message of {} bytes matched a receive of {} bytes", conn.peer,
-                        rank_, channel_id, message.data.size(), recv.bytes));
+                        rank_, channel_id, message.bytes, recv.bytes));
         fail(wrong);
         return wrong;
       }
-      if (recv.bytes > 0) std::memcpy(recv.dst, message.data.data(), recv.bytes);
+      if (recv.bytes > 0) std::memcpy(recv.dst, message.data.get(), recv.bytes);
       channel.messages.pop_front();
       channel.recvs.pop_front();
       completions_.push_back(Completion{recv.id, nowUs()});
@@ -464,8 +466,16 @@ class TcpTransport final : public DataTransport {
       } else {
         channel.messages.emplace_back();
         conn.unexpected = &channel.messages.back();
-        conn.unexpected->data.resize(h.bytes);
-        conn.target = conn.unexpected->data.data();
+        conn.unexpected->bytes = h.bytes;
+        if (h.bytes > 0) {
+          conn.unexpected->data.reset(new (std::nothrow) uint8_t[h.bytes]);
+          if (conn.unexpected->data == nullptr) {
+            fail(Status(StatusCode::kSystemError,
+                        fmt::format("rank {}: tcp: cannot buffer a message of {} from rank {} on channel {}", rank_,
+                                    sizeText(h.bytes), conn.peer, h.channel)));
+          }
+        }
+        conn.target = conn.unexpected->data.get();
       }
     } else if ((h.type == static_cast<uint32_t>(FrameType::kAbort) ||
                 h.type == static_cast<uint32_t>(FrameType::kClose)) &&
