@@ -42,7 +42,15 @@ Result<std::unique_ptr<DataTransport>> createTransport(TransportKind kind, Boots
     kind = one_process ? TransportKind::kThreads : one_host ? TransportKind::kShm : TransportKind::kTcp;
   }
   switch (kind) {
-    case TransportKind::kThreads: return createThreadsTransport(bootstrap, options);
+    case TransportKind::kThreads: {
+      // Staging in the threads transport is allocated on demand, so the communicator lets every send complete
+      // into it: algorithms that send more messages on one connection before receiving than NCCL_STEPS = 8
+      // slots (ring all-to-all above 9 ranks, recursive doubling's late rounds with chunks above a slice) would
+      // otherwise wait forever for their receiver. The cost is a second copy when the receiver is behind.
+      TransportOptions threads_options = options;
+      threads_options.fifo_depth = std::max(options.fifo_depth, kUnboundedFifoDepth);
+      return createThreadsTransport(bootstrap, threads_options);
+    }
     case TransportKind::kShm: return createShmTransport(bootstrap, options);
     case TransportKind::kTcp: return createTcpTransport(bootstrap, options);
     case TransportKind::kUcx: return createUcxTransport(bootstrap, options);
