@@ -4,7 +4,8 @@
 // for counts 0, 1, 7, 1000003 and 10556587, on 3, 5, 8 and 16 ranks (3 and 5: classical only — no shipped
 // topology has 3 or 5 GPUs).
 //
-// Coverage per algorithm: counts 0, 1 and 7 with the full datatype x op matrix; count 1000003 in every
+// Coverage per algorithm (BRAID_TEST_SMALL=1 keeps only the first part, for sanitizer builds): counts 0, 1 and
+// 7 with the full datatype x op matrix; count 1000003 in every
 // declared mode and count 10556587 in one mode, each with one (datatype, op) pair that rotates over the
 // algorithms of a suite so that every datatype and every op runs at the large counts too (the data path does
 // not depend on the datatype except through the element size, which the rotation also covers). All-gather,
@@ -57,6 +58,8 @@ std::vector<testing::Run> runsFor(const Algorithm& alg, int index) {
       }
     }
   }
+  // BRAID_TEST_SMALL=1 (sanitizer builds, scripts/sanitize.sh): counts 0, 1 and 7 only.
+  if (const char* small = std::getenv("BRAID_TEST_SMALL"); small != nullptr && std::string(small) == "1") return runs;
   const DataType big_type = static_cast<DataType>(index % kNumDataTypes);
   const ReduceOp big_op = ops[static_cast<size_t>(index) % ops.size()];
   for (bool in_place : modes(alg)) runs.push_back(Run{1000003, in_place, big_type, big_op});
