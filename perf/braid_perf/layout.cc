@@ -2,25 +2,9 @@
 
 namespace braid::perf {
 
-size_t typeBytes(DataType type) {
-  switch (type) {
-    case DataType::kInt8:
-    case DataType::kUint8: return 1;
-    case DataType::kFloat16:
-    case DataType::kBfloat16: return 2;
-    case DataType::kInt32:
-    case DataType::kUint32:
-    case DataType::kFloat32: return 4;
-    case DataType::kInt64:
-    case DataType::kUint64:
-    case DataType::kFloat64: return 8;
-  }
-  return 1;
-}
-
 RowLayout rowLayout(Collective collective, uint64_t size_bytes, DataType type, int nranks) {
   RowLayout layout;
-  layout.elem_bytes = typeBytes(type);
+  layout.elem_bytes = dataTypeSize(type);
   const uint64_t elems = size_bytes / layout.elem_bytes;
   const uint64_t n = static_cast<uint64_t>(nranks > 0 ? nranks : 1);
   // Per-rank part rounded down to whole 16-byte lines: 16 / element bytes elements.

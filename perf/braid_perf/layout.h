@@ -9,9 +9,6 @@
 
 namespace braid::perf {
 
-/// Bytes per element of `type`: 1, 2, 4 or 8.
-size_t typeBytes(DataType type);
-
 /// One row: a size of the sweep turned into the call's count and the per-rank buffers.
 ///   all_reduce, broadcast, reduce: count = size / element bytes; send = recv = count elements.
 ///   all_gather:     count = per-rank elements = (size / element bytes / n) rounded down to a multiple of

@@ -22,24 +22,9 @@ constexpr CollectiveNames kCollectiveNames[] = {
     {Collective::kBroadcast, "broadcast"},          {Collective::kReduce, "reduce"},
 };
 
-struct TypeNames {
-  DataType type;
-  const char* name;
-};
-// nccl-tests' test_typenames order (src/common.cu), which is also NCCL's enum order.
-constexpr TypeNames kTypeNames[] = {
-    {DataType::kInt8, "int8"},         {DataType::kUint8, "uint8"},   {DataType::kInt32, "int32"},
-    {DataType::kUint32, "uint32"},     {DataType::kInt64, "int64"},   {DataType::kUint64, "uint64"},
-    {DataType::kFloat16, "half"},      {DataType::kFloat32, "float"}, {DataType::kFloat64, "double"},
-    {DataType::kBfloat16, "bfloat16"},
-};
-constexpr TypeNames kTypeAliases[] = {
-    {DataType::kInt8, "char"},       {DataType::kInt32, "int"},     {DataType::kFloat16, "fp16"},
-    {DataType::kFloat16, "float16"}, {DataType::kBfloat16, "bf16"}, {DataType::kFloat32, "fp32"},
-    {DataType::kFloat32, "float32"}, {DataType::kFloat64, "fp64"},  {DataType::kFloat64, "float64"},
-};
-
-constexpr const char* kOpNames[] = {"sum", "prod", "max", "min", "avg"};
+// -d and -o take the runtime's names and aliases (braid/datatype.h: parseDataType, parseReduceOp) but not NCCL's
+// enum spellings ("ncclFloat32", "ncclSum"), which those parsers also accept.
+bool isNcclEnumName(std::string_view name) { return lowerCase(std::string(name.substr(0, 4))) == "nccl"; }
 
 // One row per flag: short letter (0 = long only), long name, whether it takes a value.
 struct Flag {
@@ -181,7 +166,8 @@ Status applyFlag(const Flag& flag, const std::string& value, Options& options) {
       if (lowerCase(value) == "all") {
         options.all_types = true;
         options.types.clear();
-        for (const TypeNames& t : kTypeNames) options.types.push_back(t.type);
+        // nccl-tests' test_typenames order (src/common.cu), which is also NCCL's and DataType's enum order.
+        for (int t = 0; t < kNumDataTypes; ++t) options.types.push_back(static_cast<DataType>(t));
         return Status::ok();
       }
       std::optional<DataType> type = parseTypeName(value);
@@ -271,35 +257,14 @@ bool isRooted(Collective collective) {
   return collective == Collective::kBroadcast || collective == Collective::kReduce;
 }
 
-const char* typeName(DataType type) {
-  for (const TypeNames& t : kTypeNames) {
-    if (t.type == type) return t.name;
-  }
-  return "?";
-}
-
 std::optional<DataType> parseTypeName(std::string_view name) {
-  const std::string text = lowerCase(std::string(name));
-  for (const TypeNames& t : kTypeNames) {
-    if (text == t.name) return t.type;
-  }
-  for (const TypeNames& t : kTypeAliases) {
-    if (text == t.name) return t.type;
-  }
-  return std::nullopt;
-}
-
-const char* opName(ReduceOp op) {
-  const int index = static_cast<int>(op);
-  return index >= 0 && index < kNumReduceOps ? kOpNames[index] : "?";
+  if (isNcclEnumName(name)) return std::nullopt;
+  return parseDataType(std::string(name));
 }
 
 std::optional<ReduceOp> parseOpName(std::string_view name) {
-  const std::string text = lowerCase(std::string(name));
-  for (int i = 0; i < kNumReduceOps; ++i) {
-    if (text == kOpNames[i]) return static_cast<ReduceOp>(i);
-  }
-  return std::nullopt;
+  if (isNcclEnumName(name)) return std::nullopt;
+  return parseReduceOp(std::string(name));
 }
 
 Result<Options> parseOptions(const std::vector<std::string>& argv) {

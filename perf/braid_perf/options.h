@@ -29,13 +29,12 @@ bool isReduction(Collective collective);
 /// Collectives with a root (they take -r).
 bool isRooted(Collective collective);
 
-/// Names of the element types as nccl-tests prints them ("int8" ... "bfloat16"), independent of the runtime.
-const char* typeName(DataType type);
-/// nccl-tests names and NCCL's aliases ("char", "int", "fp16", "float16", "bf16", "fp32", "float32", "fp64",
-/// "float64", any case). nullopt when unknown.
+/// -d's parser: braid::parseDataType's names and aliases (nccl-tests names, "char", "int", "fp16", "float16",
+/// "bf16", "fp32", "float32", "fp64", "float64", any case) without NCCL's enum names ("ncclFloat32"). nullopt
+/// when unknown. Printed names are braid::dataTypeName's (nccl-tests' names).
 std::optional<DataType> parseTypeName(std::string_view name);
-/// "sum", "prod", "max", "min", "avg".
-const char* opName(ReduceOp op);
+/// -o's parser: "sum", "prod", "max", "min", "avg" (any case; braid::parseReduceOp without "ncclSum" ...).
+/// Printed names are braid::reduceOpName's.
 std::optional<ReduceOp> parseOpName(std::string_view name);
 
 struct Options {

@@ -158,8 +158,8 @@ class Rank {
   }
 
   std::string describe(Collective c, const RowLayout& layout, DataType type, ReduceOp op, int root, bool in_place) {
-    std::string what = fmt::format("{}(count {}, {}", callName(c), layout.count, typeName(type));
-    if (isReduction(c)) what += std::string(", ") + opName(op);
+    std::string what = fmt::format("{}(count {}, {}", callName(c), layout.count, dataTypeName(type));
+    if (isReduction(c)) what += std::string(", ") + reduceOpName(op);
     if (isRooted(c)) what += fmt::format(", root {}", root);
     what += in_place ? ", in place)" : ", out of place)";
     return what;
@@ -280,8 +280,8 @@ class Rank {
               RowResult row;
               row.bytes = layout.rowBytes();
               row.count = layout.count;
-              row.type = typeName(type);
-              row.op = isReduction(c) ? opName(op) : "none";
+              row.type = dataTypeName(type);
+              row.op = isReduction(c) ? reduceOpName(op) : "none";
               row.root = isRooted(c) ? root : -1;
               int wrong_ranks = 0;
               if (!runMode(layout, type, op, std::max(root, 0), false, row.out_of_place, wrong_ranks)) break;

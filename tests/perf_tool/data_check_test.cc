@@ -124,7 +124,7 @@ TEST(PerfDataCheckTest, ReducedValuesMatchClosedForms) {
           }
           // Compared as the type holds them (integer types wrap).
           ASSERT_EQ(asStored(t, p.reducedTable()[u]), asStored(t, want))
-              << typeName(t) << " " << opName(op) << " n=" << n << " u=" << u;
+              << dataTypeName(t) << " " << reduceOpName(op) << " n=" << n << " u=" << u;
         }
       }
     }
@@ -143,14 +143,14 @@ TEST(PerfDataCheckTest, InputsAreExactAndSumsStayExact) {
             abs_sum += v < 0 ? -v : v;
             std::vector<char> cell(8);
             storeElement(t, cell.data(), 0, v);
-            ASSERT_TRUE(elementEquals(t, cell.data(), 0, v)) << typeName(t) << " " << v;
+            ASSERT_TRUE(elementEquals(t, cell.data(), 0, v)) << dataTypeName(t) << " " << v;
             if (!isSignedType(t) && op != ReduceOp::kProd) {
               ASSERT_GE(v, 0);
             }
           }
           // Every partial sum of any order is an integer of at most this size: exact in floating types.
           if (isFloat(t) && (op == ReduceOp::kSum || op == ReduceOp::kAvg)) {
-            ASSERT_LE(abs_sum, limitOf(t)) << typeName(t) << " n=" << n;
+            ASSERT_LE(abs_sum, limitOf(t)) << dataTypeName(t) << " n=" << n;
           }
           // In range for the 8-bit integers.
           for (int r = 0; r < n; ++r) {
@@ -177,20 +177,20 @@ TEST(PerfDataCheckTest, PatternsDependOnRankAndPosition) {
         outputs.insert(p.expected(0, j, 64));
         if (p.input(0, j) != p.input(1, j)) ranks_differ = true;
       }
-      EXPECT_GE(outputs.size(), 2u) << typeName(t) << " " << opName(op);
-      EXPECT_TRUE(ranks_differ) << typeName(t) << " " << opName(op);
+      EXPECT_GE(outputs.size(), 2u) << dataTypeName(t) << " " << reduceOpName(op);
+      EXPECT_TRUE(ranks_differ) << dataTypeName(t) << " " << reduceOpName(op);
     }
     const Pattern g(Collective::kAllGather, t, ReduceOp::kSum, 4, 0, 1);
     std::set<int64_t> values;
     for (int r = 0; r < 4; ++r) {
       for (uint64_t j = 0; j < 16; ++j) values.insert(g.input(r, j));
     }
-    EXPECT_GE(values.size(), 20u) << typeName(t);
+    EXPECT_GE(values.size(), 20u) << dataTypeName(t);
     // Another seed, other values.
     const Pattern g2(Collective::kAllGather, t, ReduceOp::kSum, 4, 0, 2);
     int same = 0;
     for (uint64_t j = 0; j < 64; ++j) same += g.input(1, j) == g2.input(1, j);
-    EXPECT_LT(same, 16) << typeName(t);
+    EXPECT_LT(same, 16) << dataTypeName(t);
   }
 }
 
@@ -312,8 +312,8 @@ TEST(PerfDataCheckTest, CorrectResultsCountNothingWrong) {
             Sim sim(c, t, op, n, root, in_place, 1000);
             sim.run();
             for (int r = 0; r < n; ++r) {
-              ASSERT_EQ(sim.wrong(r), 0) << collectiveName(c) << " " << typeName(t) << " " << opName(op) << " n=" << n
-                                         << (in_place ? " in place" : "") << " rank " << r;
+              ASSERT_EQ(sim.wrong(r), 0) << collectiveName(c) << " " << dataTypeName(t) << " " << reduceOpName(op)
+                                         << " n=" << n << (in_place ? " in place" : "") << " rank " << r;
             }
           }
         }
@@ -334,7 +334,7 @@ TEST(PerfDataCheckTest, DamageIsCounted) {
           const int64_t wrong = sim.wrong(owner);
           const bool input_already_there = in_place && n == 1;
           if (!input_already_there) {
-            EXPECT_GT(wrong, 0) << collectiveName(c) << " " << typeName(t);
+            EXPECT_GT(wrong, 0) << collectiveName(c) << " " << dataTypeName(t);
           }
           if (isFloat(t) && !in_place) {
             EXPECT_EQ(wrong, static_cast<int64_t>(sim.layout.recv_elems));
@@ -347,7 +347,7 @@ TEST(PerfDataCheckTest, DamageIsCounted) {
         void* out = sim.buffers(owner).recv;
         const uint64_t k = sim.layout.recv_elems / 2;
         storeElement(t, out, k, sim.pattern.expected(owner, k, sim.layout.count) + 1);
-        EXPECT_EQ(sim.wrong(owner), 1) << collectiveName(c) << " " << typeName(t);
+        EXPECT_EQ(sim.wrong(owner), 1) << collectiveName(c) << " " << dataTypeName(t);
         storeElement(t, out, k, sim.pattern.expected(owner, k, sim.layout.count));
         EXPECT_EQ(sim.wrong(owner), 0);
         // A write past the end of the writable region.

@@ -166,7 +166,7 @@ TEST(PerfOptionsTest, AllTypesAllOpsAllRoots) {
   ASSERT_EQ(o.types.size(), 10u);
   // nccl-tests' order: int8 uint8 int32 uint32 int64 uint64 half float double bfloat16.
   const char* names[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double", "bfloat16"};
-  for (size_t i = 0; i < 10; ++i) EXPECT_STREQ(typeName(o.types[i]), names[i]);
+  for (size_t i = 0; i < 10; ++i) EXPECT_STREQ(dataTypeName(o.types[i]), names[i]);
   ASSERT_EQ(o.ops.size(), 5u);
   EXPECT_EQ(o.ops[4], ReduceOp::kAvg);
   EXPECT_EQ(o.root, -1);
@@ -174,6 +174,11 @@ TEST(PerfOptionsTest, AllTypesAllOpsAllRoots) {
   EXPECT_EQ(parseTypeName("fp32"), DataType::kFloat32);
   EXPECT_EQ(parseTypeName("int"), DataType::kInt32);
   EXPECT_FALSE(parseTypeName("f8e4m3").has_value());
+  // NCCL's enum spellings are not -d / -o names.
+  EXPECT_FALSE(parseTypeName("ncclFloat32").has_value());
+  EXPECT_FALSE(parseOpName("ncclSum").has_value());
+  EXPECT_EQ(parseOpName("AVG"), ReduceOp::kAvg);
+  EXPECT_FALSE(parseOpName("mulsum").has_value());
 }
 
 TEST(PerfOptionsTest, BadInputNamesTheFlag) {
