@@ -20,18 +20,18 @@
 //
 // Timing: per size, each library runs `warmup` untimed calls, then `reps` timed batches of `iters` calls (iters
 // shrinks with the size: --batch-bytes / size, between 1 and --max-iters). Batches alternate between the
-// libraries (rep r starts with library r mod 3) so slow drift of the machine hits all three alike. A batch starts
-// after an MPI_Barrier; its time is the slowest rank's (MPI_MAX), divided by iters; the table shows the median
-// batch (--stat min: the fastest). After timing, each library runs once more on a receive buffer filled with -1 and
-// every rank checks every element against a closed form; a wrong result prints FAIL and the exit status is 1.
+// libraries (batch r starts with library r mod the library count) so slow drift of the machine hits all three alike. A
+// batch starts after an MPI_Barrier; its time is the slowest rank's (MPI_MAX), divided by iters; the table shows the
+// median batch (--stat min: the fastest). After timing, each library runs once more on a receive buffer filled with -1
+// and every rank checks every element against a closed form; a wrong result prints FAIL and the exit status is 1.
 //
 // Ceiling (on by default, --no-ceiling skips it): memcpy and float a+b->c bandwidth of one process alone and of
-// all n at once, on the same buffers (the memory-bandwidth limit every shared-memory collective here lives
-// under), and the rate at which fresh pages are first touched (the cost of a per-call temporary buffer).
+// all n at once on buffers of max(--maxbytes, 64 MiB) (the memory-bandwidth limit every shared-memory collective
+// here lives under), and the rate at which fresh pages are first touched (the cost of a per-call temporary
+// buffer).
 #include <gloo/allgather.h>
 #include <gloo/allreduce.h>
 #include <gloo/alltoall.h>
-#include <gloo/common/error.h>
 #include <gloo/math.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/file_store.h>
@@ -42,7 +42,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -462,6 +462,7 @@ std::string parseOptions(int argc, char** argv, Options* o) {
     if (!err.empty()) return err;
   }
   if (o->min_bytes > o->max_bytes) return "--minbytes is larger than --maxbytes";
+  if (o->max_bytes / 4 > static_cast<uint64_t>(INT_MAX)) return "--maxbytes: above MPI's int element count";
   if (o->colls.empty() || o->libraries.empty()) return "nothing to run (--colls / --libs empty)";
   return "";
 }
@@ -554,6 +555,7 @@ int main(int argc, char** argv) {
 
   Options opt;
   std::string err = parseOptions(argc, argv, &opt);
+  if (err.empty() && n > 64) err = "at most 64 ranks (the all-to-all check encodes sender and receiver in 6 bits each)";
   if (!err.empty()) {
     if (rank == 0) {
       if (err != "help") std::fprintf(stderr, "braid_compare: %s\n", err.c_str());
