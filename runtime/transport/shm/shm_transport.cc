@@ -26,7 +26,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "common/env.h"
+#include "transport/endpoint_common.h"
 #include "transport/local_memory.h"
 
 namespace braid {
@@ -102,20 +102,13 @@ class ShmTransport final : public DataTransport {
         layout_(layout),
         local_ranks_{bootstrap.rank()},
         memory_(local_ranks_),
-        timeout_s_(options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds()),
+        timeout_s_(endpointTimeoutSeconds(options)),
         start_(std::chrono::steady_clock::now()),
         segments_(static_cast<size_t>(bootstrap.size())),
         notify_(static_cast<size_t>(bootstrap.size()), 0) {}
 
   ~ShmTransport() override {
-    if (progress_thread_.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
-      }
-      wake_.notify_all();
-      progress_thread_.join();
-    }
+    progress_.stop();
     for (Segment& segment : segments_) {
       if (segment.base != nullptr) munmap(segment.base, layout_.total_bytes);
       if (segment.fd >= 0) close(segment.fd);
@@ -132,12 +125,12 @@ class ShmTransport final : public DataTransport {
       segments_[static_cast<size_t>(p)].name = segmentName(bootstrap_.processIds()[0], nonces[0], p);
 
     const Status created = createOwn();
-    BRAID_RETURN_IF_ERROR(agree(created, "create its shared-memory segment"));
+    BRAID_RETURN_IF_ERROR(agreeOnSetup(bootstrap_, created, "shm", "create its shared-memory segment"));
     Status mapped = Status::ok();
     for (int p = 0; p < size_ && mapped.isOk(); ++p) {
       if (p != rank_) mapped = mapPeer(p);
     }
-    const Status all_mapped = agree(mapped, "map the other ranks' shared-memory segments");
+    const Status all_mapped = agreeOnSetup(bootstrap_, mapped, "shm", "map the other ranks' shared-memory segments");
     Segment& own = segments_[static_cast<size_t>(rank_)];
     if (own.linked) {  // every rank tried to map it: the name is no longer needed
       shm_unlink(own.name.c_str());
@@ -150,14 +143,14 @@ class ShmTransport final : public DataTransport {
   const std::vector<int>& localRanks() const override { return local_ranks_; }
 
   Status bind(int rank, const RankMemory& memory, ReduceSpec reduce) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     return memory_.bind(rank, memory, reduce);
   }
 
   Result<RequestId> postSend(const SendRequest& request) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "send"));
+    BRAID_RETURN_IF_ERROR(checkRequestEnds("shm", rank_, size_, request.rank, request.peer, request.channel, "send"));
     BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(request.rank, request.src, "send src"));
     BRAID_ASSIGN_OR_RETURN(Conn * conn, connection(/*outgoing=*/true, request.peer, request.channel));
     const RequestId id = next_id_++;
@@ -172,8 +165,8 @@ class ShmTransport final : public DataTransport {
       op.reported = true;
       completed_.push_back(id);
       ++private_streams_;
-      if (!progress_thread_.joinable()) progress_thread_ = std::thread([this] { progressLoop(); });
-      wake_.notify_one();
+      if (!progress_.running()) progress_.start([this] { progressLoop(); });
+      progress_.wake();
     }
     conn->ops.push_back(std::move(op));
     BRAID_RETURN_IF_ERROR(progressAndNotify(*conn));
@@ -181,9 +174,9 @@ class ShmTransport final : public DataTransport {
   }
 
   Result<RequestId> postRecv(const RecvRequest& request) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "recv"));
+    BRAID_RETURN_IF_ERROR(checkRequestEnds("shm", rank_, size_, request.rank, request.peer, request.channel, "recv"));
     BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(request.rank, request.dst, "recv dst"));
     BRAID_ASSIGN_OR_RETURN(Conn * conn, connection(/*outgoing=*/false, request.peer, request.channel));
     const RequestId id = next_id_++;
@@ -197,7 +190,7 @@ class ShmTransport final : public DataTransport {
   }
 
   Result<RequestId> postLocal(const LocalRequest& request) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
     BRAID_RETURN_IF_ERROR(memory_.run(request));
     const RequestId id = next_id_++;
@@ -206,7 +199,7 @@ class ShmTransport final : public DataTransport {
   }
 
   Status poll(std::vector<Completion>* done, bool block) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
     BRAID_RETURN_IF_ERROR(fail(progressAll()));
     if (!completed_.empty() || !block) {
@@ -217,29 +210,22 @@ class ShmTransport final : public DataTransport {
       return internalError(fmt::format("shm: rank {}: blocking poll with no request outstanding", rank_));
     }
     SegmentHeader& own = header(rank_);
-    const auto begin = std::chrono::steady_clock::now();
+    BlockingWait wait(timeout_s_, kWaitSliceMs, &last_peer_check_);
     while (true) {
       const uint32_t seen = shared(own.doorbell).load(std::memory_order_seq_cst);
       shared(own.waiters).fetch_add(1, std::memory_order_seq_cst);
       Status status = progressAll();
-      const auto now = std::chrono::steady_clock::now();
-      if (status.isOk() && completed_.empty()) {
-        // bootstrap.checkPeers() costs a system call: at most once per wait slice.
-        const bool check_bootstrap = now - last_peer_check_ >= std::chrono::milliseconds(kWaitSliceMs);
-        if (check_bootstrap) last_peer_check_ = now;
-        status = peerFailures(check_bootstrap);
-      }
-      const double waited_s = std::chrono::duration<double>(now - begin).count();
-      if (status.isOk() && completed_.empty() && waited_s >= timeout_s_) status = timeoutStatus(waited_s);
+      wait.tick();
+      // bootstrap.checkPeers() costs a system call: at most once per wait slice.
+      if (status.isOk() && completed_.empty()) status = peerFailures(wait.peerCheckDue());
+      if (status.isOk() && completed_.empty() && wait.expired()) status = timeoutStatus(wait.waitedSeconds());
       if (!status.isOk() || !completed_.empty()) {
         shared(own.waiters).fetch_sub(1, std::memory_order_seq_cst);
         BRAID_RETURN_IF_ERROR(fail(std::move(status)));
         drain(done);
         return Status::ok();
       }
-      const double left_ms = (timeout_s_ - waited_s) * 1e3;
-      const int sleep_ms = static_cast<int>(std::clamp(left_ms, 1.0, static_cast<double>(kWaitSliceMs)));
-      futexWait(&own.doorbell, seen, sleep_ms);
+      futexWait(&own.doorbell, seen, wait.sleepMs());
       shared(own.waiters).fetch_sub(1, std::memory_order_seq_cst);
     }
   }
@@ -249,7 +235,7 @@ class ShmTransport final : public DataTransport {
   }
 
   void abort(const Status& why) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (failed_.isOk()) {
       failed_ = why.isOk() ? Status(StatusCode::kInternalError, fmt::format("shm: rank {} aborted", rank_)) : why;
     }
@@ -264,35 +250,14 @@ class ShmTransport final : public DataTransport {
   }
 
  private:
-  // Every call of the owner holds mutex_ throughout (blocking polls included) and stamps when it returned.
-  class CallGuard {
-   public:
-    explicit CallGuard(ShmTransport* transport) : transport_(transport), lock_(transport->mutex_) {}
-    ~CallGuard() { transport_->last_call_end_ = std::chrono::steady_clock::now(); }
-
-   private:
-    ShmTransport* transport_;
-    std::unique_lock<std::mutex> lock_;
-  };
-
   // Background progress, started with the first privately buffered send: such a send completed to the
   // executor but its bytes still stream through the ring as the receiver frees slots, also after execute()
   // returned and nobody calls poll(). While such sends remain and the owner has been out of the transport for
-  // kOwnerIdle, this thread moves them on, sleeping on this rank's doorbell in between.
+  // ProgressThread::kOwnerIdle, this thread moves them on, sleeping on this rank's doorbell in between.
   void progressLoop() {
-    constexpr auto kOwnerIdle = std::chrono::milliseconds(2);
-    std::unique_lock<std::mutex> lock(mutex_);
+    std::unique_lock<std::mutex> lock(progress_.mutex());
     SegmentHeader& own = header(rank_);
-    while (!stop_) {
-      if (private_streams_ == 0 || !failed_.isOk()) {
-        wake_.wait_for(lock, std::chrono::milliseconds(100));
-        continue;
-      }
-      const auto idle = std::chrono::steady_clock::now() - last_call_end_;
-      if (idle < kOwnerIdle) {
-        wake_.wait_for(lock, kOwnerIdle - idle);
-        continue;
-      }
+    while (progress_.waitForWork(lock, [this] { return private_streams_ > 0 && failed_.isOk(); })) {
       const uint32_t seen = shared(own.doorbell).load(std::memory_order_seq_cst);
       shared(own.waiters).fetch_add(1, std::memory_order_seq_cst);
       (void)fail(progressAll());  // an error surfaces at the owner's next call
@@ -392,33 +357,6 @@ class ShmTransport final : public DataTransport {
           "uses {} ranks, fifo_depth {}, slot_bytes {}",
           rank_, p, segment.name, h.num_ranks, h.fifo_depth, h.slot_bytes, h.owner, size_, layout_.fifo_depth,
           layout_.slot_bytes));
-    }
-    return Status::ok();
-  }
-
-  // Every rank contributes whether its part of a setup stage worked; all return an error if one failed.
-  Status agree(const Status& mine, const char* stage) {
-    std::vector<int32_t> ok(static_cast<size_t>(size_), 0);
-    ok[static_cast<size_t>(rank_)] = mine.isOk() ? 1 : 0;
-    BRAID_RETURN_IF_ERROR(bootstrap_.allGather(ok.data(), sizeof(int32_t)));
-    if (!mine.isOk()) return mine;
-    for (int p = 0; p < size_; ++p) {
-      if (ok[static_cast<size_t>(p)] == 0) {
-        return Status(StatusCode::kRemoteError, fmt::format("shm: rank {} could not {}", p, stage));
-      }
-    }
-    return Status::ok();
-  }
-
-  Status checkEnds(int rank, int peer, int channel, const char* what) const {
-    if (rank != rank_) {
-      return invalidArgument(fmt::format("shm: {} from rank {}, but this endpoint drives rank {}", what, rank, rank_));
-    }
-    if (peer < 0 || peer >= size_ || peer == rank_) {
-      return invalidArgument(fmt::format("shm: rank {}: {} with peer {} ({} ranks)", rank_, what, peer, size_));
-    }
-    if (channel < 0 || channel == INT_MAX) {
-      return invalidArgument(fmt::format("shm: rank {}: {} with peer {} on channel {}", rank_, what, peer, channel));
     }
     return Status::ok();
   }
@@ -587,12 +525,7 @@ class ShmTransport final : public DataTransport {
     for (int p = 0; p < size_ && aborted < 0; ++p) {
       if (p != rank_ && shared(header(p).failed).load(std::memory_order_acquire) != 0) aborted = p;
     }
-    if (aborted >= 0 || check_bootstrap) {
-      const Status peers = bootstrap_.checkPeers();
-      if (!peers.isOk()) {
-        return Status(StatusCode::kRemoteError, fmt::format("shm: rank {}: {}", rank_, peers.message()));
-      }
-    }
+    if (aborted >= 0 || check_bootstrap) BRAID_RETURN_IF_ERROR(bootstrapPeerFailure(bootstrap_, "shm", rank_));
     if (aborted >= 0) {
       return Status(StatusCode::kRemoteError,
                     fmt::format("shm: rank {} failed (it aborted); rank {} stops waiting for it", aborted, rank_));
@@ -621,9 +554,7 @@ class ShmTransport final : public DataTransport {
             op.bytes - op.done, c->peer, c->channel, head - tail, c->ops.size());
       }
     }
-    return Status(
-        StatusCode::kTimeout,
-        fmt::format("shm: rank {}: no completion for {:.1f} s (BRAID_TIMEOUT); waiting for {}", rank_, waited_s, what));
+    return noCompletionTimeout("shm", rank_, waited_s, what);
   }
 
   size_t pendingOps() const {
@@ -633,10 +564,7 @@ class ShmTransport final : public DataTransport {
   }
 
   void drain(std::vector<Completion>* done) {
-    if (completed_.empty()) return;
-    const double now = nowUs();
-    for (RequestId id : completed_) done->push_back(Completion{id, now});
-    completed_.clear();
+    if (!completed_.empty()) drainCompletions(completed_, nowUs(), done);
   }
 
   // Errors other than bad arguments of one call leave the endpoint failed: later calls return them.
@@ -653,12 +581,8 @@ class ShmTransport final : public DataTransport {
   LocalMemory memory_;
   const double timeout_s_;
   const std::chrono::steady_clock::time_point start_;
-  std::mutex mutex_;  // everything below; held by every public call and the progress thread
-  std::condition_variable wake_;
-  std::thread progress_thread_;
-  bool stop_ = false;
-  std::chrono::steady_clock::time_point last_call_end_;
-  int private_streams_ = 0;                                // privately buffered sends still streaming
+  ProgressThread progress_;  // its mutex guards everything below; held by every public call and the progress thread
+  int private_streams_ = 0;  // privately buffered sends still streaming
   std::chrono::steady_clock::time_point last_peer_check_;  // epoch: the first blocking wait checks at once
   std::vector<Segment> segments_;                          // by rank; this rank's own segment at rank_
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;

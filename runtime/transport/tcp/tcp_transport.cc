@@ -21,7 +21,7 @@
 
 #include "bootstrap/bootstrap_internal.h"
 #include "bootstrap/socket.h"
-#include "common/env.h"
+#include "transport/endpoint_common.h"
 #include "transport/factory.h"
 #include "transport/local_memory.h"
 
@@ -166,7 +166,7 @@ class TcpTransport final : public DataTransport {
 
   Result<RequestId> postSend(const SendRequest& request) override {
     BRAID_RETURN_IF_ERROR(error_);
-    BRAID_RETURN_IF_ERROR(checkPeer(request.rank, request.peer, "send"));
+    BRAID_RETURN_IF_ERROR(checkRequestPeer("tcp", rank_, size_, request.rank, request.peer, "send"));
     BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(request.rank, request.src, "send src"));
     Conn& conn = conns_[request.peer];
     BRAID_RETURN_IF_ERROR(closedPeer(conn, "send to"));
@@ -185,7 +185,7 @@ class TcpTransport final : public DataTransport {
 
   Result<RequestId> postRecv(const RecvRequest& request) override {
     BRAID_RETURN_IF_ERROR(error_);
-    BRAID_RETURN_IF_ERROR(checkPeer(request.rank, request.peer, "recv"));
+    BRAID_RETURN_IF_ERROR(checkRequestPeer("tcp", rank_, size_, request.rank, request.peer, "recv"));
     BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(request.rank, request.dst, "recv dst"));
     Conn& conn = conns_[request.peer];
     const RequestId id = next_id_++;
@@ -327,18 +327,6 @@ class TcpTransport final : public DataTransport {
     const auto& pids = bootstrap_->processIds();
     return fmt::format("rank {} (host {}, pid {})", p, p < static_cast<int>(hosts.size()) ? hosts[p] : "?",
                        p < static_cast<int>(pids.size()) ? pids[p] : 0);
-  }
-
-  Status checkPeer(int rank, int peer, const char* what) const {
-    if (rank != rank_) {
-      return invalidArgument(
-          fmt::format("tcp {}: rank {} is not driven by this endpoint (rank {})", what, rank, rank_));
-    }
-    if (peer < 0 || peer >= size_ || peer == rank_) {
-      return invalidArgument(
-          fmt::format("rank {}: tcp {}: peer {} is not another rank of {}", rank_, what, peer, size_));
-    }
-    return Status::ok();
   }
 
   /// kRemoteError when `conn`'s peer closed its endpoint (a send to it / receive from it cannot complete).
@@ -617,8 +605,7 @@ class TcpTransport final : public DataTransport {
 }  // namespace
 
 Result<std::unique_ptr<DataTransport>> createTcpTransport(Bootstrap& bootstrap, const TransportOptions& options) {
-  const double timeout_s = options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds();
-  auto transport = std::make_unique<TcpTransport>(bootstrap, timeout_s);
+  auto transport = std::make_unique<TcpTransport>(bootstrap, endpointTimeoutSeconds(options));
   BRAID_RETURN_IF_ERROR(transport->connect());
   return std::unique_ptr<DataTransport>(std::move(transport));
 }

@@ -23,7 +23,7 @@
 #include <tuple>
 #include <utility>
 
-#include "common/env.h"
+#include "transport/endpoint_common.h"
 #include "transport/local_memory.h"
 
 namespace braid {
@@ -178,7 +178,7 @@ class ThreadsTransport final : public DataTransport {
         rank_(rank),
         local_ranks_{rank},
         memory_(local_ranks_),
-        timeout_s_(options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds()),
+        timeout_s_(endpointTimeoutSeconds(options)),
         send_conns_(static_cast<size_t>(world_->numRanks())),
         recv_conns_(static_cast<size_t>(world_->numRanks())) {}
 
@@ -202,7 +202,8 @@ class ThreadsTransport final : public DataTransport {
 
   Result<RequestId> postSend(const SendRequest& request) override {
     BRAID_RETURN_IF_ERROR(failureStatus());
-    BRAID_RETURN_IF_ERROR(checkRequest("send", request.rank, request.peer, request.channel));
+    BRAID_RETURN_IF_ERROR(checkRequestEnds("threads", rank_, world_->numRanks(), request.rank, request.peer,
+                                           request.channel, "send", kMaxChannel));
     BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(rank_, request.src, "send src"));
     const uint64_t bytes = request.src.bytes;
     const RequestId id = next_id_++;
@@ -242,7 +243,8 @@ class ThreadsTransport final : public DataTransport {
 
   Result<RequestId> postRecv(const RecvRequest& request) override {
     BRAID_RETURN_IF_ERROR(failureStatus());
-    BRAID_RETURN_IF_ERROR(checkRequest("recv", request.rank, request.peer, request.channel));
+    BRAID_RETURN_IF_ERROR(checkRequestEnds("threads", rank_, world_->numRanks(), request.rank, request.peer,
+                                           request.channel, "recv", kMaxChannel));
     BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(rank_, request.dst, "recv dst"));
     const uint64_t bytes = request.dst.bytes;
     const RequestId id = next_id_++;
@@ -361,22 +363,6 @@ class ThreadsTransport final : public DataTransport {
     return invalidArgument(
         fmt::format("rank {} -> rank {} channel {}: a message of {} bytes matched a receive of {} bytes", sender,
                     receiver, channel, sent, expected));
-  }
-
-  Status checkRequest(const char* what, int rank, int peer, int channel) const {
-    if (rank != rank_) {
-      return invalidArgument(
-          fmt::format("{}: rank {} is not driven by this threads endpoint (rank {})", what, rank, rank_));
-    }
-    if (peer < 0 || peer >= world_->numRanks() || peer == rank_) {
-      return invalidArgument(
-          fmt::format("{} on rank {}: peer {} is not another rank of {}", what, rank_, peer, world_->numRanks()));
-    }
-    if (channel < 0 || channel >= kMaxChannel) {
-      return invalidArgument(fmt::format("{} on rank {} with peer {}: channel {} is outside [0, {})", what, rank_, peer,
-                                         channel, kMaxChannel));
-    }
-    return Status::ok();
   }
 
   Connection* connectionTo(std::vector<std::vector<Connection*>>& table, int peer, int channel, bool sending) {

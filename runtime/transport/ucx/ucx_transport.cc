@@ -23,6 +23,7 @@
 
 #include "common/env.h"
 #include "common/text.h"
+#include "transport/endpoint_common.h"
 #include "transport/local_memory.h"
 #endif
 
@@ -90,7 +91,7 @@ class UcxTransport final : public DataTransport {
         fifo_depth_(std::max(1, options.fifo_depth)),
         local_ranks_{bootstrap.rank()},
         memory_(local_ranks_),
-        timeout_s_(options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds()),
+        timeout_s_(endpointTimeoutSeconds(options)),
         start_(std::chrono::steady_clock::now()),
         peers_(static_cast<size_t>(bootstrap.size())),
         endpoints_(static_cast<size_t>(bootstrap.size()), nullptr),
@@ -100,20 +101,13 @@ class UcxTransport final : public DataTransport {
   }
 
   ~UcxTransport() override {
-    if (progress_thread_.joinable()) {
-      {
-        std::lock_guard<std::mutex> lock(mutex_);
-        stop_ = true;
-      }
-      wake_.notify_all();
-      progress_thread_.join();
-    }
+    progress_.stop();
     teardown();
   }
 
   Status setup() {
     Status mine = createWorker();
-    BRAID_RETURN_IF_ERROR(agree(mine, "create its UCX worker"));
+    BRAID_RETURN_IF_ERROR(agreeOnSetup(bootstrap_, mine, "ucx", "create its UCX worker"));
     // Worker addresses: lengths first, then the addresses padded to the longest.
     std::vector<uint64_t> lengths(static_cast<size_t>(size_), 0);
     lengths[static_cast<size_t>(rank_)] = address_length_;
@@ -154,8 +148,8 @@ class UcxTransport final : public DataTransport {
             ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_ep_create to rank {}", rank_, p), status);
       }
     }
-    BRAID_RETURN_IF_ERROR(agree(mine, "connect its UCX endpoints"));
-    progress_thread_ = std::thread([this] { progressLoop(); });
+    BRAID_RETURN_IF_ERROR(agreeOnSetup(bootstrap_, mine, "ucx", "connect its UCX endpoints"));
+    progress_.start([this] { progressLoop(); });
     return Status::ok();
   }
 
@@ -163,12 +157,12 @@ class UcxTransport final : public DataTransport {
   const std::vector<int>& localRanks() const override { return local_ranks_; }
 
   Status bind(int rank, const RankMemory& memory, ReduceSpec reduce) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     return memory_.bind(rank, memory, reduce);
   }
 
   Result<RequestId> postSend(const SendRequest& request) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
     BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "send"));
     BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(request.rank, request.src, "send src"));
@@ -182,7 +176,7 @@ class UcxTransport final : public DataTransport {
   }
 
   Result<RequestId> postRecv(const RecvRequest& request) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
     BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "recv"));
     BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(request.rank, request.dst, "recv dst"));
@@ -219,7 +213,7 @@ class UcxTransport final : public DataTransport {
   }
 
   Result<RequestId> postLocal(const LocalRequest& request) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
     BRAID_RETURN_IF_ERROR(memory_.run(request));
     const RequestId id = next_id_++;
@@ -228,7 +222,7 @@ class UcxTransport final : public DataTransport {
   }
 
   Status poll(std::vector<Completion>* done, bool block) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (!failed_.isOk()) return failed_;
     BRAID_RETURN_IF_ERROR(fail(progress()));
     if (!completed_.empty() || !block) {
@@ -238,17 +232,12 @@ class UcxTransport final : public DataTransport {
     if (recvs_.empty() && pendingSends() == 0) {
       return internalError(fmt::format("ucx: rank {}: blocking poll with no request outstanding", rank_));
     }
-    const auto begin = std::chrono::steady_clock::now();
+    BlockingWait wait(timeout_s_, kWaitSliceMs, &last_peer_check_);
     while (true) {
       Status status = progress();
-      const auto now = std::chrono::steady_clock::now();
-      if (status.isOk() && completed_.empty()) {
-        const bool check_bootstrap = now - last_peer_check_ >= std::chrono::milliseconds(kWaitSliceMs);
-        if (check_bootstrap) last_peer_check_ = now;
-        status = peerFailures(check_bootstrap);
-      }
-      const double waited_s = std::chrono::duration<double>(now - begin).count();
-      if (status.isOk() && completed_.empty() && waited_s >= timeout_s_) status = timeoutStatus(waited_s);
+      wait.tick();
+      if (status.isOk() && completed_.empty()) status = peerFailures(wait.peerCheckDue());
+      if (status.isOk() && completed_.empty() && wait.expired()) status = timeoutStatus(wait.waitedSeconds());
       if (!status.isOk()) return fail(std::move(status));
       if (!completed_.empty()) {
         drain(done);
@@ -259,9 +248,8 @@ class UcxTransport final : public DataTransport {
       if (armed != UCS_OK) {
         return fail(ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_worker_arm", rank_), armed));
       }
-      const double left_ms = (timeout_s_ - waited_s) * 1e3;
       pollfd fd{event_fd_, POLLIN, 0};
-      ::poll(&fd, 1, static_cast<int>(std::clamp(left_ms, 1.0, static_cast<double>(kWaitSliceMs))));
+      ::poll(&fd, 1, wait.sleepMs());
     }
   }
 
@@ -270,7 +258,7 @@ class UcxTransport final : public DataTransport {
   }
 
   void abort(const Status& why) override {
-    CallGuard guard(this);
+    ProgressThread::CallGuard guard(progress_);
     if (failed_.isOk()) {
       failed_ = why.isOk() ? Status(StatusCode::kInternalError, fmt::format("ucx: rank {} aborted", rank_)) : why;
     }
@@ -278,34 +266,13 @@ class UcxTransport final : public DataTransport {
   }
 
  private:
-  // Every call of the owner holds mutex_ throughout (blocking polls included) and stamps when it returned.
-  class CallGuard {
-   public:
-    explicit CallGuard(UcxTransport* transport) : transport_(transport), lock_(transport->mutex_) {}
-    ~CallGuard() { transport_->last_call_end_ = std::chrono::steady_clock::now(); }
-
-   private:
-    UcxTransport* transport_;
-    std::unique_lock<std::mutex> lock_;
-  };
-
   // Background progress: ucp sends the executor already saw complete still need this worker to progress
   // (wireup, TCP transmission, rendezvous) after execute() returned, when nobody calls poll(). While sends
-  // are in flight and the owner has been out of the transport for kOwnerIdle, this thread progresses the
-  // worker, sleeping on its event fd in between; otherwise it sleeps on a condition variable.
+  // are in flight and the owner has been out of the transport for ProgressThread::kOwnerIdle, this thread
+  // progresses the worker, sleeping on its event fd in between; otherwise it sleeps on a condition variable.
   void progressLoop() {
-    constexpr auto kOwnerIdle = std::chrono::milliseconds(2);
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (!stop_) {
-      if (in_flight_.empty() || !failed_.isOk()) {
-        wake_.wait_for(lock, std::chrono::milliseconds(100));
-        continue;
-      }
-      const auto idle = std::chrono::steady_clock::now() - last_call_end_;
-      if (idle < kOwnerIdle) {
-        wake_.wait_for(lock, kOwnerIdle - idle);
-        continue;
-      }
+    std::unique_lock<std::mutex> lock(progress_.mutex());
+    while (progress_.waitForWork(lock, [this] { return !in_flight_.empty() && failed_.isOk(); })) {
       (void)fail(progress());  // an error surfaces at the owner's next call
       if (in_flight_.empty() || ucp_worker_arm(worker_) != UCS_OK) continue;
       lock.unlock();
@@ -359,7 +326,8 @@ class UcxTransport final : public DataTransport {
     }
     ucp_worker_params_t worker_params{};
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    worker_params.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // the owner and the progress thread, under mutex_
+    worker_params.thread_mode =
+        UCS_THREAD_MODE_SERIALIZED;  // the owner and the progress thread, under progress_.mutex()
     status = ucp_worker_create(context_, &worker_params, &worker_);
     if (status != UCS_OK) {
       worker_ = nullptr;
@@ -379,30 +347,8 @@ class UcxTransport final : public DataTransport {
     return Status::ok();
   }
 
-  // Every rank contributes whether its part of a setup stage worked; all return an error if one failed.
-  Status agree(const Status& mine, const char* stage) {
-    std::vector<int32_t> ok(static_cast<size_t>(size_), 0);
-    ok[static_cast<size_t>(rank_)] = mine.isOk() ? 1 : 0;
-    BRAID_RETURN_IF_ERROR(bootstrap_.allGather(ok.data(), sizeof(int32_t)));
-    if (!mine.isOk()) return mine;
-    for (int p = 0; p < size_; ++p) {
-      if (ok[static_cast<size_t>(p)] == 0) {
-        return Status(StatusCode::kRemoteError, fmt::format("ucx: rank {} could not {}", p, stage));
-      }
-    }
-    return Status::ok();
-  }
-
   Status checkEnds(int rank, int peer, int channel, const char* what) const {
-    if (rank != rank_) {
-      return invalidArgument(fmt::format("ucx: {} from rank {}, but this endpoint drives rank {}", what, rank, rank_));
-    }
-    if (peer < 0 || peer >= size_ || peer == rank_) {
-      return invalidArgument(fmt::format("ucx: rank {}: {} with peer {} ({} ranks)", rank_, what, peer, size_));
-    }
-    if (channel < 0) {
-      return invalidArgument(fmt::format("ucx: rank {}: {} with peer {} on channel {}", rank_, what, peer, channel));
-    }
+    BRAID_RETURN_IF_ERROR(checkRequestEnds("ucx", rank_, size_, rank, peer, channel, what));
     if (channel >= (1 << kChannelBits) || size_ > (1 << kRankBits)) {
       return unsupported(
           fmt::format("ucx: rank {}: {} with peer {} on channel {} of {} ranks: tags hold channels < "
@@ -468,7 +414,7 @@ class UcxTransport final : public DataTransport {
         ++conn.in_flight;
         InFlightSend* raw = send.get();
         in_flight_.emplace(raw, std::move(send));
-        wake_.notify_one();
+        progress_.wake();
       }
     }
     return Status::ok();
@@ -538,12 +484,7 @@ class UcxTransport final : public DataTransport {
     for (int p = 0; p < size_ && failed < 0; ++p) {
       if (waiting_on_[static_cast<size_t>(p)] > 0 && !peer_failure_[static_cast<size_t>(p)].isOk()) failed = p;
     }
-    if (failed >= 0 || check_bootstrap) {
-      const Status peers = bootstrap_.checkPeers();
-      if (!peers.isOk()) {
-        return Status(StatusCode::kRemoteError, fmt::format("ucx: rank {}: {}", rank_, peers.message()));
-      }
-    }
+    if (failed >= 0 || check_bootstrap) BRAID_RETURN_IF_ERROR(bootstrapPeerFailure(bootstrap_, "ucx", rank_));
     if (failed >= 0) return peer_failure_[static_cast<size_t>(failed)];
     return Status::ok();
   }
@@ -565,16 +506,11 @@ class UcxTransport final : public DataTransport {
         break;
       }
     }
-    return Status(
-        StatusCode::kTimeout,
-        fmt::format("ucx: rank {}: no completion for {:.1f} s (BRAID_TIMEOUT); waiting for {}", rank_, waited_s, what));
+    return noCompletionTimeout("ucx", rank_, waited_s, what);
   }
 
   void drain(std::vector<Completion>* done) {
-    if (completed_.empty()) return;
-    const double now = nowUs();
-    for (RequestId id : completed_) done->push_back(Completion{id, now});
-    completed_.clear();
+    if (!completed_.empty()) drainCompletions(completed_, nowUs(), done);
   }
 
   Status fail(Status status) {
@@ -652,11 +588,8 @@ class UcxTransport final : public DataTransport {
   const double timeout_s_;
   const std::chrono::steady_clock::time_point start_;
   std::chrono::steady_clock::time_point last_peer_check_;  // epoch: the first blocking wait checks at once
-  std::mutex mutex_;  // the worker and everything below; held by every public call and the progress thread
-  std::condition_variable wake_;
-  std::thread progress_thread_;
-  bool stop_ = false;
-  std::chrono::steady_clock::time_point last_call_end_;
+  // Its mutex guards the worker and everything below; held by every public call and the progress thread.
+  ProgressThread progress_;
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_address_t* address_ = nullptr;

@@ -1,0 +1,114 @@
+// Pieces the process-level data transports (runtime/transport/{shm,tcp,ucx}, and threads where it applies) share:
+// the timeout default, the checks of a request's ends, the setup agreement over the bootstrap, the bookkeeping of a
+// blocking poll that sleeps in slices, completion draining, and the lock an endpoint shares with its background
+// progress thread. Messages start with the transport's name ("shm: rank 2: ...").
+#pragma once
+
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "braid/bootstrap.h"
+#include "braid/status.h"
+#include "braid/transport.h"
+#include "transport/factory.h"
+
+namespace braid {
+
+/// Seconds a blocking poll waits for a completion: options.timeout_s when > 0, else BRAID_TIMEOUT
+/// (common/env.h runtimeTimeoutSeconds()).
+double endpointTimeoutSeconds(const TransportOptions& options);
+
+/// The ends of a send or receive (`what`: "send", "recv") posted to the endpoint of rank `self` among `size`
+/// ranks: `rank` must be `self` and `peer` another rank. Errors: kInvalidArgument "<transport>: ..." naming them.
+Status checkRequestPeer(const char* transport, int self, int size, int rank, int peer, const char* what);
+/// checkRequestPeer, and `channel` in [0, channel_limit). Errors: kInvalidArgument naming the rank, peer and
+/// channel.
+Status checkRequestEnds(const char* transport, int self, int size, int rank, int peer, int channel, const char* what,
+                        int channel_limit = INT_MAX);
+
+/// One stage of a collective setup: every rank all-gathers whether its part (`mine`) worked, so that all ranks
+/// fail together instead of some waiting for the timeout. Returns `mine` when it failed, kRemoteError
+/// "<transport>: rank P could not <stage>" when rank P's failed, or the bootstrap's error.
+Status agreeOnSetup(Bootstrap& bootstrap, const Status& mine, const char* transport, const char* stage);
+
+/// kRemoteError "<transport>: rank R: <the bootstrap's report>" when bootstrap.checkPeers() reports a dead or
+/// aborted peer (one system call), else ok.
+Status bootstrapPeerFailure(Bootstrap& bootstrap, const char* transport, int rank);
+
+/// The kTimeout of a blocking poll of rank `rank` that saw no completion for `waited_s` seconds, saying what it
+/// waits for (`waiting_for`: "a message of 8 bytes from rank 1 on channel 0 ...").
+Status noCompletionTimeout(const char* transport, int rank, double waited_s, const std::string& waiting_for);
+
+/// Moves the requests of `completed` into `done`, all stamped `now_us` (µs on the endpoint's clock).
+void drainCompletions(std::vector<RequestId>& completed, double now_us, std::vector<Completion>* done);
+
+/// Bookkeeping of one blocking poll that sleeps in slices of `slice_ms` (shm's futex, ucx's event fd): how long
+/// it has waited, whether the timeout ran out, whether to ask the bootstrap about peers (at most once per slice;
+/// the time of the last check is the endpoint's, kept across polls so that the first wait checks at once), and
+/// how long to sleep next.
+class BlockingWait {
+ public:
+  BlockingWait(double timeout_s, int slice_ms, std::chrono::steady_clock::time_point* last_peer_check);
+  /// Reads the clock: once per round, after progressing.
+  void tick();
+  /// True at most once per slice (across polls) at the time of the last tick(): the round calls checkPeers().
+  bool peerCheckDue();
+  double waitedSeconds() const;
+  bool expired() const { return waitedSeconds() >= timeout_s_; }
+  /// The time left, clamped to [1, slice_ms] milliseconds.
+  int sleepMs() const;
+
+ private:
+  const double timeout_s_;
+  const int slice_ms_;
+  std::chrono::steady_clock::time_point* last_peer_check_;
+  const std::chrono::steady_clock::time_point begin_;
+  std::chrono::steady_clock::time_point now_;
+};
+
+/// The lock an endpoint shares with its background progress thread (shm, ucx): every call of the owner holds
+/// mutex() throughout (blocking polls included, through a CallGuard) and stamps when it returned; the thread
+/// moves work on only once the owner has been out of the endpoint for kOwnerIdle, since the owner progresses
+/// everything itself while it is inside.
+class ProgressThread {
+ public:
+  static constexpr std::chrono::milliseconds kOwnerIdle{2};
+
+  class CallGuard {
+   public:
+    explicit CallGuard(ProgressThread& progress) : progress_(progress), lock_(progress.mutex_) {}
+    ~CallGuard() { progress_.last_call_end_ = std::chrono::steady_clock::now(); }
+
+   private:
+    ProgressThread& progress_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  std::mutex& mutex() { return mutex_; }
+  bool running() const { return thread_.joinable(); }
+  /// Starts the thread on `loop` (once).
+  void start(std::function<void()> loop) { thread_ = std::thread(std::move(loop)); }
+  /// Wakes the thread when it waits for work (new work was queued).
+  void wake() { wake_.notify_one(); }
+  /// Tells the thread to stop and joins it (nothing when it never started). The endpoint's destructor calls it
+  /// before freeing what the thread touches.
+  void stop();
+  /// The thread's loop condition, with `lock` (on mutex()) held: waits until `has_work()` (evaluated under the
+  /// lock) and the owner has been idle for kOwnerIdle; false once stop() was called.
+  bool waitForWork(std::unique_lock<std::mutex>& lock, const std::function<bool()>& has_work);
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::thread thread_;
+  bool stop_ = false;
+  std::chrono::steady_clock::time_point last_call_end_;
+};
+
+}  // namespace braid
