@@ -262,19 +262,11 @@ TEST(ShmTransport, AbortReachesWaitingPeer) {
 
 // Rank 2 of 4 is SIGKILLed in the middle of a 16 MiB ring all-reduce (at its 20th of 48 sends): every other
 // rank's execute() returns kRemoteError naming rank 2, within seconds although the timeout is 30 s.
-TEST(ShmTransport, KilledRankFailsThePeers) {
-  const ForkResult result = testing::forkKilledRank(&createShmTransport, 4, 2, 4 << 20, 20);
-  ASSERT_EQ(result.ranks.size(), 4u) << result.summary();
-  EXPECT_EQ(result.ranks[2].signal, 9) << result.summary();
-  for (int r : {0, 1, 3}) EXPECT_TRUE(result.ranks[r].ok()) << result.summary();
-  EXPECT_LT(result.elapsed_s, 15) << result.summary();
-}
+TEST(ShmTransport, KilledRankFailsThePeers) { testing::expectKilledRankFailsPeers(&createShmTransport); }
 
 // Benchmark, run with --gtest_also_run_disabled_tests: 4 processes, ring all-reduce of 64 MiB fp32.
 TEST(ShmTransport, DISABLED_RingAllReduce64MiBBusBw) {
-  const ForkResult result = testing::forkRingAllReduceBusBw(&createShmTransport, "shm", 4, 64 << 20, 2, 10);
-  EXPECT_TRUE(result.allOk()) << result.summary();
-  if (!result.ranks.empty()) std::printf("%s", result.ranks[0].output.c_str());
+  testing::runRingAllReduce64MiBBusBw(&createShmTransport, "shm");
 }
 
 }  // namespace

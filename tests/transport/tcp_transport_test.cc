@@ -20,6 +20,7 @@
 #include "braid/plan.h"
 #include "multirank.h"
 #include "transport/factory.h"
+#include "transport/transport_check.h"
 
 namespace braid {
 namespace {
@@ -189,9 +190,8 @@ TEST(TcpTransport, TimeoutNamesWhatIsAwaited) {
         }
         BRAID_CHILD_CHECK_OK(t.postRecv(RecvRequest{0, 1, 6, ref(BufferKind::kOutput, 0, 8)}));
         std::vector<Completion> done;
-        const auto start = std::chrono::steady_clock::now();
-        const Status timed_out = t.poll(&done, true);
-        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double waited = 0;
+        const Status timed_out = testing::timedPoll(t, &done, &waited);
         std::fprintf(stderr, "%s (%.2f s)\n", timed_out.toString().c_str(), waited);
         BRAID_CHILD_CHECK(timed_out.code() == StatusCode::kTimeout);
         BRAID_CHILD_CHECK(timed_out.message().find("rank 0: tcp") == 0);
@@ -230,9 +230,8 @@ TEST(TcpTransport, AbortAndCleanClose) {
         auto r = t.postRecv(RecvRequest{0, 1, 0, ref(BufferKind::kOutput, 0, 8)});
         BRAID_CHILD_CHECK_OK(r);
         std::vector<Completion> done;
-        const auto start = std::chrono::steady_clock::now();
-        const Status aborted = t.poll(&done, true);
-        const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        double waited = 0;
+        const Status aborted = testing::timedPoll(t, &done, &waited);
         std::fprintf(stderr, "%s (%.2f s)\n", aborted.toString().c_str(), waited);
         BRAID_CHILD_CHECK(aborted.code() == StatusCode::kRemoteError);
         BRAID_CHILD_CHECK(aborted.message().find("rank 1 (host") != std::string::npos);
@@ -431,27 +430,6 @@ TEST(TcpTransport, PlansOnThreadsOfOneProcess) {
 
 // ------------------------------------------------------------------------------------------ a killed rank
 
-/// Forwards to a transport and SIGKILLs this process at its `kill_at`-th send: a rank dying in the middle
-/// of a collective.
-class DyingTransport : public Transport {
- public:
-  DyingTransport(Transport& inner, long kill_at) : inner_(inner), kill_at_(kill_at) {}
-  const char* name() const override { return inner_.name(); }
-  Result<RequestId> postSend(const SendRequest& request) override {
-    if (++sends_ == kill_at_) testing::killSelf();
-    return inner_.postSend(request);
-  }
-  Result<RequestId> postRecv(const RecvRequest& request) override { return inner_.postRecv(request); }
-  Result<RequestId> postLocal(const LocalRequest& request) override { return inner_.postLocal(request); }
-  Status poll(std::vector<Completion>* done, bool block) override { return inner_.poll(done, block); }
-  double nowUs() const override { return inner_.nowUs(); }
-
- private:
-  Transport& inner_;
-  long kill_at_;
-  long sends_ = 0;
-};
-
 TEST(TcpTransport, KilledRankFailsEveryOtherRank) {
   constexpr int n = 4;
   constexpr int victim = 2;
@@ -488,7 +466,7 @@ TEST(TcpTransport, KilledRankFailsEveryOtherRank) {
           for (const PlanStep& step : tb.steps)
             if (opSends(step.type))
               sends += static_cast<long>((step.bytes + plan->slice_bytes - 1) / plan->slice_bytes);
-        DyingTransport dying(*made->transport, rank == victim ? sends / 2 : -1);
+        testing::KillingTransport dying(*made->transport, rank == victim ? static_cast<int>(sends / 2) : -1);
         ExecOptions options;
         options.local_ranks = {rank};
         const auto start = std::chrono::steady_clock::now();
