@@ -46,7 +46,22 @@ struct Call {
   ReduceOp op = ReduceOp::kSum;
   int root = 0;
   bool in_place = false;
+  bool overflow = false;  // count x element size (x ranks) does not fit 64 bits
 };
+
+// 2^48 bytes (256 TiB): above any buffer of today's machines; larger byte counts are a caller's count error.
+constexpr uint64_t kMaxCallBytes = uint64_t{1} << 48;
+
+// a * b * c in bytes, flagging overflow.
+uint64_t bytesOf(uint64_t a, uint64_t b, uint64_t c, bool* overflow) {
+  uint64_t ab = 0;
+  uint64_t abc = 0;
+  if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc)) {
+    *overflow = true;
+    return 0;
+  }
+  return abc;
+}
 
 class CommImpl final : public Communicator {
  public:
@@ -70,30 +85,30 @@ class CommImpl final : public Communicator {
 
   Status allReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op) override {
     Call c = base(CollectiveKind::kAllReduce, send, recv, count, type, op);
-    c.size = c.in_bytes = c.out_bytes = count * dataTypeSize(type);
+    c.size = c.in_bytes = c.out_bytes = bytesOf(count, dataTypeSize(type), 1, &c.overflow);
     c.in_place = send == recv;
     return run(c);
   }
 
   Status allGather(const void* send, void* recv, size_t send_count, DataType type) override {
     Call c = base(CollectiveKind::kAllGather, send, recv, send_count, type, ReduceOp::kSum);
-    c.in_bytes = send_count * dataTypeSize(type);
-    c.size = c.out_bytes = c.in_bytes * size_;
+    c.in_bytes = bytesOf(send_count, dataTypeSize(type), 1, &c.overflow);
+    c.size = c.out_bytes = bytesOf(send_count, dataTypeSize(type), size_, &c.overflow);
     c.in_place = send == static_cast<const uint8_t*>(recv) + c.in_bytes * rank_;
     return run(c);
   }
 
   Status reduceScatter(const void* send, void* recv, size_t recv_count, DataType type, ReduceOp op) override {
     Call c = base(CollectiveKind::kReduceScatter, send, recv, recv_count, type, op);
-    c.out_bytes = recv_count * dataTypeSize(type);
-    c.size = c.in_bytes = c.out_bytes * size_;
+    c.out_bytes = bytesOf(recv_count, dataTypeSize(type), 1, &c.overflow);
+    c.size = c.in_bytes = bytesOf(recv_count, dataTypeSize(type), size_, &c.overflow);
     c.in_place = recv == static_cast<const uint8_t*>(send) + c.out_bytes * rank_;
     return run(c);
   }
 
   Status allToAll(const void* send, void* recv, size_t count, DataType type) override {
     Call c = base(CollectiveKind::kAllToAll, send, recv, count, type, ReduceOp::kSum);
-    c.size = c.in_bytes = c.out_bytes = count * dataTypeSize(type) * size_;
+    c.size = c.in_bytes = c.out_bytes = bytesOf(count, dataTypeSize(type), size_, &c.overflow);
     c.in_place = send == recv;
     return run(c);
   }
@@ -101,7 +116,7 @@ class CommImpl final : public Communicator {
   Status broadcast(const void* send, void* recv, size_t count, DataType type, int root) override {
     Call c = base(CollectiveKind::kBroadcast, send, recv, count, type, ReduceOp::kSum);
     c.root = root;
-    c.size = c.out_bytes = count * dataTypeSize(type);
+    c.size = c.out_bytes = bytesOf(count, dataTypeSize(type), 1, &c.overflow);
     c.in_bytes = rank_ == root ? c.size : 0;
     c.in_place = send == recv || (rank_ != root && send == nullptr);
     return run(c);
@@ -110,7 +125,7 @@ class CommImpl final : public Communicator {
   Status reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op, int root) override {
     Call c = base(CollectiveKind::kReduce, send, recv, count, type, op);
     c.root = root;
-    c.size = c.in_bytes = count * dataTypeSize(type);
+    c.size = c.in_bytes = bytesOf(count, dataTypeSize(type), 1, &c.overflow);
     c.out_bytes = rank_ == root ? c.size : 0;
     c.in_place = send == recv;
     return run(c);
@@ -144,6 +159,14 @@ class CommImpl final : public Communicator {
 
   Status check(const Call& c) const {
     const char* name = collectiveName(c.kind);
+    if (c.overflow) {
+      return invalidArgument(fmt::format("{} on rank {}: count {} of {} is too large (its byte size overflows 64 bits)",
+                                         name, rank_, c.count, dataTypeName(c.type)));
+    }
+    if (c.size > kMaxCallBytes) {
+      return invalidArgument(fmt::format("{} on rank {}: count {} of {} is {} bytes, more than any buffer can hold",
+                                         name, rank_, c.count, dataTypeName(c.type), c.size));
+    }
     if (static_cast<int>(c.type) < 0 || static_cast<int>(c.type) >= kNumDataTypes)
       return invalidArgument(fmt::format("{}: invalid datatype {}", name, static_cast<int>(c.type)));
     if (static_cast<int>(c.op) < 0 || static_cast<int>(c.op) >= kNumReduceOps)
@@ -157,8 +180,9 @@ class CommImpl final : public Communicator {
     if (!c.in_place && rangesOverlap(c.send, c.in_bytes, c.recv, c.out_bytes)) {
       return invalidArgument(fmt::format(
           "{} on rank {}: send and receive buffers overlap but are not the in-place layout (NCCL's: all-gather "
-          "send = recv + rank*sendcount, reduce-scatter recv = send + rank*recvcount, else send == recv)",
-          name, rank_));
+          "send = recv + rank*sendcount, reduce-scatter recv = send + rank*recvcount, else send == recv); with "
+          "count {} they span {} and {} bytes",
+          name, rank_, c.count, c.in_bytes, c.out_bytes));
     }
     return Status::ok();
   }
@@ -376,9 +400,16 @@ Status CommImpl::allToAllv(const void* send, const size_t* send_counts, const si
   const uint64_t esz = dataTypeSize(type);
   uint64_t in_bytes = 0;
   uint64_t out_bytes = 0;
+  bool overflow = false;
   for (int p = 0; p < size_; ++p) {
-    in_bytes = std::max<uint64_t>(in_bytes, (send_displs[p] + send_counts[p]) * esz);
-    out_bytes = std::max<uint64_t>(out_bytes, (recv_displs[p] + recv_counts[p]) * esz);
+    in_bytes = std::max<uint64_t>(in_bytes, bytesOf(send_displs[p] + send_counts[p], esz, 1, &overflow));
+    out_bytes = std::max<uint64_t>(out_bytes, bytesOf(recv_displs[p] + recv_counts[p], esz, 1, &overflow));
+    overflow = overflow || send_displs[p] + send_counts[p] < send_counts[p] ||
+               recv_displs[p] + recv_counts[p] < recv_counts[p];
+  }
+  if (overflow || in_bytes > kMaxCallBytes || out_bytes > kMaxCallBytes) {
+    return invalidArgument(
+        fmt::format("alltoallv on rank {}: counts and displacements give more bytes than any buffer holds", rank_));
   }
   if (in_bytes > 0 && send == nullptr)
     return invalidArgument(fmt::format("alltoallv on rank {}: send buffer is null", rank_));
@@ -523,7 +554,17 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Boots
   const std::string dir = options.algo_dir.empty() ? envString("BRAID_ALGO_DIR") : options.algo_dir;
   if (!dir.empty()) {
     BRAID_ASSIGN_OR_RETURN(std::vector<LoadedAlgorithm> loaded, loadAlgorithmDir(dir));
-    for (const LoadedAlgorithm& a : loaded) catalog->addDirectory(a);
+    size_t usable = 0;
+    for (const LoadedAlgorithm& a : loaded) {
+      usable += a.algorithm.num_ranks == n ? 1 : 0;
+      catalog->addDirectory(a);
+    }
+    if (usable == 0 && bootstrap->rank() == 0) {
+      std::fprintf(stderr,
+                   "braid WARN: BRAID_ALGO_DIR %s: none of its %zu algorithm file(s) is for %d ranks; Braid chooses "
+                   "its own algorithms\n",
+                   dir.c_str(), loaded.size(), n);
+    }
   }
   if (topology && topology->numGpus() == n && options.allow_fallback) {
     BRAID_RETURN_IF_ERROR(comm::addParetoSet(*catalog, *topology, topo_name, *bootstrap));

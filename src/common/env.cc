@@ -1,6 +1,8 @@
 #include "common/env.h"
 
+#include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -13,7 +15,8 @@ const std::vector<EnvParam>& envParams() {
        "`share/braid/topologies` and the source tree's `topologies/`."},
       {"BRAID_TIMEOUT", "300",
        "Seconds any blocking wait of the runtime (bootstrap rendezvous, a transport poll) may last before it "
-       "returns a timeout error naming what it waited for. A dead peer is reported at once, not after it."},
+       "returns a timeout error naming what it waited for. A dead peer is reported at once, not after it. A value "
+       "that is not a positive number falls back to 300 with a warning on stderr."},
       {"BRAID_TRANSPORT", "auto",
        "Transport between ranks: `auto` (threads when every rank is in one process, else shared memory when "
        "all share a host, else TCP), `threads`, `shm`, `tcp`, `ucx`."},
@@ -77,8 +80,13 @@ Result<double> envDouble(const char* name) {
 
 double runtimeTimeoutSeconds() {
   Result<double> value = envDouble("BRAID_TIMEOUT");
-  if (!value.isOk() || !(*value > 0)) return 300.0;
-  return *value;
+  if (value.isOk() && *value > 0) return *value;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    std::fprintf(stderr, "braid WARN: BRAID_TIMEOUT=%s is not a positive number of seconds; using 300\n",
+                 envString("BRAID_TIMEOUT").c_str());
+  }
+  return 300.0;
 }
 
 }  // namespace braid

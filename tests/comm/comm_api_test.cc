@@ -80,6 +80,17 @@ TEST(CApi, ArgumentErrorsNameTheProblem) {
   EXPECT_NE(std::string(braidGetLastError(comms[0])).find("overlap"), std::string::npos);
   EXPECT_EQ(braidBroadcast(buf, buf, 8, braidFloat, 5, comms[0], nullptr), braidInvalidArgument);
   EXPECT_NE(std::string(braidGetLastError(comms[0])).find("root 5"), std::string::npos);
+  // Counts whose byte size overflows (2^62 floats x 2 ranks) or exceeds any buffer: refused, never run short.
+  float other_buf[8] = {};
+  EXPECT_EQ(braidAllGather(buf, other_buf, size_t{1} << 62, braidFloat, comms[0], nullptr), braidInvalidArgument);
+  EXPECT_NE(std::string(braidGetLastError(comms[0])).find("overflows"), std::string::npos)
+      << braidGetLastError(comms[0]);
+  EXPECT_EQ(braidAllReduce(buf, other_buf, (size_t{1} << 62) + 16, braidFloat, braidSum, comms[0], nullptr),
+            braidInvalidArgument);
+  EXPECT_EQ(braidAllReduce(buf, other_buf, size_t{1} << 47, braidFloat, braidSum, comms[0], nullptr),
+            braidInvalidArgument);
+  EXPECT_NE(std::string(braidGetLastError(comms[0])).find("more than any buffer"), std::string::npos)
+      << braidGetLastError(comms[0]);
   EXPECT_STREQ(braidGetErrorString(braidRemoteError), "remote process exited or there was a network error");
   EXPECT_EQ(braidCommInitRank(nullptr, 2, braidUniqueId{}, 0), braidInvalidArgument);
   int version = 0;
