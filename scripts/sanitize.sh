@@ -33,7 +33,7 @@ run_one() {
     -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DBRAID_BUILD_PERF=OFF >"$dir/configure.log" 2>&1 ||
     { cat "$dir/configure.log"; return 1; }
   echo "== $name: build transport_tests comm_tests"
-  ninja -C "$dir" -j "$jobs" transport_tests comm_tests
+  ninja -C "$dir" -j "$jobs" transport_tests comm_tests || return 1
   local built=$SECONDS
   # TSan needs a memory layout that some kernels' ASLR (mmap_rnd_bits > 28) breaks: run without ASLR then.
   local prefix=()
@@ -45,16 +45,22 @@ run_one() {
   local env_vars=()
   if [[ "$name" == tsan ]]; then env_vars=(env UCX_MEM_MMAP_HOOK_MODE=none); fi
   echo "== $name: ctest -L multirank"
-  "${env_vars[@]}" "${prefix[@]}" ctest --test-dir "$dir" -L multirank --output-on-failure -j "$jobs" "$@"
-  echo "== $name: build $((built - start)) s, tests $((SECONDS - built)) s"
+  local status=0
+  "${env_vars[@]}" "${prefix[@]}" ctest --test-dir "$dir" -L multirank --output-on-failure -j "$jobs" "$@" ||
+    status=$?
+  echo "== $name: build $((built - start)) s, tests $((SECONDS - built)) s, ctest exit status $status"
+  return "$status"
 }
 
 case "$which" in
   asan) run_one asan "-fsanitize=address,undefined" "$@" ;;
   tsan) run_one tsan "-fsanitize=thread" "$@" ;;
   all)
-    run_one asan "-fsanitize=address,undefined" "$@"
-    run_one tsan "-fsanitize=thread" "$@"
+    # Both run even when the first fails; the exit status says whether either failed.
+    failed=0
+    run_one asan "-fsanitize=address,undefined" "$@" || failed=1
+    run_one tsan "-fsanitize=thread" "$@" || failed=1
+    exit "$failed"
     ;;
   *)
     echo "usage: $0 [asan|tsan|all] [ctest arguments]" >&2
