@@ -33,6 +33,12 @@ bool rangesOverlap(const void* a, uint64_t a_bytes, const void* b, uint64_t b_by
   return pa < pb + b_bytes && pb < pa + a_bytes;
 }
 
+// All-gather, reduce-scatter and all-to-all buffers are n rank pieces; the others are one element-wise buffer.
+bool isPieced(CollectiveKind kind) {
+  return kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
+         kind == CollectiveKind::kAllToAll;
+}
+
 // One collective call, in bytes.
 struct Call {
   CollectiveKind kind = CollectiveKind::kAllReduce;
@@ -297,12 +303,8 @@ class CommImpl final : public Communicator {
   uint64_t chunkGranule(const Candidate& chosen) const {
     const uint64_t chunks = static_cast<uint64_t>(std::max(1, chosen.algorithm.num_chunks)) *
                             static_cast<uint64_t>(std::max(1, chosen.instances));
-    const bool pieced = c_pieced(chosen.algorithm.collective);
+    const bool pieced = isPieced(chosen.algorithm.collective);
     return pieced ? std::max<uint64_t>(1, chunks / static_cast<uint64_t>(size_)) : chunks;
-  }
-  static bool c_pieced(CollectiveKind kind) {
-    return kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
-           kind == CollectiveKind::kAllToAll;
   }
 
   // The tail path (comm/README.md): counts whose chunks of different sizes would meet in the algorithm.
@@ -314,7 +316,7 @@ class CommImpl final : public Communicator {
     const uint64_t esz = dataTypeSize(c.type);
     const uint64_t granule = chunkGranule(chosen);
     const uint64_t main = c.count - c.count % granule;
-    if (!c_pieced(c.kind)) {
+    if (!isPieced(c.kind)) {
       const uint64_t tail = c.count - main;
       logChoice(c, chosen, fmt::format(", tail path: {} + {} elements", main, tail));
       if (main > 0) {
@@ -335,13 +337,7 @@ class CommImpl final : public Communicator {
     const uint64_t n = static_cast<uint64_t>(size_);
     logChoice(c, chosen, fmt::format(", tail path: padded {} -> {} elements per piece", c.count, padded));
     const bool out_of_place = chosen.algorithm.out_of_place;
-    BRAID_ASSIGN_OR_RETURN(const Plan* padded_plan,
-                           plan(chosen,
-                                (c.kind == CollectiveKind::kAllGather || c.kind == CollectiveKind::kAllToAll ||
-                                 c.kind == CollectiveKind::kReduceScatter)
-                                    ? padded * esz * n
-                                    : padded * esz,
-                                !out_of_place, c.type));
+    BRAID_ASSIGN_OR_RETURN(const Plan* padded_plan, plan(chosen, padded * esz * n, !out_of_place, c.type));
     const uint64_t in_pieces = c.kind == CollectiveKind::kAllGather ? 1 : n;
     const uint64_t out_pieces = c.kind == CollectiveKind::kReduceScatter ? 1 : n;
     std::vector<uint8_t>& in_stage = scratch_[3];
