@@ -486,7 +486,12 @@ TEST(Bootstrap, DeadPeerAbortAndCleanClose) {
         BRAID_CHILD_CHECK_OK(made);
         std::unique_ptr<Bootstrap> b = std::move(made).value();
         BRAID_CHILD_CHECK_OK(b->barrier());
-        if (rank == 3) testing::killSelf();  // dies without a word
+        // Dies without a word, once the others had time to leave the barrier (a peer that dies right after
+        // its last message can make a barrier fail on a rank still reading it: noted in the issue-5 limits).
+        if (rank == 3) {
+          usleep(300000);
+          testing::killSelf();
+        }
         if (rank == 2) {
           b.reset();  // closes cleanly: not a failure for the others
           return 0;
