@@ -15,6 +15,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -441,17 +442,25 @@ class UcxTransport final : public DataTransport {
     }
     finished_sends_.clear();
     for (RecvOp* op : finished_recvs_) {
+      if (op->status != UCS_OK && op->status != UCS_ERR_MESSAGE_TRUNCATED) {
+        // The connection failed under the receive: this rank still waits for the peer (waiting_on_ stays), and
+        // peerFailures() reports it, with the bootstrap's explanation when one comes.
+        Status& failure = peer_failure_[static_cast<size_t>(op->peer)];
+        if (failure.isOk()) {
+          failure =
+              ucxError(StatusCode::kRemoteError,
+                       fmt::format("ucx: rank {}: receive from rank {} on channel {}", rank_, op->peer, op->channel),
+                       op->status);
+        }
+        recvs_.erase(op);
+        continue;
+      }
       --waiting_on_[static_cast<size_t>(op->peer)];
       if (status.isOk()) {
         if (op->status == UCS_ERR_MESSAGE_TRUNCATED) {
           status = invalidArgument(fmt::format(
               "ucx: rank {} -> rank {} channel {}: a message of more than {} bytes matched a receive of {} bytes",
               op->peer, rank_, op->channel, op->bytes, op->bytes));
-        } else if (op->status != UCS_OK) {
-          status =
-              ucxError(StatusCode::kRemoteError,
-                       fmt::format("ucx: rank {}: receive from rank {} on channel {}", rank_, op->peer, op->channel),
-                       op->status);
         } else if (op->info.length != op->bytes) {
           status = invalidArgument(
               fmt::format("ucx: rank {} -> rank {} channel {}: a message of {} bytes matched a receive of {} bytes",
@@ -477,16 +486,20 @@ class UcxTransport final : public DataTransport {
   }
 
   // A failed endpoint matters when this rank still waits for that peer; the bootstrap reports killed and
-  // aborted ranks.
-  // The bootstrap's report is preferred: it says whether the peer died or aborted, and why.
+  // aborted ranks. The bootstrap's report is preferred: it says whether the peer died or aborted, and why (a
+  // peer that aborted because a third rank died names that rank). Its message can arrive after UCX saw the
+  // endpoint fail, so a failed endpoint is reported alone only after kExplainGraceMs without the bootstrap's.
   Status peerFailures(bool check_bootstrap) {
     int failed = -1;
     for (int p = 0; p < size_ && failed < 0; ++p) {
       if (waiting_on_[static_cast<size_t>(p)] > 0 && !peer_failure_[static_cast<size_t>(p)].isOk()) failed = p;
     }
     if (failed >= 0 || check_bootstrap) BRAID_RETURN_IF_ERROR(bootstrapPeerFailure(bootstrap_, "ucx", rank_));
-    if (failed >= 0) return peer_failure_[static_cast<size_t>(failed)];
-    return Status::ok();
+    if (failed < 0) return Status::ok();
+    const auto now = std::chrono::steady_clock::now();
+    if (!endpoint_failure_seen_) endpoint_failure_seen_ = now;
+    if (now - *endpoint_failure_seen_ < std::chrono::milliseconds(kExplainGraceMs)) return Status::ok();
+    return peer_failure_[static_cast<size_t>(failed)];
   }
 
   Status timeoutStatus(double waited_s) const {
@@ -533,8 +546,10 @@ class UcxTransport final : public DataTransport {
 
   // Clean (no receive outstanding, no failure): in-flight sends and a worker flush get up to min(timeout, 10 s)
   // (the peers are progressing while they finish), then endpoints are force-closed. Otherwise receives may be
-  // posted into buffers the caller is about to free, so nothing progresses any more: receives are cancelled
-  // and the worker is destroyed with its endpoints at once.
+  // posted into buffers the caller is about to free: receives are cancelled first, then every endpoint is
+  // force-closed, which fails the requests still queued on it (sends to a dead peer, rendezvous receives), and
+  // only then is the worker destroyed. UCX requires an endpoint's request list to be empty when it is destroyed
+  // (ucp_worker_destroy with a send still queued to a dead peer asserts in ucp_ep_destroy_base).
   void teardown() {
     if (worker_ != nullptr) {
       if (recvs_.empty() && failed_.isOk()) {
@@ -546,29 +561,35 @@ class UcxTransport final : public DataTransport {
           progressUntil([&] { return ucp_request_check_status(flush) != UCS_INPROGRESS; }, grace_s);
           if (ucp_request_check_status(flush) != UCS_INPROGRESS) ucp_request_free(flush);
         }
-        for (ucp_ep_h& endpoint : endpoints_) {
-          if (endpoint == nullptr) continue;
-          ucp_request_param_t close_params{};
-          close_params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-          close_params.flags = UCP_EP_CLOSE_FLAG_FORCE;
-          const ucs_status_ptr_t close = ucp_ep_close_nbx(endpoint, &close_params);
-          if (close != nullptr && !UCS_PTR_IS_ERR(close)) {
-            progressUntil([&] { return ucp_request_check_status(close) != UCS_INPROGRESS; }, 1.0);
-            if (ucp_request_check_status(close) != UCS_INPROGRESS) ucp_request_free(close);
-          }
-          endpoint = nullptr;
-        }
       } else {
         for (auto& [raw, op] : recvs_) {
           if (op->request != nullptr && !op->finished) ucp_request_cancel(worker_, op->request);
         }
       }
+      forceCloseEndpoints();
       if (address_ != nullptr) ucp_worker_release_address(worker_, address_);
       ucp_worker_destroy(worker_);  // destroys the endpoints still open
       worker_ = nullptr;
     }
     if (context_ != nullptr) ucp_cleanup(context_);
     context_ = nullptr;
+  }
+
+  // Closes every endpoint in UCP_EP_CLOSE_FLAG_FORCE mode (no flush; requests still queued on it complete with
+  // an error), progressing up to 1 s per endpoint for the close to finish.
+  void forceCloseEndpoints() {
+    for (ucp_ep_h& endpoint : endpoints_) {
+      if (endpoint == nullptr) continue;
+      ucp_request_param_t close_params{};
+      close_params.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      close_params.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      const ucs_status_ptr_t close = ucp_ep_close_nbx(endpoint, &close_params);
+      if (close != nullptr && !UCS_PTR_IS_ERR(close)) {
+        progressUntil([&] { return ucp_request_check_status(close) != UCS_INPROGRESS; }, 1.0);
+        if (ucp_request_check_status(close) != UCS_INPROGRESS) ucp_request_free(close);
+      }
+      endpoint = nullptr;
+    }
   }
 
   // Every in-flight send finished, or its peer's endpoint failed (nothing more will come of it).
@@ -587,6 +608,7 @@ class UcxTransport final : public DataTransport {
   LocalMemory memory_;
   const double timeout_s_;
   const std::chrono::steady_clock::time_point start_;
+  std::optional<std::chrono::steady_clock::time_point> endpoint_failure_seen_;  // see peerFailures()
   std::chrono::steady_clock::time_point last_peer_check_;  // epoch: the first blocking wait checks at once
   // Its mutex guards the worker and everything below; held by every public call and the progress thread.
   ProgressThread progress_;

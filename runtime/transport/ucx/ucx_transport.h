@@ -52,6 +52,9 @@ namespace braid::ucx {
 
 /// Longest single sleep of a blocking poll, milliseconds; peers are checked between sleeps.
 inline constexpr int kWaitSliceMs = 50;
+/// How long a blocking poll keeps waiting for the bootstrap to explain a failed endpoint (a peer that died or
+/// aborted, and why) before it reports the endpoint's failure alone, milliseconds.
+inline constexpr int kExplainGraceMs = 1000;
 /// Tag field widths (see above).
 inline constexpr int kRankBits = 20;
 inline constexpr int kChannelBits = 16;
