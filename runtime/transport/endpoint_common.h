@@ -32,6 +32,20 @@ Status checkRequestPeer(const char* transport, int self, int size, int rank, int
 Status checkRequestEnds(const char* transport, int self, int size, int rank, int peer, int channel, const char* what,
                         int channel_limit = INT_MAX);
 
+/// Microseconds a blocking poll may poll its connections before it sleeps: `options.spin_us` when >= 0, else
+/// BRAID_SPIN_US (default 50); 0 when `local_ranks` (the ranks sharing this host's cores) outnumber the cores
+/// this process may run on (sched_getaffinity), because a spinning rank would then take the core of the rank it
+/// waits for. Spinning saves the futex wake-up and context switch of a receiver that sleeps when its message
+/// arrives (tens of µs per message on a VM) at the cost of up to that many µs of one core per wait.
+double endpointSpinMicroseconds(const TransportOptions& options, int local_ranks);
+
+/// A hint to the CPU that this thread spins (x86 PAUSE: less power, no memory-order mis-speculation penalty).
+inline void cpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
 /// One stage of a collective setup: every rank all-gathers whether its part (`mine`) worked, so that all ranks
 /// fail together instead of some waiting for the timeout. Returns `mine` when it failed, kRemoteError
 /// "<transport>: rank P could not <stage>" when rank P's failed, or the bootstrap's error.

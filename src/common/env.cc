@@ -17,6 +17,10 @@ const std::vector<EnvParam>& envParams() {
        "Seconds any blocking wait of the runtime (bootstrap rendezvous, a transport poll) may last before it "
        "returns a timeout error naming what it waited for. A dead peer is reported at once, not after it. A value "
        "that is not a positive number falls back to 300 with a warning on stderr."},
+      {"BRAID_SPIN_US", "50",
+       "Microseconds a blocking poll of the shared-memory or threads transport keeps polling before it sleeps, "
+       "only while the host's ranks do not outnumber the cores the process may run on; `0` never spins. A value that "
+       "is not a number >= 0 falls back to 50 with a warning on stderr."},
       {"BRAID_TRANSPORT", "auto",
        "Transport between ranks: `auto` (threads when every rank is in one process, else shared memory when "
        "all share a host, else TCP), `threads`, `shm`, `tcp`, `ucx`."},
@@ -76,6 +80,17 @@ Result<double> envDouble(const char* name) {
   if (errno != 0 || end == text.c_str() || *end != '\0')
     return invalidArgument(std::string(name) + "=" + text + ": not a number");
   return value;
+}
+
+double runtimeSpinMicroseconds() {
+  Result<double> value = envDouble("BRAID_SPIN_US");
+  if (value.isOk() && *value >= 0) return *value;
+  static std::atomic<bool> warned{false};
+  if (!warned.exchange(true)) {
+    std::fprintf(stderr, "braid WARN: BRAID_SPIN_US=%s is not a number of microseconds >= 0; using 50\n",
+                 envString("BRAID_SPIN_US").c_str());
+  }
+  return 50.0;
 }
 
 double runtimeTimeoutSeconds() {

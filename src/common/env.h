@@ -29,5 +29,9 @@ Result<double> envDouble(const char* name);
 
 /// BRAID_TIMEOUT in seconds (default 300): the limit of every blocking wait of the runtime.
 double runtimeTimeoutSeconds();
+/// BRAID_SPIN_US in microseconds (default 50): how long a blocking shared-memory or threads poll polls before
+/// it sleeps.
+/// Not a number >= 0: 50, with a warning on stderr (once).
+double runtimeSpinMicroseconds();
 
 }  // namespace braid

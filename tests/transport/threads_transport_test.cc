@@ -16,12 +16,14 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -36,6 +38,7 @@
 #include "braid/datatype.h"
 #include "braid/executor.h"
 #include "braid/plan.h"
+#include "transport/endpoint_common.h"
 #include "transport/factory.h"
 
 namespace braid {
@@ -472,6 +475,76 @@ TEST(ThreadsTransport, ReceivePostedFirstGetsTheBytesDirectly) {
   for (int b = 0; b < 16; ++b) EXPECT_EQ(ranks[2].output[8 + b], static_cast<uint8_t>(50 + b));
   EXPECT_EQ(ranks[2].output[7], 0);
   EXPECT_EQ(ranks[2].output[24], 0);
+}
+
+// endpointSpinMicroseconds: the option when >= 0, else BRAID_SPIN_US (default 50, malformed -> 50), and 0
+// once the ranks outnumber the cores this process may run on.
+TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
+  const int cores = CPU_COUNT(&cpus);
+  TransportOptions options;
+  options.spin_us = 30;
+  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 30);
+  EXPECT_EQ(endpointSpinMicroseconds(options, cores), 30);
+  EXPECT_EQ(endpointSpinMicroseconds(options, cores + 1), 0);
+  options.spin_us = 0;
+  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 0);
+  options.spin_us = -1;
+  const char* saved = std::getenv("BRAID_SPIN_US");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("BRAID_SPIN_US");
+  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 50);
+  setenv("BRAID_SPIN_US", "7", 1);
+  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 7);
+  EXPECT_EQ(endpointSpinMicroseconds(options, cores + 1), 0);
+  setenv("BRAID_SPIN_US", "fast", 1);
+  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 50);
+  if (saved != nullptr) {
+    setenv("BRAID_SPIN_US", restore.c_str(), 1);
+  } else {
+    unsetenv("BRAID_SPIN_US");
+  }
+}
+
+// A spinning blocking poll returns when the completion arrives, not when its spin time runs out: 200 round
+// trips with a 100 ms spin would take >= 20 s if the spin missed the arrivals (each poll would spin to its end).
+TEST(ThreadsTransport, SpinningPollReturnsOnArrival) {
+  TransportOptions options = testOptions(30);
+  options.spin_us = 100000;
+  if (endpointSpinMicroseconds(options, 2) == 0) GTEST_SKIP() << "fewer than 2 cores: the transport does not spin";
+  auto ep = createThreadsWorld(2, options);
+  auto ranks = bindAll(ep, 8);
+  constexpr int kRounds = 200;
+  const auto start = Clock::now();
+  std::thread echo([&] {
+    for (int k = 0; k < kRounds; ++k) {
+      Result<RequestId> recv = ep[1]->postRecv(recvOf(1, 0, 0, 0, 4));
+      ASSERT_TRUE(recv.isOk());
+      std::vector<Completion> done;
+      while (done.empty()) ASSERT_TRUE(ep[1]->poll(&done, true).isOk());
+      std::memcpy(ranks[1].input.data(), ranks[1].output.data(), 4);
+      Result<RequestId> send = ep[1]->postSend(sendOf(1, 0, 0, 0, 4));
+      ASSERT_TRUE(send.isOk());
+      done.clear();
+      while (done.empty()) ASSERT_TRUE(ep[1]->poll(&done, true).isOk());
+    }
+  });
+  for (int k = 0; k < kRounds; ++k) {
+    const uint32_t token = 1000u + static_cast<uint32_t>(k);
+    std::memcpy(ranks[0].input.data(), &token, 4);
+    Result<RequestId> recv = ep[0]->postRecv(recvOf(0, 1, 0, 0, 4));
+    Result<RequestId> send = ep[0]->postSend(sendOf(0, 1, 0, 0, 4));
+    ASSERT_TRUE(recv.isOk() && send.isOk());
+    std::vector<Completion> done;
+    while (done.size() < 2) ASSERT_TRUE(ep[0]->poll(&done, true).isOk());
+    uint32_t back = 0;
+    std::memcpy(&back, ranks[0].output.data(), 4);
+    ASSERT_EQ(back, token) << "round " << k;
+  }
+  echo.join();
+  EXPECT_LT(secondsSince(start), 10.0);
 }
 
 TEST(ThreadsTransport, ChannelsAndDirectionsAreSeparateFifos) {

@@ -103,6 +103,7 @@ class ShmTransport final : public DataTransport {
         local_ranks_{bootstrap.rank()},
         memory_(local_ranks_),
         timeout_s_(endpointTimeoutSeconds(options)),
+        spin_us_(endpointSpinMicroseconds(options, bootstrap.size())),
         start_(std::chrono::steady_clock::now()),
         segments_(static_cast<size_t>(bootstrap.size())),
         notify_(static_cast<size_t>(bootstrap.size()), 0) {}
@@ -210,6 +211,13 @@ class ShmTransport final : public DataTransport {
       return internalError(fmt::format("shm: rank {}: blocking poll with no request outstanding", rank_));
     }
     SegmentHeader& own = header(rank_);
+    if (spin_us_ > 0) {
+      BRAID_RETURN_IF_ERROR(spin(own));
+      if (!completed_.empty()) {
+        drain(done);
+        return Status::ok();
+      }
+    }
     BlockingWait wait(timeout_s_, kWaitSliceMs, &last_peer_check_);
     while (true) {
       const uint32_t seen = shared(own.doorbell).load(std::memory_order_seq_cst);
@@ -250,6 +258,22 @@ class ShmTransport final : public DataTransport {
   }
 
  private:
+  // The spinning phase of a blocking poll (spin_us_ > 0): progresses whenever the doorbell moved, for up to
+  // spin_us_ µs, without announcing a waiter (so peers skip the futex wake-up). Returns with completions queued,
+  // or none when the time ran out; errors as progressAll().
+  Status spin(SegmentHeader& own) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(spin_us_);
+    while (true) {
+      const uint32_t seen = shared(own.doorbell).load(std::memory_order_acquire);
+      BRAID_RETURN_IF_ERROR(fail(progressAll()));
+      if (!completed_.empty()) return Status::ok();
+      for (unsigned i = 1; shared(own.doorbell).load(std::memory_order_acquire) == seen; ++i) {
+        if (i % 64 == 0 && std::chrono::steady_clock::now() >= end) return Status::ok();
+        cpuRelax();
+      }
+    }
+  }
+
   // Background progress, started with the first privately buffered send: such a send completed to the
   // executor but its bytes still stream through the ring as the receiver frees slots, also after execute()
   // returned and nobody calls poll(). While such sends remain and the owner has been out of the transport for
@@ -580,6 +604,7 @@ class ShmTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
+  const double spin_us_;  // endpointSpinMicroseconds: 0 never spins
   const std::chrono::steady_clock::time_point start_;
   ProgressThread progress_;  // its mutex guards everything below; held by every public call and the progress thread
   int private_streams_ = 0;  // privately buffered sends still streaming

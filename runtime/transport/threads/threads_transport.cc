@@ -67,6 +67,7 @@ struct Inbox {  // completions of one rank's requests finished by other ranks' t
   std::mutex mu;
   std::condition_variable cv;
   std::vector<Completion> done;
+  std::atomic<size_t> arrived{0};  // done.size(), readable without the mutex (a spinning poll watches it)
 };
 
 class World {
@@ -117,6 +118,7 @@ class World {
     {
       std::lock_guard<std::mutex> lock(in.mu);
       in.done.push_back(Completion{id, nowUs()});
+      in.arrived.store(in.done.size(), std::memory_order_release);
     }
     in.cv.notify_one();
   }
@@ -179,6 +181,7 @@ class ThreadsTransport final : public DataTransport {
         local_ranks_{rank},
         memory_(local_ranks_),
         timeout_s_(endpointTimeoutSeconds(options)),
+        spin_us_(endpointSpinMicroseconds(options, world_->numRanks())),
         send_conns_(static_cast<size_t>(world_->numRanks())),
         recv_conns_(static_cast<size_t>(world_->numRanks())) {}
 
@@ -310,6 +313,7 @@ class ThreadsTransport final : public DataTransport {
     done->insert(done->end(), ready_.begin(), ready_.end());
     ready_.clear();
     Inbox& in = world_->inbox(rank_);
+    if (block && done->size() == before && spin_us_ > 0) spin(in);
     std::unique_lock<std::mutex> lock(in.mu);
     if (in.done.empty() && done->size() == before && block) {
       const auto deadline =
@@ -324,6 +328,7 @@ class ThreadsTransport final : public DataTransport {
     }
     done->insert(done->end(), in.done.begin(), in.done.end());
     in.done.clear();
+    in.arrived.store(0, std::memory_order_relaxed);
     lock.unlock();
     if (done->size() == before) return failureStatus();  // woken by a failure
     return Status::ok();
@@ -338,6 +343,17 @@ class ThreadsTransport final : public DataTransport {
   }
 
  private:
+  // Up to spin_us_ µs: returns once a completion arrived in `in` or a rank failed (the caller then takes the
+  // inbox mutex and finds it), so that a message arriving meanwhile costs no condition-variable sleep.
+  void spin(const Inbox& in) const {
+    const auto end =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(spin_us_));
+    for (unsigned i = 1; in.arrived.load(std::memory_order_acquire) == 0 && !world_->failed(); ++i) {
+      if (i % 64 == 0 && Clock::now() >= end) return;
+      cpuRelax();
+    }
+  }
+
   // Non-ok when this endpoint or another rank failed; the first time, this rank's requests are withdrawn.
   Status failureStatus() {
     if (!own_failure_.isOk()) return own_failure_;
@@ -429,6 +445,7 @@ class ThreadsTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
+  const double spin_us_;  // endpointSpinMicroseconds: 0 never spins
   RequestId next_id_ = 1;
   std::vector<Completion> ready_;                     // finished by this thread, reported at the next poll
   std::vector<std::vector<Connection*>> send_conns_;  // [peer][channel]
