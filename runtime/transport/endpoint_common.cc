@@ -1,7 +1,6 @@
 #include "transport/endpoint_common.h"
 
 #include <fmt/format.h>
-#include <sched.h>
 
 #include <algorithm>
 
@@ -13,13 +12,14 @@ double endpointTimeoutSeconds(const TransportOptions& options) {
   return options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds();
 }
 
-double endpointSpinMicroseconds(const TransportOptions& options, int local_ranks) {
-  const double spin_us = options.spin_us >= 0 ? options.spin_us : runtimeSpinMicroseconds();
-  if (spin_us <= 0) return 0;
+SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks) {
+  SpinPolicy policy;
+  policy.us = std::max(0.0, options.spin_us >= 0 ? options.spin_us : runtimeSpinMicroseconds());
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  return local_ranks > cores ? 0.0 : spin_us;
+  policy.yield = local_ranks > cores;
+  return policy;
 }
 
 Status checkRequestPeer(const char* transport, int self, int size, int rank, int peer, const char* what) {

@@ -4,6 +4,8 @@
 // progress thread. Messages start with the transport's name ("shm: rank 2: ...").
 #pragma once
 
+#include <sched.h>
+
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -32,19 +34,34 @@ Status checkRequestPeer(const char* transport, int self, int size, int rank, int
 Status checkRequestEnds(const char* transport, int self, int size, int rank, int peer, int channel, const char* what,
                         int channel_limit = INT_MAX);
 
-/// Microseconds a blocking poll may poll its connections before it sleeps: `options.spin_us` when >= 0, else
-/// BRAID_SPIN_US (default 50); 0 when `local_ranks` (the ranks sharing this host's cores) outnumber the cores
-/// this process may run on (sched_getaffinity), because a spinning rank would then take the core of the rank it
-/// waits for. Spinning saves the futex wake-up and context switch of a receiver that sleeps when its message
-/// arrives (tens of µs per message on a VM) at the cost of up to that many µs of one core per wait.
-double endpointSpinMicroseconds(const TransportOptions& options, int local_ranks);
-
 /// A hint to the CPU that this thread spins (x86 PAUSE: less power, no memory-order mis-speculation penalty).
 inline void cpuRelax() {
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_ia32_pause();
 #endif
 }
+
+/// How a blocking poll spins before it sleeps. Spinning saves the futex wake-up and context switch of a receiver
+/// that sleeps when its message arrives (tens of µs per message on a VM) at the cost of up to `us` µs of a core
+/// per wait.
+struct SpinPolicy {
+  double us = 0;       // polling time before sleeping; 0 never spins
+  bool yield = false;  // sched_yield() between polls instead of a PAUSE: the ranks outnumber the cores
+  /// One pause between two polls.
+  void relax() const {
+    if (yield) {
+      sched_yield();
+    } else {
+      cpuRelax();
+    }
+  }
+};
+
+/// The spin of an endpoint whose host runs `local_ranks` ranks: `options.spin_us` when >= 0, else BRAID_SPIN_US
+/// (default 50); it yields the core between polls when `local_ranks` outnumber the cores this process may run on
+/// (sched_getaffinity), so a spinning rank hands its core to the rank it waits for (Open MPI's rule when
+/// oversubscribed, mpi_yield_when_idle) instead of taking it.
+SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks);
 
 /// One stage of a collective setup: every rank all-gathers whether its part (`mine`) worked, so that all ranks
 /// fail together instead of some waiting for the timeout. Returns `mine` when it failed, kRemoteError

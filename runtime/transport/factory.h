@@ -23,8 +23,8 @@ struct TransportOptions {
   double timeout_s = 0;           // 0: BRAID_TIMEOUT (common/env.h runtimeTimeoutSeconds())
   int fifo_depth = 8;             // messages buffered per connection ahead of the receiver (NCCL_STEPS)
   uint64_t slot_bytes = 1 << 20;  // shm: bytes per FIFO slot; larger messages travel in several slots
-  double spin_us = -1;            // shm: polling before a blocking poll sleeps; < 0: BRAID_SPIN_US (see
-                                  // endpointSpinMicroseconds, runtime/transport/endpoint_common.h)
+  double spin_us = -1;            // shm, threads: µs of polling before a blocking poll sleeps; < 0:
+                                  // BRAID_SPIN_US (endpointSpinPolicy, runtime/transport/endpoint_common.h)
 };
 
 /// The endpoint of this rank (bootstrap.rank()) for `kind`. The threads transport gets kUnboundedFifoDepth

@@ -477,30 +477,36 @@ TEST(ThreadsTransport, ReceivePostedFirstGetsTheBytesDirectly) {
   EXPECT_EQ(ranks[2].output[24], 0);
 }
 
-// endpointSpinMicroseconds: the option when >= 0, else BRAID_SPIN_US (default 50, malformed -> 50), and 0
-// once the ranks outnumber the cores this process may run on.
+// endpointSpinPolicy: the option when >= 0, else BRAID_SPIN_US (default 50, malformed -> 50); it yields between
+// polls once the ranks outnumber the cores this process may run on.
 TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
   const int cores = CPU_COUNT(&cpus);
+  const auto expect = [](const SpinPolicy& got, double us, bool yield, const char* what) {
+    EXPECT_EQ(got.us, us) << what;
+    EXPECT_EQ(got.yield, yield) << what;
+  };
   TransportOptions options;
   options.spin_us = 30;
-  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 30);
-  EXPECT_EQ(endpointSpinMicroseconds(options, cores), 30);
-  EXPECT_EQ(endpointSpinMicroseconds(options, cores + 1), 0);
+  expect(endpointSpinPolicy(options, 1), 30, false, "1 rank");
+  expect(endpointSpinPolicy(options, cores), 30, false, "a rank per core");
+  expect(endpointSpinPolicy(options, cores + 1), 30, true, "more ranks than cores");
   options.spin_us = 0;
-  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 0);
+  EXPECT_EQ(endpointSpinPolicy(options, 1).us, 0);
   options.spin_us = -1;
   const char* saved = std::getenv("BRAID_SPIN_US");
   const std::string restore = saved != nullptr ? saved : "";
   unsetenv("BRAID_SPIN_US");
-  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 50);
+  expect(endpointSpinPolicy(options, 1), 50, false, "BRAID_SPIN_US unset");
   setenv("BRAID_SPIN_US", "7", 1);
-  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 7);
-  EXPECT_EQ(endpointSpinMicroseconds(options, cores + 1), 0);
+  expect(endpointSpinPolicy(options, 1), 7, false, "BRAID_SPIN_US=7");
+  expect(endpointSpinPolicy(options, cores + 1), 7, true, "BRAID_SPIN_US=7, more ranks than cores");
+  setenv("BRAID_SPIN_US", "0", 1);
+  EXPECT_EQ(endpointSpinPolicy(options, 1).us, 0);
   setenv("BRAID_SPIN_US", "fast", 1);
-  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 50);
+  expect(endpointSpinPolicy(options, 1), 50, false, "BRAID_SPIN_US=fast");
   if (saved != nullptr) {
     setenv("BRAID_SPIN_US", restore.c_str(), 1);
   } else {
@@ -513,7 +519,6 @@ TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
 TEST(ThreadsTransport, SpinningPollReturnsOnArrival) {
   TransportOptions options = testOptions(30);
   options.spin_us = 100000;
-  if (endpointSpinMicroseconds(options, 2) == 0) GTEST_SKIP() << "fewer than 2 cores: the transport does not spin";
   auto ep = createThreadsWorld(2, options);
   auto ranks = bindAll(ep, 8);
   constexpr int kRounds = 200;

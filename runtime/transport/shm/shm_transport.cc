@@ -103,7 +103,7 @@ class ShmTransport final : public DataTransport {
         local_ranks_{bootstrap.rank()},
         memory_(local_ranks_),
         timeout_s_(endpointTimeoutSeconds(options)),
-        spin_us_(endpointSpinMicroseconds(options, bootstrap.size())),
+        spin_(endpointSpinPolicy(options, bootstrap.size())),
         start_(std::chrono::steady_clock::now()),
         segments_(static_cast<size_t>(bootstrap.size())),
         notify_(static_cast<size_t>(bootstrap.size()), 0) {}
@@ -211,7 +211,7 @@ class ShmTransport final : public DataTransport {
       return internalError(fmt::format("shm: rank {}: blocking poll with no request outstanding", rank_));
     }
     SegmentHeader& own = header(rank_);
-    if (spin_us_ > 0) {
+    if (spin_.us > 0) {
       BRAID_RETURN_IF_ERROR(spin(own));
       if (!completed_.empty()) {
         drain(done);
@@ -258,18 +258,18 @@ class ShmTransport final : public DataTransport {
   }
 
  private:
-  // The spinning phase of a blocking poll (spin_us_ > 0): progresses whenever the doorbell moved, for up to
-  // spin_us_ µs, without announcing a waiter (so peers skip the futex wake-up). Returns with completions queued,
+  // The spinning phase of a blocking poll (spin_.us > 0): progresses whenever the doorbell moved, for up to
+  // spin_.us µs, without announcing a waiter (so peers skip the futex wake-up). Returns with completions queued,
   // or none when the time ran out; errors as progressAll().
   Status spin(SegmentHeader& own) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(spin_us_);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(spin_.us);
     while (true) {
       const uint32_t seen = shared(own.doorbell).load(std::memory_order_acquire);
       BRAID_RETURN_IF_ERROR(fail(progressAll()));
       if (!completed_.empty()) return Status::ok();
       for (unsigned i = 1; shared(own.doorbell).load(std::memory_order_acquire) == seen; ++i) {
-        if (i % 64 == 0 && std::chrono::steady_clock::now() >= end) return Status::ok();
-        cpuRelax();
+        if ((spin_.yield || i % 64 == 0) && std::chrono::steady_clock::now() >= end) return Status::ok();
+        spin_.relax();
       }
     }
   }
@@ -604,7 +604,7 @@ class ShmTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
-  const double spin_us_;  // endpointSpinMicroseconds: 0 never spins
+  const SpinPolicy spin_;  // endpointSpinPolicy
   const std::chrono::steady_clock::time_point start_;
   ProgressThread progress_;  // its mutex guards everything below; held by every public call and the progress thread
   int private_streams_ = 0;  // privately buffered sends still streaming

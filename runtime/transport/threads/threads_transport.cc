@@ -181,7 +181,7 @@ class ThreadsTransport final : public DataTransport {
         local_ranks_{rank},
         memory_(local_ranks_),
         timeout_s_(endpointTimeoutSeconds(options)),
-        spin_us_(endpointSpinMicroseconds(options, world_->numRanks())),
+        spin_(endpointSpinPolicy(options, world_->numRanks())),
         send_conns_(static_cast<size_t>(world_->numRanks())),
         recv_conns_(static_cast<size_t>(world_->numRanks())) {}
 
@@ -313,7 +313,7 @@ class ThreadsTransport final : public DataTransport {
     done->insert(done->end(), ready_.begin(), ready_.end());
     ready_.clear();
     Inbox& in = world_->inbox(rank_);
-    if (block && done->size() == before && spin_us_ > 0) spin(in);
+    if (block && done->size() == before && spin_.us > 0) spin(in);
     std::unique_lock<std::mutex> lock(in.mu);
     if (in.done.empty() && done->size() == before && block) {
       const auto deadline =
@@ -343,14 +343,14 @@ class ThreadsTransport final : public DataTransport {
   }
 
  private:
-  // Up to spin_us_ µs: returns once a completion arrived in `in` or a rank failed (the caller then takes the
+  // Up to spin_.us µs: returns once a completion arrived in `in` or a rank failed (the caller then takes the
   // inbox mutex and finds it), so that a message arriving meanwhile costs no condition-variable sleep.
   void spin(const Inbox& in) const {
     const auto end =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(spin_us_));
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(spin_.us));
     for (unsigned i = 1; in.arrived.load(std::memory_order_acquire) == 0 && !world_->failed(); ++i) {
-      if (i % 64 == 0 && Clock::now() >= end) return;
-      cpuRelax();
+      if ((spin_.yield || i % 64 == 0) && Clock::now() >= end) return;
+      spin_.relax();
     }
   }
 
@@ -445,7 +445,7 @@ class ThreadsTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
-  const double spin_us_;  // endpointSpinMicroseconds: 0 never spins
+  const SpinPolicy spin_;  // endpointSpinPolicy
   RequestId next_id_ = 1;
   std::vector<Completion> ready_;                     // finished by this thread, reported at the next poll
   std::vector<std::vector<Connection*>> send_conns_;  // [peer][channel]

@@ -15,7 +15,8 @@
 // Completions: requests finished by the endpoint's own thread (local requests, which run at post time, and
 // its own matches) wait in a private list; requests finished by a peer's thread go to the endpoint's inbox
 // (mutex + condition variable) and wake it. poll(block = true) first watches the inbox's arrival count for up
-// to BRAID_SPIN_US µs (TransportOptions::spin_us; none when the ranks outnumber the cores), then sleeps on the
+// to BRAID_SPIN_US µs (TransportOptions::spin_us; yielding between looks when the ranks outnumber the cores),
+// then sleeps on the
 // condition variable for at most the timeout and returns kTimeout naming what the rank waits for.
 //
 // Failures: abort() marks the world failed; every endpoint's blocked or later call returns kRemoteError
