@@ -99,9 +99,9 @@ struct ReduceSpec {
 ///   next poll.
 /// - poll(block = true) sleeps (condition variable, futex, poll(2) or ucp_worker_wait) until something
 ///   completes: no busy spinning while idle. The one exception is bounded: a blocking poll may first poll
-///   its connections for a few µs (shm, threads: BRAID_SPIN_US, default 50; yielding the core between polls
-///   when the host's ranks outnumber the process's cores), which saves the wake-up of a receiver whose
-///   message is in flight.
+///   its connections for a few µs (shm, threads: BRAID_SPIN_US, default 50; not when the host's ranks
+///   outnumber the process's cores; backing off after spins that found nothing), which saves the wake-up of
+///   a receiver whose message is in flight.
 ///   A blocking poll that sees no completion for
 ///   `timeout_s` (BRAID_TIMEOUT) returns kTimeout naming the rank and what it waits for (peer, channel).
 /// - A peer that failed (abort()) or died (its process exited, its connection closed) makes every blocked or

@@ -1,6 +1,7 @@
 #include "transport/endpoint_common.h"
 
 #include <fmt/format.h>
+#include <sched.h>
 
 #include <algorithm>
 
@@ -18,7 +19,7 @@ SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks) 
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  policy.yield = local_ranks > cores;
+  if (local_ranks > cores) policy.us = 0;
   return policy;
 }
 

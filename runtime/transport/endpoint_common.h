@@ -4,8 +4,7 @@
 // progress thread. Messages start with the transport's name ("shm: rank 2: ...").
 #pragma once
 
-#include <sched.h>
-
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -45,23 +44,77 @@ inline void cpuRelax() {
 /// that sleeps when its message arrives (tens of µs per message on a VM) at the cost of up to `us` µs of a core
 /// per wait.
 struct SpinPolicy {
-  double us = 0;       // polling time before sleeping; 0 never spins
-  bool yield = false;  // sched_yield() between polls instead of a PAUSE: the ranks outnumber the cores
-  /// One pause between two polls.
-  void relax() const {
-    if (yield) {
-      sched_yield();
-    } else {
-      cpuRelax();
-    }
-  }
+  double us = 0;  // polling time before sleeping; 0 never spins
 };
 
 /// The spin of an endpoint whose host runs `local_ranks` ranks: `options.spin_us` when >= 0, else BRAID_SPIN_US
-/// (default 50); it yields the core between polls when `local_ranks` outnumber the cores this process may run on
-/// (sched_getaffinity), so a spinning rank hands its core to the rank it waits for (Open MPI's rule when
-/// oversubscribed, mpi_yield_when_idle) instead of taking it.
+/// (default 50); 0 when `local_ranks` outnumber the cores this process may run on (sched_getaffinity): a spinning
+/// rank would hold the core of the rank it waits for. (Yielding between polls instead, Open MPI's rule when
+/// oversubscribed, was measured and rejected: 4 ranks on 2 cores went from 50-100 µs to 11-17 µs per 1 KiB
+/// all-reduce on a quiet machine, but from 25-250 µs to 1.2-1.4 ms with two other busy programs;
+/// docs/performance.md, runs 8-10.)
 SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks);
+
+/// The spinning phase of an endpoint's blocking polls, adaptive. A spin pays off only when the message arrives
+/// within it and the spinning thread keeps its core meanwhile; when other programs compete for the cores, a
+/// spinning rank loses its time slice and wakes up later than a sleeping one would (measured: a
+/// 2-rank 1 KiB all-reduce under two compilers on 2 cores took 13-30 µs sleeping, 130-300 µs always spinning,
+/// 17-30 µs with this backoff). So
+/// a spin that finds nothing within its budget, or finds it only after more than twice the budget of wall time
+/// (the thread was descheduled), counts as failed: the next `backoff` blocking polls sleep at once, and
+/// `backoff` doubles (1, 2, 4 ... kMaxSkippedSpins) with every failure in a row; a spin that succeeds resets it.
+class SpinGovernor {
+ public:
+  static constexpr int kMaxSkippedSpins = 256;
+
+  explicit SpinGovernor(SpinPolicy policy) : policy_(policy) {}
+
+  /// Calls `done()` (true: stop, something arrived or failed) with a pause between calls for up to policy.us µs,
+  /// unless spinning is off or backing off. Returns true when done() returned true; false: sleep now.
+  template <typename Done>
+  bool spin(Done done) {
+    if (policy_.us <= 0) return false;
+    if (skip_ > 0) {
+      --skip_;
+      return false;
+    }
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point start = Clock::now();
+    const Clock::time_point end =
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(policy_.us));
+    bool found = false;
+    for (unsigned i = 1;; ++i) {
+      if (done()) {
+        found = true;
+        break;
+      }
+      if (i % 64 == 0 && Clock::now() >= end) break;
+      cpuRelax();
+    }
+    record(found, std::chrono::duration<double, std::micro>(Clock::now() - start).count());
+    return found;
+  }
+
+  /// The bookkeeping of spin() (public for tests): a spin that found something within 2 x policy.us µs of wall
+  /// time resets the backoff; otherwise the next `backoff` spins are skipped and the backoff doubles.
+  void record(bool found, double elapsed_us) {
+    if (found && elapsed_us <= 2 * policy_.us) {
+      backoff_ = 1;
+      return;
+    }
+    skip_ = backoff_;
+    backoff_ = std::min(2 * backoff_, kMaxSkippedSpins);
+  }
+
+  const SpinPolicy& policy() const { return policy_; }
+  /// Blocking polls that will sleep at once before the next spin.
+  int skipped() const { return skip_; }
+
+ private:
+  SpinPolicy policy_;
+  int skip_ = 0;
+  int backoff_ = 1;
+};
 
 /// One stage of a collective setup: every rank all-gathers whether its part (`mine`) worked, so that all ranks
 /// fail together instead of some waiting for the timeout. Returns `mine` when it failed, kRemoteError

@@ -18,9 +18,9 @@ const std::vector<EnvParam>& envParams() {
        "returns a timeout error naming what it waited for. A dead peer is reported at once, not after it. A value "
        "that is not a positive number falls back to 300 with a warning on stderr."},
       {"BRAID_SPIN_US", "50",
-       "Microseconds a blocking poll of the shared-memory or threads transport keeps polling before it sleeps "
-       "(yielding the core between polls when the host's ranks outnumber the cores the process may run on); `0` "
-       "sleeps at once. A value that is not a number >= 0 falls back to 50 with a warning on stderr."},
+       "Microseconds a blocking poll of the shared-memory or threads transport keeps polling before it sleeps; "
+       "none when the host's ranks outnumber the cores the process may run on, fewer after spins that found "
+       "nothing; `0` sleeps at once. A value that is not a number >= 0 falls back to 50 with a warning on stderr."},
       {"BRAID_TRANSPORT", "auto",
        "Transport between ranks: `auto` (threads when every rank is in one process, else shared memory when "
        "all share a host, else TCP), `threads`, `shm`, `tcp`, `ucx`."},

@@ -477,36 +477,33 @@ TEST(ThreadsTransport, ReceivePostedFirstGetsTheBytesDirectly) {
   EXPECT_EQ(ranks[2].output[24], 0);
 }
 
-// endpointSpinPolicy: the option when >= 0, else BRAID_SPIN_US (default 50, malformed -> 50); it yields between
-// polls once the ranks outnumber the cores this process may run on.
+// endpointSpinPolicy: the option when >= 0, else BRAID_SPIN_US (default 50, malformed -> 50); 0 once the ranks
+// outnumber the cores this process may run on.
 TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
   const int cores = CPU_COUNT(&cpus);
-  const auto expect = [](const SpinPolicy& got, double us, bool yield, const char* what) {
-    EXPECT_EQ(got.us, us) << what;
-    EXPECT_EQ(got.yield, yield) << what;
-  };
+  const auto expect = [](const SpinPolicy& got, double us, const char* what) { EXPECT_EQ(got.us, us) << what; };
   TransportOptions options;
   options.spin_us = 30;
-  expect(endpointSpinPolicy(options, 1), 30, false, "1 rank");
-  expect(endpointSpinPolicy(options, cores), 30, false, "a rank per core");
-  expect(endpointSpinPolicy(options, cores + 1), 30, true, "more ranks than cores");
+  expect(endpointSpinPolicy(options, 1), 30, "1 rank");
+  expect(endpointSpinPolicy(options, cores), 30, "a rank per core");
+  expect(endpointSpinPolicy(options, cores + 1), 0, "more ranks than cores");
   options.spin_us = 0;
   EXPECT_EQ(endpointSpinPolicy(options, 1).us, 0);
   options.spin_us = -1;
   const char* saved = std::getenv("BRAID_SPIN_US");
   const std::string restore = saved != nullptr ? saved : "";
   unsetenv("BRAID_SPIN_US");
-  expect(endpointSpinPolicy(options, 1), 50, false, "BRAID_SPIN_US unset");
+  expect(endpointSpinPolicy(options, 1), 50, "BRAID_SPIN_US unset");
   setenv("BRAID_SPIN_US", "7", 1);
-  expect(endpointSpinPolicy(options, 1), 7, false, "BRAID_SPIN_US=7");
-  expect(endpointSpinPolicy(options, cores + 1), 7, true, "BRAID_SPIN_US=7, more ranks than cores");
+  expect(endpointSpinPolicy(options, 1), 7, "BRAID_SPIN_US=7");
+  expect(endpointSpinPolicy(options, cores + 1), 0, "BRAID_SPIN_US=7, more ranks than cores");
   setenv("BRAID_SPIN_US", "0", 1);
   EXPECT_EQ(endpointSpinPolicy(options, 1).us, 0);
   setenv("BRAID_SPIN_US", "fast", 1);
-  expect(endpointSpinPolicy(options, 1), 50, false, "BRAID_SPIN_US=fast");
+  expect(endpointSpinPolicy(options, 1), 50, "BRAID_SPIN_US=fast");
   if (saved != nullptr) {
     setenv("BRAID_SPIN_US", restore.c_str(), 1);
   } else {
@@ -514,8 +511,60 @@ TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
   }
 }
 
-// A spinning blocking poll returns when the completion arrives, not when its spin time runs out: 200 round
-// trips with a 100 ms spin would take >= 20 s if the spin missed the arrivals (each poll would spin to its end).
+// SpinGovernor: a spin that finds nothing makes the next 1, 2, 4 ... blocking polls sleep at once (done() is not
+// called for them); a spin that finds something resets the backoff; record() treats a find after more than
+// twice the budget (a descheduled thread) as a failure. Counted in calls, not timed.
+TEST(EndpointSpin, GovernorBacksOffAfterFailedSpins) {
+  SpinGovernor governor(SpinPolicy{20});
+  int calls = 0;
+  const auto never = [&] {
+    ++calls;
+    return false;
+  };
+  const auto at_once = [&] {
+    ++calls;
+    return true;
+  };
+  // Pattern of the spins: a failed spin, then `skip` polls that must not call done().
+  const auto expectSkipped = [&](int skip) {
+    for (int k = 0; k < skip; ++k) {
+      calls = 0;
+      EXPECT_FALSE(governor.spin(at_once)) << "poll " << k << " of " << skip << " skipped";
+      EXPECT_EQ(calls, 0);
+    }
+  };
+  EXPECT_TRUE(governor.spin(at_once));
+  EXPECT_EQ(calls, 1);
+  for (int skip : {1, 2, 4, 8}) {
+    calls = 0;
+    EXPECT_FALSE(governor.spin(never));
+    EXPECT_GT(calls, 1);  // it polled until its 20 µs ran out
+    EXPECT_EQ(governor.skipped(), skip);
+    expectSkipped(skip);
+  }
+  calls = 0;
+  EXPECT_TRUE(governor.spin(at_once));  // success: the backoff starts over at 1
+  EXPECT_FALSE(governor.spin(never));
+  EXPECT_EQ(governor.skipped(), 1);
+  expectSkipped(1);
+  // A find that took more than 2 x 20 µs of wall time counts as failed; one within it does not.
+  governor.record(true, 41);
+  EXPECT_EQ(governor.skipped(), 2);
+  expectSkipped(2);
+  governor.record(true, 40);
+  EXPECT_EQ(governor.skipped(), 0);
+  // The backoff stops doubling at kMaxSkippedSpins.
+  for (int k = 0; k < 12; ++k) governor.record(false, 20);
+  EXPECT_EQ(governor.skipped(), SpinGovernor::kMaxSkippedSpins);
+  // Spinning off: never calls done().
+  SpinGovernor off(SpinPolicy{0});
+  calls = 0;
+  EXPECT_FALSE(off.spin(at_once));
+  EXPECT_EQ(calls, 0);
+}
+
+// Ping-pong through spinning blocking polls (100 ms budget): every reply carries the right token, and the 200
+// round trips finish far below the 20 s that 200 polls spinning to the end of their budget would take.
 TEST(ThreadsTransport, SpinningPollReturnsOnArrival) {
   TransportOptions options = testOptions(30);
   options.spin_us = 100000;

@@ -211,12 +211,23 @@ class ShmTransport final : public DataTransport {
       return internalError(fmt::format("shm: rank {}: blocking poll with no request outstanding", rank_));
     }
     SegmentHeader& own = header(rank_);
-    if (spin_.us > 0) {
-      BRAID_RETURN_IF_ERROR(spin(own));
-      if (!completed_.empty()) {
-        drain(done);
-        return Status::ok();
-      }
+    // Spinning (SpinGovernor): progress whenever the doorbell moved, without announcing a waiter, so peers skip
+    // the futex wake-up.
+    uint32_t seen = shared(own.doorbell).load(std::memory_order_acquire);
+    Status spun = Status::ok();
+    bool first = true;
+    const bool stopped = spin_.spin([&] {
+      const uint32_t now = shared(own.doorbell).load(std::memory_order_acquire);
+      if (!first && now == seen) return false;
+      first = false;
+      seen = now;
+      spun = progressAll();
+      return !spun.isOk() || !completed_.empty();
+    });
+    if (stopped) {
+      BRAID_RETURN_IF_ERROR(fail(std::move(spun)));
+      drain(done);
+      return Status::ok();
     }
     BlockingWait wait(timeout_s_, kWaitSliceMs, &last_peer_check_);
     while (true) {
@@ -258,22 +269,6 @@ class ShmTransport final : public DataTransport {
   }
 
  private:
-  // The spinning phase of a blocking poll (spin_.us > 0): progresses whenever the doorbell moved, for up to
-  // spin_.us µs, without announcing a waiter (so peers skip the futex wake-up). Returns with completions queued,
-  // or none when the time ran out; errors as progressAll().
-  Status spin(SegmentHeader& own) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double, std::micro>(spin_.us);
-    while (true) {
-      const uint32_t seen = shared(own.doorbell).load(std::memory_order_acquire);
-      BRAID_RETURN_IF_ERROR(fail(progressAll()));
-      if (!completed_.empty()) return Status::ok();
-      for (unsigned i = 1; shared(own.doorbell).load(std::memory_order_acquire) == seen; ++i) {
-        if ((spin_.yield || i % 64 == 0) && std::chrono::steady_clock::now() >= end) return Status::ok();
-        spin_.relax();
-      }
-    }
-  }
-
   // Background progress, started with the first privately buffered send: such a send completed to the
   // executor but its bytes still stream through the ring as the receiver frees slots, also after execute()
   // returned and nobody calls poll(). While such sends remain and the owner has been out of the transport for
@@ -604,7 +599,7 @@ class ShmTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
-  const SpinPolicy spin_;  // endpointSpinPolicy
+  SpinGovernor spin_;  // endpointSpinPolicy, adaptive
   const std::chrono::steady_clock::time_point start_;
   ProgressThread progress_;  // its mutex guards everything below; held by every public call and the progress thread
   int private_streams_ = 0;  // privately buffered sends still streaming

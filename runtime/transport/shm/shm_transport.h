@@ -40,12 +40,13 @@
 // Waiting. Every rank's segment has a 32-bit doorbell. A sender that filled slots of r, or a receiver that
 // freed slots of its sender s, increments the doorbell of r or s and, when that rank announced a waiter,
 // FUTEX_WAKEs it (shared futex: works across processes and across two mappings in one process). A blocking
-// poll first spins for up to BRAID_SPIN_US µs (TransportOptions::spin_us; sched_yield between polls when the
-// ranks outnumber the cores), progressing each time its doorbell moves, without announcing a waiter; then it reads its
-// doorbell, announces a waiter, retries progress, then FUTEX_WAITs on the value read, in slices of kWaitSliceMs;
-// between slices it checks the peers' failed flags and bootstrap.checkPeers() (a killed peer closed its
-// bootstrap sockets), so a dead or aborted peer is kRemoteError naming it within a slice, and a poll that
-// sees no completion for the timeout is kTimeout naming the connection it waits on.
+// poll first spins for up to BRAID_SPIN_US µs (TransportOptions::spin_us; not when the ranks outnumber the
+// cores, and backing off after spins that found nothing: SpinGovernor, endpoint_common.h), progressing each
+// time its doorbell moves, without announcing a waiter; then it reads its doorbell, announces a waiter, retries
+// progress, then FUTEX_WAITs on the value read, in slices of kWaitSliceMs; between slices it checks the peers' failed
+// flags and bootstrap.checkPeers() (a killed peer closed its bootstrap sockets), so a dead or aborted peer is
+// kRemoteError naming it within a slice, and a poll that sees no completion for the timeout is kTimeout naming the
+// connection it waits on.
 #pragma once
 
 #include <cstdint>

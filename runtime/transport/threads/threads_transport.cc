@@ -313,7 +313,10 @@ class ThreadsTransport final : public DataTransport {
     done->insert(done->end(), ready_.begin(), ready_.end());
     ready_.clear();
     Inbox& in = world_->inbox(rank_);
-    if (block && done->size() == before && spin_.us > 0) spin(in);
+    if (block && done->size() == before) {
+      // Spinning (SpinGovernor) on the inbox's arrival count; the mutex below then finds what arrived.
+      spin_.spin([&] { return in.arrived.load(std::memory_order_acquire) != 0 || world_->failed(); });
+    }
     std::unique_lock<std::mutex> lock(in.mu);
     if (in.done.empty() && done->size() == before && block) {
       const auto deadline =
@@ -343,17 +346,6 @@ class ThreadsTransport final : public DataTransport {
   }
 
  private:
-  // Up to spin_.us µs: returns once a completion arrived in `in` or a rank failed (the caller then takes the
-  // inbox mutex and finds it), so that a message arriving meanwhile costs no condition-variable sleep.
-  void spin(const Inbox& in) const {
-    const auto end =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(spin_.us));
-    for (unsigned i = 1; in.arrived.load(std::memory_order_acquire) == 0 && !world_->failed(); ++i) {
-      if ((spin_.yield || i % 64 == 0) && Clock::now() >= end) return;
-      spin_.relax();
-    }
-  }
-
   // Non-ok when this endpoint or another rank failed; the first time, this rank's requests are withdrawn.
   Status failureStatus() {
     if (!own_failure_.isOk()) return own_failure_;
@@ -445,7 +437,7 @@ class ThreadsTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
-  const SpinPolicy spin_;  // endpointSpinPolicy
+  SpinGovernor spin_;  // endpointSpinPolicy, adaptive
   RequestId next_id_ = 1;
   std::vector<Completion> ready_;                     // finished by this thread, reported at the next poll
   std::vector<std::vector<Connection*>> send_conns_;  // [peer][channel]

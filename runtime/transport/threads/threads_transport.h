@@ -15,9 +15,9 @@
 // Completions: requests finished by the endpoint's own thread (local requests, which run at post time, and
 // its own matches) wait in a private list; requests finished by a peer's thread go to the endpoint's inbox
 // (mutex + condition variable) and wake it. poll(block = true) first watches the inbox's arrival count for up
-// to BRAID_SPIN_US µs (TransportOptions::spin_us; yielding between looks when the ranks outnumber the cores),
-// then sleeps on the
-// condition variable for at most the timeout and returns kTimeout naming what the rank waits for.
+// to BRAID_SPIN_US µs (TransportOptions::spin_us; not when the ranks outnumber the cores, and backing off after
+// spins that found nothing: SpinGovernor, endpoint_common.h), then sleeps on the condition variable for at most
+// the timeout and returns kTimeout naming what the rank waits for.
 //
 // Failures: abort() marks the world failed; every endpoint's blocked or later call returns kRemoteError
 // "rank 1 failed: <why>" at once (everyone is woken), the aborting endpoint returns `why`. A send and receive
