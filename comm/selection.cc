@@ -10,6 +10,8 @@ ClassicAlgo classicalRule(CollectiveKind collective, int num_ranks, uint64_t byt
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kAllGather:
     case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kBroadcast:  // kRecursiveDoubling: the binomial tree
+    case CollectiveKind::kReduce:
       return bytes < kLatencyBound && num_ranks > 2 ? ClassicAlgo::kRecursiveDoubling : ClassicAlgo::kRing;
     case CollectiveKind::kAllToAll: return ClassicAlgo::kDirect;
     default: return ClassicAlgo::kRing;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -357,6 +358,7 @@ int runForked(const RunSetup& setup, SharedState* shared, const braidUniqueId& i
   std::vector<pid_t> pids;
   std::fflush(stdout);
   std::fflush(stderr);
+  const pid_t parent = getpid();
   for (int p = 0; p < o.processes; ++p) {
     const pid_t pid = fork();
     if (pid < 0) {
@@ -367,6 +369,10 @@ int runForked(const RunSetup& setup, SharedState* shared, const braidUniqueId& i
       return 1;
     }
     if (pid == 0) {
+      // The ranks die with braid_perf (killed by a job script or a timeout), as ranks do with mpirun; the check
+      // after prctl covers a parent that died before it.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(1);
       const int code = runThreads(setup, shared, p, {}, &id);
       std::fflush(stdout);
       std::fflush(stderr);

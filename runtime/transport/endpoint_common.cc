@@ -15,7 +15,7 @@ double endpointTimeoutSeconds(const TransportOptions& options) {
 
 SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks) {
   SpinPolicy policy;
-  policy.us = std::max(0.0, options.spin_us >= 0 ? options.spin_us : runtimeSpinMicroseconds());
+  policy.us = std::clamp(options.spin_us >= 0 ? options.spin_us : runtimeSpinMicroseconds(), 0.0, kMaxSpinMicroseconds);
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;

@@ -48,10 +48,10 @@ struct SpinPolicy {
 };
 
 /// The spin of an endpoint whose host runs `local_ranks` ranks: `options.spin_us` when >= 0, else BRAID_SPIN_US
-/// (default 50); 0 when `local_ranks` outnumber the cores this process may run on (sched_getaffinity): a spinning
-/// rank would hold the core of the rank it waits for. (Yielding between polls instead, Open MPI's rule when
-/// oversubscribed, was measured and rejected: 4 ranks on 2 cores went from 50-100 µs to 11-17 µs per 1 KiB
-/// all-reduce on a quiet machine, but from 25-250 µs to 1.2-1.4 ms with two other busy programs;
+/// (default 50), at most kMaxSpinMicroseconds (common/env.h); 0 when `local_ranks` outnumber the cores this process may
+/// run on (sched_getaffinity): a spinning rank would hold the core of the rank it waits for. (Yielding between polls
+/// instead, Open MPI's rule when oversubscribed, was measured and rejected: 4 ranks on 2 cores went from 50-100 µs to
+/// 11-17 µs per 1 KiB all-reduce on a quiet machine, but from 25-250 µs to 1.2-1.4 ms with two other busy programs;
 /// docs/performance.md, runs 8-10.)
 SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks);
 

@@ -20,7 +20,8 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_SPIN_US", "50",
        "Microseconds a blocking poll of the shared-memory or threads transport keeps polling before it sleeps; "
        "none when the host's ranks outnumber the cores the process may run on, fewer after spins that found "
-       "nothing; `0` sleeps at once. A value that is not a number >= 0 falls back to 50 with a warning on stderr."},
+       "nothing; `0` sleeps at once; at most 1000. A value that is not a number >= 0 falls back to 50, one above "
+       "1000 to 1000, with a warning on stderr."},
       {"BRAID_TRANSPORT", "auto",
        "Transport between ranks: `auto` (threads when every rank is in one process, else shared memory when "
        "all share a host, else TCP), `threads`, `shm`, `tcp`, `ucx`."},
@@ -84,6 +85,14 @@ Result<double> envDouble(const char* name) {
 
 double runtimeSpinMicroseconds() {
   Result<double> value = envDouble("BRAID_SPIN_US");
+  if (value.isOk() && *value > kMaxSpinMicroseconds) {
+    static std::atomic<bool> warned_high{false};
+    if (!warned_high.exchange(true)) {
+      std::fprintf(stderr, "braid WARN: BRAID_SPIN_US=%s is above the limit of %.0f µs; using %.0f\n",
+                   envString("BRAID_SPIN_US").c_str(), kMaxSpinMicroseconds, kMaxSpinMicroseconds);
+    }
+    return kMaxSpinMicroseconds;
+  }
   if (value.isOk() && *value >= 0) return *value;
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {

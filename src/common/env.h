@@ -29,9 +29,12 @@ Result<double> envDouble(const char* name);
 
 /// BRAID_TIMEOUT in seconds (default 300): the limit of every blocking wait of the runtime.
 double runtimeTimeoutSeconds();
+/// The most a blocking poll may spin, µs: a spinning poll checks neither peers nor the timeout, so this bounds
+/// how late a dead peer or a timeout can be reported because of it.
+inline constexpr double kMaxSpinMicroseconds = 1000;
 /// BRAID_SPIN_US in microseconds (default 50): how long a blocking shared-memory or threads poll polls before
-/// it sleeps.
-/// Not a number >= 0: 50, with a warning on stderr (once).
+/// it sleeps. Not a number >= 0: 50, above kMaxSpinMicroseconds (inf included): kMaxSpinMicroseconds, each with
+/// a warning on stderr (once).
 double runtimeSpinMicroseconds();
 
 }  // namespace braid

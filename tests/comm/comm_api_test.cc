@@ -210,6 +210,11 @@ TEST(Communicator, ClassicalRule) {
   EXPECT_EQ(classicalRule(CollectiveKind::kAllReduce, 4, 256 << 10), ClassicAlgo::kRing);
   EXPECT_EQ(classicalRule(CollectiveKind::kAllReduce, 2, 1024), ClassicAlgo::kRing);
   EXPECT_EQ(classicalRule(CollectiveKind::kAllToAll, 8, 1 << 30), ClassicAlgo::kDirect);
+  // Broadcast and reduce: the binomial tree below 256 KiB with 3+ ranks (comm/README.md), else the ring chain.
+  EXPECT_EQ(classicalRule(CollectiveKind::kBroadcast, 3, 1024), ClassicAlgo::kRecursiveDoubling);
+  EXPECT_EQ(classicalRule(CollectiveKind::kReduce, 8, (256 << 10) - 1), ClassicAlgo::kRecursiveDoubling);
+  EXPECT_EQ(classicalRule(CollectiveKind::kBroadcast, 4, 256 << 10), ClassicAlgo::kRing);
+  EXPECT_EQ(classicalRule(CollectiveKind::kReduce, 2, 1024), ClassicAlgo::kRing);
 }
 
 TEST(Communicator, AlgoDirWithABadFileFailsNamingIt) {

@@ -38,6 +38,7 @@
 #include "braid/datatype.h"
 #include "braid/executor.h"
 #include "braid/plan.h"
+#include "common/env.h"
 #include "transport/endpoint_common.h"
 #include "transport/factory.h"
 
@@ -502,6 +503,13 @@ TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
   expect(endpointSpinPolicy(options, cores + 1), 0, "BRAID_SPIN_US=7, more ranks than cores");
   setenv("BRAID_SPIN_US", "0", 1);
   EXPECT_EQ(endpointSpinPolicy(options, 1).us, 0);
+  setenv("BRAID_SPIN_US", "1e9", 1);  // above kMaxSpinMicroseconds: clamped (with a warning)
+  expect(endpointSpinPolicy(options, 1), 1000, "BRAID_SPIN_US=1e9");
+  setenv("BRAID_SPIN_US", "inf", 1);
+  expect(endpointSpinPolicy(options, 1), 1000, "BRAID_SPIN_US=inf");
+  options.spin_us = 5000;
+  expect(endpointSpinPolicy(options, 1), 1000, "spin_us = 5000");
+  options.spin_us = -1;
   setenv("BRAID_SPIN_US", "fast", 1);
   expect(endpointSpinPolicy(options, 1), 50, "BRAID_SPIN_US=fast");
   if (saved != nullptr) {
@@ -563,11 +571,10 @@ TEST(EndpointSpin, GovernorBacksOffAfterFailedSpins) {
   EXPECT_EQ(calls, 0);
 }
 
-// Ping-pong through spinning blocking polls (100 ms budget): every reply carries the right token, and the 200
-// round trips finish far below the 20 s that 200 polls spinning to the end of their budget would take.
+// Ping-pong through spinning blocking polls (the largest budget, 1 ms): every reply carries the right token.
 TEST(ThreadsTransport, SpinningPollReturnsOnArrival) {
   TransportOptions options = testOptions(30);
-  options.spin_us = 100000;
+  options.spin_us = kMaxSpinMicroseconds;
   auto ep = createThreadsWorld(2, options);
   auto ranks = bindAll(ep, 8);
   constexpr int kRounds = 200;

@@ -5,12 +5,14 @@
 
 #ifdef BRAID_HAVE_UCX
 #include <poll.h>
+#include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -311,7 +313,23 @@ class UcxTransport final : public DataTransport {
     ucp_request_free(request);
   }
 
+  // UCX contexts are created one at a time per process, with UCM memory events off unless UCX_MEM_EVENTS is set:
+  // two threads in ucp_init at once (braid_perf -t 2 --transport ucx) could deadlock in UCM's hook installation
+  // (ucm_mmap_install -> ucm_event_enter_exclusive, found with gdb: 1-2 of 15 runs), and with events off it never
+  // did (0 of 30 runs). Braid's UCX endpoints send from their own bounce buffers and receive into host memory,
+  // so they need no registration cache, which is what the events keep coherent.
+  static std::mutex& initMutex() {
+    static std::mutex mutex;
+    return mutex;
+  }
+
   Status createWorker() {
+    std::lock_guard<std::mutex> init_lock(initMutex());
+    if (std::getenv("UCX_MEM_EVENTS") == nullptr && ucm_global_opts.enable_events) {
+      ucm_global_config_t options = ucm_global_opts;
+      options.enable_events = 0;
+      ucm_set_global_opts(&options);
+    }
     ucp_config_t* config = nullptr;
     ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
     if (status != UCS_OK)
