@@ -13,14 +13,12 @@ double endpointTimeoutSeconds(const TransportOptions& options) {
   return options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds();
 }
 
-SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks) {
-  SpinPolicy policy;
-  policy.us = std::clamp(options.spin_us >= 0 ? options.spin_us : runtimeSpinMicroseconds(), 0.0, kMaxSpinMicroseconds);
+double endpointSpinMicroseconds(const TransportOptions& options, int local_ranks) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   const int cores = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-  if (local_ranks > cores) policy.us = 0;
-  return policy;
+  if (local_ranks > cores) return 0;
+  return std::clamp(options.spin_us >= 0 ? options.spin_us : runtimeSpinMicroseconds(), 0.0, kMaxSpinMicroseconds);
 }
 
 Status checkRequestPeer(const char* transport, int self, int size, int rank, int peer, const char* what) {

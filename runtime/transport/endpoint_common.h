@@ -40,40 +40,35 @@ inline void cpuRelax() {
 #endif
 }
 
-/// How a blocking poll spins before it sleeps. Spinning saves the futex wake-up and context switch of a receiver
-/// that sleeps when its message arrives (tens of µs per message on a VM) at the cost of up to `us` µs of a core
-/// per wait.
-struct SpinPolicy {
-  double us = 0;  // polling time before sleeping; 0 never spins
-};
-
-/// The spin of an endpoint whose host runs `local_ranks` ranks: `options.spin_us` when >= 0, else BRAID_SPIN_US
-/// (default 50), at most kMaxSpinMicroseconds (common/env.h); 0 when `local_ranks` outnumber the cores this process may
-/// run on (sched_getaffinity): a spinning rank would hold the core of the rank it waits for. (Yielding between polls
-/// instead, Open MPI's rule when oversubscribed, was measured and rejected: 4 ranks on 2 cores went from 50-100 µs to
-/// 11-17 µs per 1 KiB all-reduce on a quiet machine, but from 25-250 µs to 1.2-1.4 ms with two other busy programs;
-/// docs/performance.md, runs 8-10.)
-SpinPolicy endpointSpinPolicy(const TransportOptions& options, int local_ranks);
+/// µs a blocking poll of an endpoint whose host runs `local_ranks` ranks may spin before it sleeps (saving the
+/// futex wake-up and context switch of a receiver whose message arrives meanwhile): `options.spin_us` when >= 0,
+/// else BRAID_SPIN_US (default 50), at most kMaxSpinMicroseconds (common/env.h); 0 when `local_ranks` outnumber
+/// the cores this process may run on (sched_getaffinity): a spinning rank would hold the core of the rank it
+/// waits for. (Yielding between polls instead, Open MPI's rule when oversubscribed, was measured and rejected:
+/// 4 ranks on 2 cores went from 50-100 µs to 11-17 µs per 1 KiB all-reduce on a quiet machine, but from
+/// 25-250 µs to 1.2-1.4 ms with two other busy programs; docs/performance.md, runs 8-10.)
+double endpointSpinMicroseconds(const TransportOptions& options, int local_ranks);
 
 /// The spinning phase of an endpoint's blocking polls, adaptive. A spin pays off only when the message arrives
 /// within it and the spinning thread keeps its core meanwhile; when other programs compete for the cores, a
-/// spinning rank loses its time slice and wakes up later than a sleeping one would (measured: a
-/// 2-rank 1 KiB all-reduce under two compilers on 2 cores took 13-30 µs sleeping, 130-300 µs always spinning,
-/// 17-30 µs with this backoff). So
-/// a spin that finds nothing within its budget, or finds it only after more than twice the budget of wall time
-/// (the thread was descheduled), counts as failed: the next `backoff` blocking polls sleep at once, and
-/// `backoff` doubles (1, 2, 4 ... kMaxSkippedSpins) with every failure in a row; a spin that succeeds resets it.
+/// spinning rank loses its time slice and wakes up later than a sleeping one would (measured: a 2-rank 1 KiB
+/// all-reduce under two compilers on 2 cores took 13-30 µs sleeping, 130-300 µs always spinning, 17-30 µs with
+/// this backoff). So a spin that finds nothing within its budget, or finds it only after more than twice the
+/// budget of wall time (the thread was descheduled), counts as failed: the next `backoff` blocking polls sleep
+/// at once, and `backoff` doubles (1, 2, 4 ... kMaxSkippedSpins) with every failure in a row; a spin that
+/// succeeds resets it.
 class SpinGovernor {
  public:
   static constexpr int kMaxSkippedSpins = 256;
 
-  explicit SpinGovernor(SpinPolicy policy) : policy_(policy) {}
+  /// `budget_us`: endpointSpinMicroseconds (0: never spins).
+  explicit SpinGovernor(double budget_us) : budget_us_(budget_us) {}
 
-  /// Calls `done()` (true: stop, something arrived or failed) with a pause between calls for up to policy.us µs,
+  /// Calls `done()` (true: stop, something arrived or failed) with a pause between calls for up to the budget µs,
   /// unless spinning is off or backing off. Returns true when done() returned true; false: sleep now.
   template <typename Done>
   bool spin(Done done) {
-    if (policy_.us <= 0) return false;
+    if (budget_us_ <= 0) return false;
     if (skip_ > 0) {
       --skip_;
       return false;
@@ -81,7 +76,7 @@ class SpinGovernor {
     using Clock = std::chrono::steady_clock;
     const Clock::time_point start = Clock::now();
     const Clock::time_point end =
-        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(policy_.us));
+        start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double, std::micro>(budget_us_));
     bool found = false;
     for (unsigned i = 1;; ++i) {
       if (done()) {
@@ -95,10 +90,10 @@ class SpinGovernor {
     return found;
   }
 
-  /// The bookkeeping of spin() (public for tests): a spin that found something within 2 x policy.us µs of wall
+  /// The bookkeeping of spin() (public for tests): a spin that found something within 2 x the budget µs of wall
   /// time resets the backoff; otherwise the next `backoff` spins are skipped and the backoff doubles.
   void record(bool found, double elapsed_us) {
-    if (found && elapsed_us <= 2 * policy_.us) {
+    if (found && elapsed_us <= 2 * budget_us_) {
       backoff_ = 1;
       return;
     }
@@ -106,12 +101,11 @@ class SpinGovernor {
     backoff_ = std::min(2 * backoff_, kMaxSkippedSpins);
   }
 
-  const SpinPolicy& policy() const { return policy_; }
   /// Blocking polls that will sleep at once before the next spin.
   int skipped() const { return skip_; }
 
  private:
-  SpinPolicy policy_;
+  double budget_us_;
   int skip_ = 0;
   int backoff_ = 1;
 };

@@ -24,7 +24,7 @@ struct TransportOptions {
   int fifo_depth = 8;             // messages buffered per connection ahead of the receiver (NCCL_STEPS)
   uint64_t slot_bytes = 1 << 20;  // shm: bytes per FIFO slot; larger messages travel in several slots
   double spin_us = -1;            // shm, threads: µs of polling before a blocking poll sleeps; < 0:
-                                  // BRAID_SPIN_US (endpointSpinPolicy, runtime/transport/endpoint_common.h)
+                                  // BRAID_SPIN_US (endpointSpinMicroseconds, runtime/transport/endpoint_common.h)
 };
 
 /// The endpoint of this rank (bootstrap.rank()) for `kind`. The threads transport gets kUnboundedFifoDepth

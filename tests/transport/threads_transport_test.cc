@@ -478,40 +478,40 @@ TEST(ThreadsTransport, ReceivePostedFirstGetsTheBytesDirectly) {
   EXPECT_EQ(ranks[2].output[24], 0);
 }
 
-// endpointSpinPolicy: the option when >= 0, else BRAID_SPIN_US (default 50, malformed -> 50); 0 once the ranks
+// endpointSpinMicroseconds: the option when >= 0, else BRAID_SPIN_US (default 50, malformed -> 50); 0 once the ranks
 // outnumber the cores this process may run on.
 TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
   ASSERT_EQ(sched_getaffinity(0, sizeof(cpus), &cpus), 0);
   const int cores = CPU_COUNT(&cpus);
-  const auto expect = [](const SpinPolicy& got, double us, const char* what) { EXPECT_EQ(got.us, us) << what; };
+  const auto expect = [](double got, double us, const char* what) { EXPECT_EQ(got, us) << what; };
   TransportOptions options;
   options.spin_us = 30;
-  expect(endpointSpinPolicy(options, 1), 30, "1 rank");
-  expect(endpointSpinPolicy(options, cores), 30, "a rank per core");
-  expect(endpointSpinPolicy(options, cores + 1), 0, "more ranks than cores");
+  expect(endpointSpinMicroseconds(options, 1), 30, "1 rank");
+  expect(endpointSpinMicroseconds(options, cores), 30, "a rank per core");
+  expect(endpointSpinMicroseconds(options, cores + 1), 0, "more ranks than cores");
   options.spin_us = 0;
-  EXPECT_EQ(endpointSpinPolicy(options, 1).us, 0);
+  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 0);
   options.spin_us = -1;
   const char* saved = std::getenv("BRAID_SPIN_US");
   const std::string restore = saved != nullptr ? saved : "";
   unsetenv("BRAID_SPIN_US");
-  expect(endpointSpinPolicy(options, 1), 50, "BRAID_SPIN_US unset");
+  expect(endpointSpinMicroseconds(options, 1), 50, "BRAID_SPIN_US unset");
   setenv("BRAID_SPIN_US", "7", 1);
-  expect(endpointSpinPolicy(options, 1), 7, "BRAID_SPIN_US=7");
-  expect(endpointSpinPolicy(options, cores + 1), 0, "BRAID_SPIN_US=7, more ranks than cores");
+  expect(endpointSpinMicroseconds(options, 1), 7, "BRAID_SPIN_US=7");
+  expect(endpointSpinMicroseconds(options, cores + 1), 0, "BRAID_SPIN_US=7, more ranks than cores");
   setenv("BRAID_SPIN_US", "0", 1);
-  EXPECT_EQ(endpointSpinPolicy(options, 1).us, 0);
+  EXPECT_EQ(endpointSpinMicroseconds(options, 1), 0);
   setenv("BRAID_SPIN_US", "1e9", 1);  // above kMaxSpinMicroseconds: clamped (with a warning)
-  expect(endpointSpinPolicy(options, 1), 1000, "BRAID_SPIN_US=1e9");
+  expect(endpointSpinMicroseconds(options, 1), 1000, "BRAID_SPIN_US=1e9");
   setenv("BRAID_SPIN_US", "inf", 1);
-  expect(endpointSpinPolicy(options, 1), 1000, "BRAID_SPIN_US=inf");
+  expect(endpointSpinMicroseconds(options, 1), 1000, "BRAID_SPIN_US=inf");
   options.spin_us = 5000;
-  expect(endpointSpinPolicy(options, 1), 1000, "spin_us = 5000");
+  expect(endpointSpinMicroseconds(options, 1), 1000, "spin_us = 5000");
   options.spin_us = -1;
   setenv("BRAID_SPIN_US", "fast", 1);
-  expect(endpointSpinPolicy(options, 1), 50, "BRAID_SPIN_US=fast");
+  expect(endpointSpinMicroseconds(options, 1), 50, "BRAID_SPIN_US=fast");
   if (saved != nullptr) {
     setenv("BRAID_SPIN_US", restore.c_str(), 1);
   } else {
@@ -523,7 +523,7 @@ TEST(EndpointSpin, OptionThenEnvironmentThenCoreCount) {
 // called for them); a spin that finds something resets the backoff; record() treats a find after more than
 // twice the budget (a descheduled thread) as a failure. Counted in calls, not timed.
 TEST(EndpointSpin, GovernorBacksOffAfterFailedSpins) {
-  SpinGovernor governor(SpinPolicy{20});
+  SpinGovernor governor(20.0);
   int calls = 0;
   const auto never = [&] {
     ++calls;
@@ -565,7 +565,7 @@ TEST(EndpointSpin, GovernorBacksOffAfterFailedSpins) {
   for (int k = 0; k < 12; ++k) governor.record(false, 20);
   EXPECT_EQ(governor.skipped(), SpinGovernor::kMaxSkippedSpins);
   // Spinning off: never calls done().
-  SpinGovernor off(SpinPolicy{0});
+  SpinGovernor off(0.0);
   calls = 0;
   EXPECT_FALSE(off.spin(at_once));
   EXPECT_EQ(calls, 0);

@@ -103,7 +103,7 @@ class ShmTransport final : public DataTransport {
         local_ranks_{bootstrap.rank()},
         memory_(local_ranks_),
         timeout_s_(endpointTimeoutSeconds(options)),
-        spin_(endpointSpinPolicy(options, bootstrap.size())),
+        spin_(endpointSpinMicroseconds(options, bootstrap.size())),
         start_(std::chrono::steady_clock::now()),
         segments_(static_cast<size_t>(bootstrap.size())),
         notify_(static_cast<size_t>(bootstrap.size()), 0) {}
@@ -599,7 +599,7 @@ class ShmTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
-  SpinGovernor spin_;  // endpointSpinPolicy, adaptive
+  SpinGovernor spin_;  // endpointSpinMicroseconds, adaptive
   const std::chrono::steady_clock::time_point start_;
   ProgressThread progress_;  // its mutex guards everything below; held by every public call and the progress thread
   int private_streams_ = 0;  // privately buffered sends still streaming

@@ -181,7 +181,7 @@ class ThreadsTransport final : public DataTransport {
         local_ranks_{rank},
         memory_(local_ranks_),
         timeout_s_(endpointTimeoutSeconds(options)),
-        spin_(endpointSpinPolicy(options, world_->numRanks())),
+        spin_(endpointSpinMicroseconds(options, world_->numRanks())),
         send_conns_(static_cast<size_t>(world_->numRanks())),
         recv_conns_(static_cast<size_t>(world_->numRanks())) {}
 
@@ -437,7 +437,7 @@ class ThreadsTransport final : public DataTransport {
   const std::vector<int> local_ranks_;
   LocalMemory memory_;
   const double timeout_s_;
-  SpinGovernor spin_;  // endpointSpinPolicy, adaptive
+  SpinGovernor spin_;  // endpointSpinMicroseconds, adaptive
   RequestId next_id_ = 1;
   std::vector<Completion> ready_;                     // finished by this thread, reported at the next poll
   std::vector<std::vector<Connection*>> send_conns_;  // [peer][channel]
