@@ -7,7 +7,7 @@ find_package(fmt REQUIRED)
 find_package(Threads REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(Z3 REQUIRED IMPORTED_TARGET z3)
-# GLPK (Debian libglpk-dev): the LP of the route-constrained lower bound (src/sim/route_bound.cc). No CMake
+# GLPK (Debian libglpk-dev): the LP of the route-constrained lower bound (src/cost/route_bound.cc). No CMake
 # package or pkg-config file ships with it, so the header and library are found directly.
 find_path(GLPK_INCLUDE_DIR glpk.h)
 find_library(GLPK_LIBRARY glpk)
@@ -16,25 +16,12 @@ if(NOT GLPK_INCLUDE_DIR OR NOT GLPK_LIBRARY)
 endif()
 
 # Optional backends.
-find_package(CUDAToolkit QUIET)
-braid_resolve_option(BRAID_WITH_CUDA CUDAToolkit_FOUND "the CUDA toolkit (CUDAToolkit)")
-
-find_path(NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include ${CUDAToolkit_INCLUDE_DIRS})
-find_library(NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 ${CUDAToolkit_LIBRARY_DIR})
-if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
-  set(_nccl_found TRUE)
-else()
-  set(_nccl_found FALSE)
-endif()
-braid_resolve_option(BRAID_WITH_NCCL _nccl_found "NCCL (nccl.h and libnccl.so)")
-
 find_package(ucx QUIET)
 braid_resolve_option(BRAID_WITH_UCX ucx_FOUND "UCX (CMake package 'ucx', Debian libucx-dev)")
 
-message(STATUS "Braid backends: CUDA=${BRAID_HAVE_CUDA} NCCL=${BRAID_HAVE_NCCL} UCX=${BRAID_HAVE_UCX}")
+message(STATUS "Braid backends: UCX=${BRAID_HAVE_UCX}")
 
 # MPI (Debian openmpi): bootstrap under mpirun and perf/compare's OpenMPI side. Gloo: perf/compare's other peer.
 find_package(MPI COMPONENTS CXX QUIET)
-set(BRAID_WITH_MPI AUTO CACHE STRING "Build MPI bootstrap and comparisons (AUTO/ON/OFF)")
 braid_resolve_option(BRAID_WITH_MPI MPI_CXX_FOUND "MPI (Debian libopenmpi-dev)")
 message(STATUS "Braid: MPI=${BRAID_HAVE_MPI}")

@@ -1,9 +1,13 @@
 # `cmake --install` puts headers, libraries, the CLI, shipped topologies and a package config in
-# place so that `find_package(braid)` works: targets braid::braid_common ... braid::braid_algos, braid::braid_sim, braid::braid_runtime, braid::braid_synthesizer, braid::braid_comm.
+# place so that `find_package(braid)` works: targets braid::braid_common ... braid::braid_algos, braid::braid_cost,
+# braid::braid_runtime, braid::braid_synthesizer, braid::braid_comm (the runtime's C API: no solver, no cost model)
+# and braid::braid_pareto (Pareto sets synthesized at communicator init: brings in the synthesizer and Z3).
+# braid_report is the CLI's and the benchmarks' and is not installed.
 include(CMakePackageConfigHelpers)
 
 install(DIRECTORY include/braid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS braid_common braid_topology braid_ir braid_algos braid_sim braid_runtime braid_synthesizer braid_comm EXPORT braidTargets
+install(TARGETS braid_common braid_topology braid_ir braid_algos braid_cost braid_runtime braid_synthesizer braid_comm
+  braid_pareto EXPORT braidTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

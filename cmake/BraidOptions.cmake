@@ -1,8 +1,7 @@
 # Optional backends: AUTO builds without them quietly when absent, ON fails clearly, OFF skips.
-set(BRAID_WITH_CUDA AUTO CACHE STRING "Build CUDA support (AUTO/ON/OFF)")
-set(BRAID_WITH_NCCL AUTO CACHE STRING "Build NCCL plugins and shim (AUTO/ON/OFF)")
 set(BRAID_WITH_UCX AUTO CACHE STRING "Build the UCX transport (AUTO/ON/OFF)")
-foreach(opt BRAID_WITH_CUDA BRAID_WITH_NCCL BRAID_WITH_UCX)
+set(BRAID_WITH_MPI AUTO CACHE STRING "Build the MPI bootstrap and perf/compare's MPI side (AUTO/ON/OFF)")
+foreach(opt BRAID_WITH_UCX BRAID_WITH_MPI)
   set_property(CACHE ${opt} PROPERTY STRINGS AUTO ON OFF)
   string(TOUPPER "${${opt}}" _v)
   if(NOT _v MATCHES "^(AUTO|ON|OFF)$")
@@ -11,7 +10,7 @@ foreach(opt BRAID_WITH_CUDA BRAID_WITH_NCCL BRAID_WITH_UCX)
   set(${opt} "${_v}" CACHE STRING "" FORCE)
 endforeach()
 
-# braid_optional_backend(<OPTION> <FOUND-VAR> <what is missing>) sets BRAID_HAVE_<name>.
+# braid_resolve_option(<OPTION> <FOUND-VAR> <what is missing>) sets BRAID_HAVE_<name>.
 function(braid_resolve_option opt found what)
   string(REPLACE "BRAID_WITH_" "" name "${opt}")
   if(${opt} STREQUAL "OFF")

@@ -7,6 +7,7 @@
 
 #include "braid/braid.h"
 #include "braid/comm.h"
+#include "common/log.h"
 
 struct braidComm {
   std::unique_ptr<braid::Communicator> impl;
@@ -51,7 +52,8 @@ extern "C" {
 
 braidResult_t braidGetVersion(int* version) {
   if (version == nullptr) return braidInvalidArgument;
-  *version = 0 * 10000 + 1 * 100 + 0;
+  // BRAID_VERSION_*: the project version (CMakeLists.txt project(braid VERSION ...)), set by comm/CMakeLists.txt.
+  *version = BRAID_VERSION_MAJOR * 10000 + BRAID_VERSION_MINOR * 100 + BRAID_VERSION_PATCH;
   return braidSuccess;
 }
 
@@ -70,7 +72,7 @@ braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId id,
   std::memcpy(uid.internal, id.internal, sizeof(uid.internal));
   braid::Result<std::unique_ptr<braid::Communicator>> created = braid::Communicator::create(uid, rank, nranks);
   if (!created.isOk()) {
-    std::fprintf(stderr, "braid WARN rank %d: braidCommInitRank: %s\n", rank, created.status().toString().c_str());
+    BRAID_LOG_RANK(kWarn, rank, "braidCommInitRank: {}", created.status().toString());
     return toResult(created.status());
   }
   *comm = new braidComm{std::move(created).value(), ""};
@@ -106,13 +108,13 @@ braidResult_t braidCommInitEnv(braidComm_t* comm) {
   *comm = nullptr;
   braid::Result<std::unique_ptr<braid::Bootstrap>> bootstrap = braid::bootstrapFromEnvironment();
   if (!bootstrap.isOk()) {
-    std::fprintf(stderr, "braid WARN: braidCommInitEnv: %s\n", bootstrap.status().toString().c_str());
+    BRAID_LOG(kWarn, "braidCommInitEnv: {}", bootstrap.status().toString());
     return toResult(bootstrap.status());
   }
   braid::Result<std::unique_ptr<braid::Communicator>> created =
       braid::Communicator::create(std::move(bootstrap).value());
   if (!created.isOk()) {
-    std::fprintf(stderr, "braid WARN: braidCommInitEnv: %s\n", created.status().toString().c_str());
+    BRAID_LOG(kWarn, "braidCommInitEnv: {}", created.status().toString());
     return toResult(created.status());
   }
   *comm = new braidComm{std::move(created).value(), ""};

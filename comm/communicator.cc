@@ -12,19 +12,18 @@
 #include "braid/comm.h"
 #include "braid/executor.h"
 #include "braid/plan.h"
+#include "braid/transports.h"
 #include "comm/pareto.h"
 #include "comm/selection.h"
 #include "common/env.h"
+#include "common/log.h"
 #include "common/text.h"
-#include "transport/factory.h"
 
 namespace braid {
 namespace {
 
 using comm::AlgorithmCatalog;
 using comm::Candidate;
-
-bool debugInfo() { return lowerCase(envString("BRAID_DEBUG")) == "info"; }
 
 bool rangesOverlap(const void* a, uint64_t a_bytes, const void* b, uint64_t b_bytes) {
   if (a_bytes == 0 || b_bytes == 0) return false;
@@ -79,7 +78,7 @@ class CommImpl final : public Communicator {
         allow_fallback_(allow_fallback),
         rank_(bootstrap_->rank()),
         size_(bootstrap_->size()),
-        debug_(debugInfo()) {}
+        debug_(logEnabled(LogLevel::kInfo)) {}
 
   // Not collective (ncclCommDestroy is called for several communicators from one thread): each transport
   // delivers what its completed sends still hold before it closes.
@@ -212,9 +211,8 @@ class CommImpl final : public Communicator {
     if (!debug_) return;
     const auto key = std::make_tuple(static_cast<int>(c.kind), c.size, c.in_place, c.root);
     if (!logged_.insert(key).second) return;
-    std::fprintf(stderr, "braid INFO rank %d: %s %llu B %s -> %s (%s)%s\n", rank_, collectiveName(c.kind),
-                 static_cast<unsigned long long>(c.size), c.in_place ? "in-place" : "out-of-place",
-                 chosen.algorithm.name.c_str(), chosen.source.c_str(), how.c_str());
+    BRAID_LOG_RANK(kInfo, rank_, "{} {} B {} -> {} ({}){}", collectiveName(c.kind), c.size,
+                   c.in_place ? "in-place" : "out-of-place", chosen.algorithm.name, chosen.source, how);
   }
 
   // Lowers `candidate` for `size` bytes (cached). kUnsupported when the count does not split into its chunks.
@@ -222,11 +220,8 @@ class CommImpl final : public Communicator {
     const auto key = std::make_tuple(&candidate, size, in_place, dataTypeSize(type));
     auto it = plans_.find(key);
     if (it != plans_.end()) return it->second.get();
-    LowerOptions options;
-    options.size_bytes = size;
-    options.in_place = in_place;
-    options.instances = candidate.instances;
-    options.element_bytes = dataTypeSize(type);
+    // The options simulate() derives too (plan.h), so the plan run here is the plan simulated.
+    const LowerOptions options = callLowerOptions(size, in_place, candidate.instances, dataTypeSize(type));
     BRAID_ASSIGN_OR_RETURN(Plan lowered, lowerAlgorithm(candidate.algorithm, options));
     if (plans_.size() >= 256) plans_.clear();
     auto stored = std::make_unique<Plan>(std::move(lowered));
@@ -466,6 +461,8 @@ Status CommImpl::allToAllv(const void* send, const size_t* send_counts, const si
       r.bytes = r.dst.bytes;
       add(-1, from, r);
     }
+    // Built by hand: checked like any plan (this rank's part; the peers check theirs), once per shape.
+    BRAID_RETURN_IF_ERROR(validatePlan(*p, {rank_}));
     if (alltoallv_plans_.size() >= 64) alltoallv_plans_.clear();
     it = alltoallv_plans_.emplace(std::move(key), std::move(p)).first;
   }
@@ -556,20 +553,20 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Boots
       catalog->addDirectory(a);
     }
     if (usable == 0 && bootstrap->rank() == 0) {
-      std::fprintf(stderr,
-                   "braid WARN: BRAID_ALGO_DIR %s: none of its %zu algorithm file(s) is for %d ranks; Braid chooses "
-                   "its own algorithms\n",
-                   dir.c_str(), loaded.size(), n);
+      BRAID_LOG(kWarn,
+                "BRAID_ALGO_DIR {}: none of its {} algorithm file(s) is for {} ranks; Braid chooses its own "
+                "algorithms",
+                dir, loaded.size(), n);
     }
   }
   if (topology && topology->numGpus() == n && options.allow_fallback) {
-    BRAID_RETURN_IF_ERROR(comm::addParetoSet(*catalog, *topology, topo_name, *bootstrap));
+    BRAID_RETURN_IF_ERROR(comm::addParetoSet(*catalog, *topology, topo_name, *bootstrap, options.pareto_synthesizer));
   }
   BRAID_RETURN_IF_ERROR(checkSameCatalog(*bootstrap, catalog->digest()));
-  if (debugInfo() && bootstrap->rank() == 0) {
-    std::fprintf(stderr, "braid INFO rank 0: %d ranks over %s transport; %zu forced, %s, %zu synthesized\n", n,
-                 transport->name(), options.algorithms.size(),
-                 dir.empty() ? "no BRAID_ALGO_DIR" : ("BRAID_ALGO_DIR " + dir).c_str(), catalog->synthesized().size());
+  if (bootstrap->rank() == 0) {
+    BRAID_LOG_RANK(kInfo, 0, "{} ranks over {} transport; {} forced, {}, {} synthesized", n, transport->name(),
+                   options.algorithms.size(), dir.empty() ? "no BRAID_ALGO_DIR" : "BRAID_ALGO_DIR " + dir,
+                   catalog->synthesized().size());
   }
   return std::unique_ptr<Communicator>(
       new CommImpl(std::move(bootstrap), std::move(transport), std::move(catalog), options.allow_fallback));

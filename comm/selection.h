@@ -15,16 +15,10 @@
 
 namespace braid::comm {
 
-/// An algorithm the communicator may run, with where it came from.
-struct Candidate {
-  Algorithm algorithm;
-  std::string source;  // "forced", "BRAID_ALGO_DIR <file>", "synthesized <topology>", "classical"
-  int instances = 1;
-  /// Synthesized Pareto set: the size window [window_min, window_max] (bytes, inclusive) where the simulator
-  /// predicted this candidate fastest; forced / directory candidates use the algorithm's own window.
-  uint64_t window_min = 0;
-  uint64_t window_max = kUnlimitedBytes;
-};
+/// An algorithm the communicator may run, with where it came from ("forced", "BRAID_ALGO_DIR <file>",
+/// "synthesized <topology>", "classical") and the window of sizes it serves: the Pareto set's window for its
+/// candidates; forced / directory candidates use the algorithm's own window.
+using Candidate = ParetoCandidate;
 
 /// The classical algorithm the communicator runs when nothing else matches, for CPU transports. The rule
 /// (comm/README.md): all-reduce, all-gather and reduce-scatter below 256 KiB use recursive doubling / halving

@@ -17,10 +17,10 @@
 #include <string>
 #include <vector>
 
-#include "braid/calibration.h"
 #include "braid/nccl_model.h"
 #include "braid/simulate.h"
 #include "braid/topology.h"
+#include "calibration/calibration.h"
 
 int main(int argc, char** argv) {
   bool fit = false;

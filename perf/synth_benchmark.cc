@@ -1,4 +1,4 @@
-// Synthesis benchmark (issue 4): per shipped topology and collective, synthesizes Braid's algorithm
+// Synthesis benchmark: per shipped topology and collective, synthesizes Braid's algorithm
 // (include/braid/synthesize.h, derived sketch), then simulates it next to NCCL's own choice, NCCL's ring and the
 // lower bound at 1 KiB, 1 MiB and 256 MiB (src/cli/compare.h), all in one run, and prints synthesis seconds,
 // predicted times and the ratios. It checks the issue's limits on this machine and exits 1 when one fails:
@@ -20,7 +20,7 @@
 
 #include "braid/synthesize.h"
 #include "braid/topology.h"
-#include "cli/compare.h"
+#include "report/compare.h"
 
 namespace {
 
@@ -104,10 +104,14 @@ int main(int argc, char** argv) {
       "# Braid synthesis benchmark: derived sketch, time limit {} s per synthesis; times in us (Braid's "
       "simulator, float, out-of-place)\n",
       time_limit);
-  fmt::print("# vs NCCL / vs ring = NCCL time / Braid time (> 1: Braid faster); /bound = Braid time / lower bound\n");
+  fmt::print(
+      "# vs NCCL / vs ring = NCCL time / Braid time (> 1: Braid faster); /cut, /routed = Braid time / that bound\n");
+  for (const std::string& line : braid::cli::boundLegend(braid::CollectiveKind::kAllReduce)) {
+    fmt::print("# {}\n", line);
+  }
   fmt::print("{:<12} {:<10} {:>5} {:>8} {:>6}", "topology", "collective", "ranks", "synth s", "chunk");
   for (const std::string& s : size_texts) {
-    fmt::print(" | {:>6} {:>10} {:>8} {:>8} {:>7}", s, "Braid us", "vs NCCL", "vs ring", "/bound");
+    fmt::print(" | {:>6} {:>10} {:>8} {:>8} {:>7} {:>7}", s, "Braid us", "vs NCCL", "vs ring", "/cut", "/routed");
   }
   fmt::print("\n");
   for (const std::string& name : topologies) {
@@ -143,8 +147,9 @@ int main(int argc, char** argv) {
       fmt::print("{:<12} {:<10} {:>5} {:>8.2f} {:>6}", name, coll_name, topo->numGpus(), result->seconds,
                  result->sketch.chunkup);
       for (const braid::cli::SizeComparison& row : cmp->sizes) {
-        fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f}", "", row.predicted_us, fmtOpt(row.speedup_vs_nccl),
-                   fmtOpt(row.speedup_vs_ring), row.ratio_to_bound);
+        fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f} {:>7.3f}", "", row.predicted_us,
+                   fmtOpt(row.speedup_vs_nccl), fmtOpt(row.speedup_vs_ring), row.ratio_to_cut_bound,
+                   row.ratio_to_bound);
       }
       fmt::print("\n");
       std::fflush(stdout);

@@ -1,4 +1,4 @@
-// TACCL comparison (issue 4): TACCL's own synthesized algorithms (../shared/realcases/taccl/outputs_xml, RC-47 and
+// TACCL comparison: TACCL's own synthesized algorithms (../shared/realcases/taccl/outputs_xml, RC-47 and
 // RC-48: `taccl ncclize` outputs from mcrl/TACCL-experiment-codebase and A-Dying-Pig/taccl) against Braid's
 // synthesized algorithm for the same collective on the same topology, both simulated in Braid's simulator
 // (include/braid/simulate.h, SimModel::defaults()) at the same nccl-tests sizes. Prints a verify() line per TACCL
@@ -52,7 +52,7 @@
 #include "braid/synthesize.h"
 #include "braid/taccl.h"
 #include "braid/topology.h"
-#include "cli/compare.h"
+#include "report/compare.h"
 
 namespace {
 

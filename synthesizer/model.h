@@ -1,7 +1,7 @@
 // The synthesizer's internal model, shared by its stages (synthesizer/README.md):
 //   logical topology (logical.cc)  ->  chunk problem (chunks.cc)  ->  routing (routing.cc, Z3)
 //   ->  ordering (ordering.cc, greedy)  ->  scheduling with contiguity (scheduling.cc, Z3)
-//   ->  lowering to the IR (lower.cc; reversal for reduce-scatter, composition for all-reduce)
+//   ->  lowering to the IR (emit.cc; reversal for reduce-scatter, composition for all-reduce)
 // Units: bytes, microseconds, GB/s (1 GB/s = 1e3 bytes/us). Source of the method: TACCL (Shah et al.,
 // NSDI'23) as summarised in ../shared/reference/taccl_msccl.md §1.4-1.6.
 #pragma once
@@ -179,9 +179,9 @@ Schedule orderTransfers(const LogicalTopology& logical, const ChunkProblem& prob
 Status scheduleExact(const LogicalTopology& logical, const ChunkProblem& problem, Schedule* schedule, int max_contig,
                      const StageContext& ctx, StageReport* report);
 
-// ---- lowering (lower.cc) --------------------------------------------------------------------------
+// ---- emitting MSCCL programs (emit.cc) --------------------------------------------------------------------------
 
-struct LowerRequest {
+struct EmitRequest {
   CollectiveKind collective = CollectiveKind::kAllGather;  // the collective to emit
   Protocol protocol = Protocol::kSimple;
   std::string name;
@@ -217,6 +217,6 @@ struct LowerRequest {
 /// threadblock dependencies from each forwarded chunk's receive, receive-reduce-copy for reductions,
 /// scratch for relayed all-to-all chunks and partial sums; declares in-place and out-of-place where both
 /// hold. The result is not yet verified (synthesize() does it).
-Result<Algorithm> lowerSchedule(const LowerRequest& request);
+Result<Algorithm> emitProgram(const EmitRequest& request);
 
 }  // namespace braid::synth

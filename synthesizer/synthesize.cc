@@ -1,5 +1,6 @@
 // synthesize(): the pipeline driver (TACCL's solve + combine, taccl_msccl.md §1.1, §1.6) — sketch, logical
-// topology, chunks, routing (Z3), ordering (greedy), scheduling with contiguity (Z3), lowering, verify().
+// topology, chunks, routing (Z3), ordering (greedy), scheduling with contiguity (Z3), emitting the MSCCL program,
+// verify().
 #include "braid/synthesize.h"
 
 #include <fmt/format.h>
@@ -185,32 +186,32 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
     }
   }
 
-  const auto lower_start = Clock::now();
-  synth::LowerRequest lower;
-  lower.collective = coll;
-  lower.protocol = request.protocol;
-  lower.root = request.root;
-  lower.name = fmt::format("braid-{}-{}-c{}", collectiveName(coll), topology.name, sketch.chunkup);
-  lower.level_channels =
+  const auto emit_start = Clock::now();
+  synth::EmitRequest emit;
+  emit.collective = coll;
+  emit.protocol = request.protocol;
+  emit.root = request.root;
+  emit.name = fmt::format("braid-{}-{}-c{}", collectiveName(coll), topology.name, sketch.chunkup);
+  emit.level_channels =
       std::any_of(forward.links.begin(), forward.links.end(), [](const synth::LogicalLink& l) { return l.inter_node; });
   if (need_forward) {
-    lower.forward_logical = &forward;
-    lower.forward_problem = &fwd.problem;
-    lower.forward = &fwd.schedule;
+    emit.forward_logical = &forward;
+    emit.forward_problem = &fwd.problem;
+    emit.forward = &fwd.schedule;
   }
   if (need_reverse) {
-    lower.reverse_logical = reuse ? &forward : &reverse;
-    lower.reverse_problem = &rev.problem;
-    lower.reverse = &rev.schedule;
+    emit.reverse_logical = reuse ? &forward : &reverse;
+    emit.reverse_problem = &rev.problem;
+    emit.reverse = &rev.schedule;
   }
-  ctx.report({.stage = "lowering", .detail = "building the MSCCL program"});
-  BRAID_ASSIGN_OR_RETURN(result.algorithm, synth::lowerSchedule(lower));
-  StageReport lower_report;
-  lower_report.name = "lowering";
-  lower_report.seconds = std::chrono::duration<double>(Clock::now() - lower_start).count();
-  lower_report.status = fmt::format("{} threadblocks, {} steps, {} channel(s)", result.algorithm.numThreadblocks(),
-                                    result.algorithm.numSteps(), result.algorithm.num_channels);
-  result.stages.push_back(lower_report);
+  ctx.report({.stage = "emit", .detail = "building the MSCCL program"});
+  BRAID_ASSIGN_OR_RETURN(result.algorithm, synth::emitProgram(emit));
+  StageReport emit_report;
+  emit_report.name = "emit";
+  emit_report.seconds = std::chrono::duration<double>(Clock::now() - emit_start).count();
+  emit_report.status = fmt::format("{} threadblocks, {} steps, {} channel(s)", result.algorithm.numThreadblocks(),
+                                   result.algorithm.numSteps(), result.algorithm.num_channels);
+  result.stages.push_back(emit_report);
 
   ctx.report({.stage = "verify", .detail = "proving the postcondition"});
   VerifyReport report = verify(result.algorithm);

@@ -186,6 +186,17 @@ VerifyReport verify(const Algorithm& algorithm, const CollectiveSpec& spec);
 /// collective. Custom collectives give a kUnverifiable issue (ok = false).
 VerifyReport verify(const Algorithm& algorithm, const VerifyOptions& options = {});
 
+/// The structural checks of verify(), without the replay: what anything that indexes an algorithm's
+/// buffers, threadblocks and steps (lowering, src/ir's consumers) needs first. One program per rank of
+/// `spec`, ranks[r].rank == r, nchannels >= 1, i_chunks/o_chunks 0 or the spec's, s_chunks >= 0;
+/// threadblock ids 0..T-1 in order, peers in [-1, n) and not the rank itself, channel in
+/// [0, nchannels); count >= 1 (>= 0 on nop); a step that sends (receives) has a send (recv) peer;
+/// every dependency names an earlier step of the rank (not a later one of its own threadblock); every
+/// range [offset, offset + count) and every precopy lies inside its declared buffer. Deadlocks,
+/// send/receive pairing, races and the postcondition are verify()'s replay.
+/// Errors: kInvalidArgument "algorithm '<name>': <the first finding, worded as verify() words it>".
+Status checkAlgorithmStructure(const Algorithm& algorithm, const CollectiveSpec& spec);
+
 // ---- placement on a topology ---------------------------------------------------------------
 
 /// One sending connection (rank src -> rank dst) of an algorithm.
@@ -226,7 +237,7 @@ std::string writeAlgorithmJson(const Algorithm& algorithm);
 /// input_map, output_map and steps of [chunk, src, dst, ...] sends) converted to the IR: one
 /// threadblock per (rank, peer, direction), sends in step order, a chunk forwarded only after it
 /// arrived. Buffer indices follow msccl-tools ncclize (sorted addresses). Errors name file, line
-/// and JSON path. (Added by I2.)
+/// and JSON path.
 Result<Algorithm> readTacclAlgorithmJson(const std::string& text, const std::string& filename);
 
 /// Loads MSCCL XML, Braid JSON or TACCL/SCCL algorithm JSON, choosing by content.

@@ -9,8 +9,11 @@
 //   1. CommOptions::algorithms (forced, e.g. braid_perf --algo), then BRAID_ALGO_DIR's MSCCL XML / Braid
 //      JSON files: the first whose collective, rank count, [min_bytes, max_bytes) window and in-place mode
 //      match (files in name order);
-//   2. the Pareto set synthesized for CommOptions::topology / BRAID_TOPO when its GPU count equals the rank
-//      count: the candidate the simulator predicts fastest at this size;
+//   2. the Pareto set for CommOptions::topology / BRAID_TOPO when its GPU count equals the rank count: the
+//      candidate the simulator predicts fastest at this size. Rank 0 computes the set with the Pareto synthesizer
+//      (CommOptions::pareto_synthesizer, else the process-wide default; braid::enableParetoSynthesis() in
+//      include/braid/pareto.h, target braid::braid_pareto, installs the synthesizer-backed one) and sends it to
+//      the other ranks. Without one, rank 0 warns once and selection goes on with sources 1 and 3;
 //   3. a classical algorithm for the size (comm/README.md gives the rule).
 // BRAID_DEBUG=INFO logs each choice once on stderr: "braid INFO rank 0: allreduce 1048576 B out-of-place ->
 // ring (classical)".
@@ -25,6 +28,8 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,8 +38,32 @@
 #include "braid/bootstrap.h"
 #include "braid/datatype.h"
 #include "braid/status.h"
+#include "braid/topology.h"
 
 namespace braid {
+
+/// One member of a Pareto set: an algorithm and the window of sizes where it is predicted fastest.
+struct ParetoCandidate {
+  Algorithm algorithm;
+  std::string source;  // "synthesized <topology>", "pareto <topology>: classical <name>", ...
+  int instances = 1;
+  /// Sizes (nccl-tests bytes, plan.h) this candidate serves: [window_min, window_max], inclusive.
+  uint64_t window_min = 0;
+  uint64_t window_max = kUnlimitedBytes;
+};
+
+/// Computes the Pareto set for `topology` (loaded from `topology_name`, a file or shipped name). Called on
+/// rank 0 only, once per communicator; the set travels to the other ranks over the bootstrap as Braid JSON, so
+/// the other ranks need no synthesizer. Every candidate must be for topology.numGpus() ranks. An error (or an
+/// exception) leaves the set empty with a warning; the communicator is still created.
+using ParetoSynthesizer =
+    std::function<Result<std::vector<ParetoCandidate>>(const Topology& topology, const std::string& topology_name)>;
+
+/// The process-wide Pareto synthesizer communicators use when CommOptions::pareto_synthesizer is empty; none
+/// by default (braid::enableParetoSynthesis() in include/braid/pareto.h installs the synthesizer-backed one).
+/// Thread-safe; communicators created afterwards see the new value.
+void setDefaultParetoSynthesizer(ParetoSynthesizer synthesizer);
+ParetoSynthesizer defaultParetoSynthesizer();
 
 struct CommOptions {
   std::string transport;              // "auto", "threads", "shm", "tcp", "ucx"; empty: BRAID_TRANSPORT
@@ -43,6 +72,8 @@ struct CommOptions {
   std::vector<Algorithm> algorithms;  // forced candidates, searched before everything else
   bool allow_fallback = true;         // false: a call no forced algorithm matches is kNotFound
   double timeout_s = 0;               // 0: BRAID_TIMEOUT
+  /// Computes the Pareto set for `topology` on rank 0; empty: defaultParetoSynthesizer().
+  ParetoSynthesizer pareto_synthesizer;
 };
 
 /// Which algorithm a call runs and why.
@@ -54,8 +85,8 @@ struct AlgorithmChoice {
 
 class Communicator {
  public:
-  /// Collective over `bootstrap`: every rank calls it. Sets up the transport and loads BRAID_ALGO_DIR /
-  /// synthesizes for the topology (every rank computes the same set; synthesis is deterministic).
+  /// Collective over `bootstrap`: every rank calls it. Sets up the transport, loads BRAID_ALGO_DIR and, with a
+  /// topology, the Pareto set rank 0 computes (every rank ends up with the same catalog, checked by digest).
   static Result<std::unique_ptr<Communicator>> create(std::unique_ptr<Bootstrap> bootstrap,
                                                       const CommOptions& options = {});
   /// Convenience: connectBootstrap(id, rank, size) then create().

@@ -38,7 +38,10 @@ struct ExecResult {
   std::vector<StepTiming> steps;  // filled when record_steps is set
 };
 
-/// Runs `plan` to completion. Errors: whatever the transport reports (timeouts, dead peers, deadlocks).
+/// Runs `plan` to completion. The plan's parts for the local ranks pass validatePlan(plan, local_ranks)
+/// first (plan.h; O(their steps)). Errors: validatePlan's kInvalidArgument; kInvalidArgument naming the
+/// waiting steps for dependencies that can never be met; whatever the transport reports (timeouts, dead
+/// peers, deadlocks).
 Result<ExecResult> execute(const Plan& plan, Transport& transport, const ExecOptions& options = {},
                            bool record_steps = false);
 

@@ -1,4 +1,4 @@
-// NCCL baselines (issue 3 §3): what NCCL 2.28 would do on a topology.
+// NCCL baselines: what NCCL 2.28 would do on a topology.
 //   (a) NCCL's algorithms built in the IR (multi-ring with NCCL's channel count, double binary tree; across
 //       nodes the ring/tree over NICs), run in Braid's simulator like any other algorithm;
 //   (b) NCCL's own analytical model (nccl@2.28.9 src/graph/tuning.cc, constants and formulas in
@@ -53,7 +53,8 @@ struct NcclSystem {
 
 /// Derives NCCL's view of a topology: GPU arch from Vertex::model (V100/A100/H100/H200/B200...; unknown ->
 /// Ampere with a note), channels and per-channel bandwidths as NCCL's search would find them.
-/// Method (nccl@2.28.9 src/graph/search.cc ncclTopoCompute, nccl_plugins.md §4.5), per node with GPUs:
+/// Method (nccl@2.28.9 src/graph/search.cc ncclTopoCompute, nccl_plugins.md §4.5; src/cost/nccl_search.cc), per
+/// node with GPUs:
 ///  * link bandwidths as NCCL rates them: NVLink = per-link GB/s by SM (V100 20, A100/A30 20, A10/A40 12, Hopper
 ///    20.6, Blackwell 40.1) x lanes; PCIe, inter-socket and NIC links as the topology says;
 ///  * one node: a ring channel is a cycle through the GPUs over Topology::route hops (greedy depth-first search;
@@ -71,10 +72,11 @@ struct NcclSystem {
 ///    the same channel count.
 /// Assumptions, also in `notes`: NVLink SHARP usable on Hopper+ NVSwitch nodes; CollNet off (NCCL's default);
 /// a channel leaves a node through the NIC it entered by (no cross-NIC); latency_inter_us = the NIC's network link
-/// alpha; CPU vendor from the CPU vertices' model (Intel if unknown); no NVB paths (routes never relay through a
-/// GPU). Greedy layouts never backtrack across channels (NCCL's search does, within its time limit), so on
-/// irregular topologies the channel count can be below NCCL's. Errors: kInvalidArgument without GPUs;
-/// kUnsupported when a node of a multi-node topology has no NIC on the network.
+/// alpha; CPU vendor from the CPU vertices' model (Intel if unknown); ring and tree hops take no NVB paths
+/// (channel hops never relay through a GPU; the all-to-all baseline's p2p paths do, see ncclBaselineAlgorithm). Greedy
+/// layouts never backtrack across channels (NCCL's search does, within its time limit), so on irregular topologies the
+/// channel count can be below NCCL's. Errors: kInvalidArgument without GPUs; kUnsupported when a node of a multi-node
+/// topology has no NIC on the network.
 Result<NcclSystem> ncclSystem(const Topology& topology);
 
 struct NcclEstimate {
@@ -94,16 +96,23 @@ struct NcclPrediction {
 
 /// NCCL's prediction for one collective call of nccl-tests size `size_bytes` (for all-gather and
 /// reduce-scatter this is count x typesize x nRanks, the nBytes NCCL's tuner sees).
-/// kUnsupported for collectives NCCL's model does not cover (all-to-all: NCCL runs it as grouped p2p).
+/// kUnsupported for collectives NCCL's model does not cover (all-to-all: NCCL runs it as grouped p2p, whose time
+/// Braid gets by simulating ncclBaselineAlgorithm's program). Source: nccl@2.28.9 src/graph/tuning.cc
+/// (src/cost/nccl_tuning.cc).
 Result<NcclPrediction> ncclPredict(const NcclSystem& system, CollectiveKind collective, uint64_t size_bytes);
 
 /// NCCL's algorithm built in the IR: kRing -> NCCL's rings (NVLink rings within a node, one ring per
 /// channel, chained through NICs across nodes), kTree -> double binary tree over nodes with chains inside.
-/// All-to-all -> NCCL's grouped send/recv pattern (every pair, all channels). Errors: kUnsupported for algos
-/// that need hardware the IR cannot express (NVLS, CollNet) — name it — and for PAT (not built);
-/// kInvalidArgument for Tree with all-gather/reduce-scatter (NCCL's tree is all-reduce only) and for
-/// collectives other than allgather/reducescatter/allreduce/alltoall. Rings/trees use NcclSystem::ring/tree.channels
-/// channels; the channel orders are those of ncclSystem's search (src/sim/nccl_baseline.cc).
+/// All-to-all -> NCCL's grouped send/recv pattern (every pair, all channels), each pair on NCCL's p2p path:
+/// along Topology::route; on one node, for GPUs without a direct NVLink, through the NVLink neighbour of both
+/// (NCCL's NVB path, nccl@2.28.9 src/graph/paths.cc), when that is wider than the route; across nodes through the
+/// sender-node GPU that owns the NIC of the receiver's rail (PXN, NCCL_P2P_PXN_LEVEL=2 by default,
+/// src/graph/search.cc ncclTopoGetNetDev) when it is NVLink-connected to the sender and PIX/PXB to that NIC. The
+/// relay receives into scratch and forwards (NCCL stages the data in the relay's memory). Errors: kUnsupported for
+/// algos that need hardware the IR cannot express (NVLS, CollNet) — name it — and for PAT (not built); kInvalidArgument
+/// for Tree with all-gather/reduce-scatter (NCCL's tree is all-reduce only) and for collectives other than
+/// allgather/reducescatter/allreduce/alltoall. Rings/trees use NcclSystem::ring/tree.channels channels; the channel
+/// orders are those of ncclSystem's search (src/cost/nccl_baseline.cc, nccl_p2p.cc).
 Result<Algorithm> ncclBaselineAlgorithm(const Topology& topology, CollectiveKind collective, NcclAlgo algo,
                                         bool in_place, Protocol protocol);
 

@@ -16,11 +16,16 @@
 
 namespace braid {
 
+/// Slots of NCCL's per-connection FIFO (NCCL_STEPS, nccl src/include/device.h): lowering's default
+/// LowerOptions::fifo_depth and the simulator's SimModel::fifo_depth.
+inline constexpr int kNcclSteps = 8;
+
 /// A byte range of one rank's input, output or scratch buffer.
 struct BufferRef {
   BufferKind buffer = BufferKind::kInput;
   uint64_t offset = 0;  // bytes from the start of that buffer
   uint64_t bytes = 0;
+  friend bool operator==(const BufferRef&, const BufferRef&) = default;
 };
 
 /// One IR step with concrete byte ranges. `src`/`dst` are meaningful when opReadsSrc / opWritesDst (for
@@ -32,6 +37,7 @@ struct PlanStep {
   BufferRef dst;
   uint64_t bytes = 0;
   std::vector<Dependency> deps;  // (threadblock, step) on the same rank that must finish first
+  friend bool operator==(const PlanStep&, const PlanStep&) = default;
 };
 
 struct PlanThreadblock {
@@ -44,11 +50,13 @@ struct PlanThreadblock {
   /// steps whose src overlaps their dst): a range of the scratch buffer at or beyond RankPlan::scratch_bytes,
   /// as large as the largest slice of such a step of this threadblock; bytes == 0 when it has none.
   BufferRef temp{BufferKind::kScratch, 0, 0};
+  friend bool operator==(const PlanThreadblock&, const PlanThreadblock&) = default;
 };
 
 struct PlanCopy {  // TACCL precopy or the in-place/out-of-place entry copy, in bytes
   BufferRef src;
   BufferRef dst;
+  friend bool operator==(const PlanCopy&, const PlanCopy&) = default;
 };
 
 struct RankPlan {
@@ -61,6 +69,7 @@ struct RankPlan {
   uint64_t temp_bytes = 0;
   std::vector<PlanCopy> precopies;  // run before any threadblock starts
   std::vector<PlanThreadblock> threadblocks;
+  friend bool operator==(const RankPlan&, const RankPlan&) = default;
 };
 
 struct Plan {
@@ -71,9 +80,15 @@ struct Plan {
   bool in_place = false;
   Protocol protocol = Protocol::kSimple;
   int instances = 1;
-  uint64_t slice_bytes = 0;     // pipelining unit: every step is executed in slices of at most this many bytes
-  uint64_t element_bytes = 1;   // datatype size: slices are cut on whole elements
+  uint64_t slice_bytes = 0;    // pipelining unit: every step is executed in slices of at most this many bytes
+  uint64_t element_bytes = 1;  // datatype size: slices are cut on whole elements
+  /// Slices a connection's FIFO holds in flight for this plan: LowerOptions::fifo_depth, raised to the
+  /// largest step count when lowering's FIFO rule shrank the slices (lowerAlgorithm). A transport with a
+  /// bounded FIFO (the simulated one) gives every connection this many slots.
+  int fifo_depth = kNcclSteps;
   std::vector<RankPlan> ranks;  // ranks[r].rank == r
+  /// Field by field: two plans are equal when every rank runs the same steps on the same bytes.
+  friend bool operator==(const Plan&, const Plan&) = default;
 };
 
 struct LowerOptions {
@@ -81,8 +96,9 @@ struct LowerOptions {
   bool in_place = false;
   std::optional<Protocol> protocol;  // default: the algorithm's
   int instances = 1;                 // MSCCL instances: each threadblock is replicated, data split across them
-  uint64_t slice_bytes = 0;          // 0: protocol default (see runtime/plan/)
+  uint64_t slice_bytes = 0;          // 0: protocol default (defaultSliceBytes); at most 2^62 is used
   uint64_t element_bytes = 1;        // datatype size: chunk and slice boundaries fall on whole elements
+  int fifo_depth = kNcclSteps;       // slots of a connection's FIFO; <= 0: unbounded (no FIFO rule)
 };
 
 /// Lowers `algorithm` for one size. Chunk i of a buffer of B bytes split into C chunks spans
@@ -92,6 +108,14 @@ struct LowerOptions {
 /// with instances > 1): the executor loops over slices outside and steps inside (executor.h), and iteration
 /// j must hold slice j of every chunk a step covers. A size outside the algorithm's
 /// [min_bytes, max_bytes] window is not an error (windows are a selection concern).
+///
+/// The FIFO rule: a step of `count` chunks posts up to `count` slices to one peer per iteration of the
+/// executor's slice loop before its threadblock's next step runs. As MSCCL sizes its per-iteration chunk so
+/// that the largest step fits the connection's FIFO, when the largest step count m of the algorithm exceeds
+/// fifo_depth, the slice shrinks to slice x fifo_depth / m (at least one element) and Plan::fifo_depth
+/// becomes m: the same bytes in flight, and no credit deadlock between peers that send before they
+/// receive. Every path that runs an algorithm (simulate(), the Communicator) lowers here, so the plan
+/// simulated is the plan executed.
 /// Errors: kInvalidArgument when the algorithm does not declare the requested mode (in-place/out-of-place),
 /// when size_bytes is not a multiple of element_bytes times the collective's size multiplier, or when
 /// instances < 1.
@@ -101,5 +125,54 @@ Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& opti
 /// per-connection FIFO of NCCL_STEPS = 8 slots (runtime/plan/lower.cc gives the derivation).
 /// Simple 524288 (4 MiB / 8), LL 32768, LL128 576000 bytes of data.
 uint64_t defaultSliceBytes(Protocol protocol);
+
+/// The options one collective call lowers with: its size, mode, instances and datatype size, the algorithm's
+/// protocol, lowering's slice per protocol (defaultSliceBytes) and NCCL_STEPS FIFO slots. The Communicator
+/// lowers every call with these, and simulate() with SimModel::defaults() derives the same (its model's
+/// slice_bytes and fifo_depth are these defaults), so both run identical plans.
+LowerOptions callLowerOptions(uint64_t size_bytes, bool in_place, int instances, uint64_t element_bytes);
+
+/// Checks that the executor can run `plan` indexing only what it names, for the ranks in `ranks` (empty:
+/// every rank; the executor passes ExecOptions::local_ranks). Per plan: ranks.size() == num_ranks >= 1,
+/// element_bytes >= 1, instances >= 1, every listed rank in range once. Per listed rank r:
+/// ranks[r].rank == r; every precopy and every step range inside its buffer (input_bytes, output_bytes,
+/// scratch_bytes) and on whole elements, src.bytes == dst.bytes == bytes where used; threadblock ids
+/// 0..T-1 in order, peers in [-1, num_ranks) and not r, channel >= 0, a sending (receiving) step has a send
+/// (recv) peer; staging inside [scratch_bytes, scratch_bytes + temp_bytes) of the scratch buffer and as large
+/// as every staged slice (needsStaging); fewer than 2^32 slices per step; dependencies naming an earlier step
+/// of the rank. Per connection (sender, receiver, channel) with both ends listed: the sender's slices and
+/// bytes equal the receiver's. O(steps of the listed ranks). Deadlocks between dependencies are the
+/// executor's to report (it names the waiting steps).
+/// Errors: kInvalidArgument "plan '<algorithm>': rank R tb T step S: <what is wrong>".
+Status validatePlan(const Plan& plan, const std::vector<int>& ranks = {});
+
+namespace plan {
+
+/// Whether two byte ranges share a byte (same buffer kind, overlapping [offset, offset + bytes)).
+bool overlaps(const BufferRef& a, const BufferRef& b);
+/// Whether two byte ranges are the same bytes.
+bool sameRange(const BufferRef& a, const BufferRef& b);
+/// Whether the executor runs this step through the threadblock's staging area (PlanThreadblock::temp):
+/// kRecvReduceSend always (it stores nothing), kRecvReduceCopy(Send) when src overlaps dst.
+bool needsStaging(const PlanStep& step);
+/// The staging (bytes) a step needs when the executor runs it in slices of `slice_bytes` (0: no slicing).
+inline uint64_t stagedSliceBytes(const PlanStep& step, uint64_t slice_bytes) {
+  return slice_bytes == 0 || step.bytes < slice_bytes ? step.bytes : slice_bytes;
+}
+/// The slice the executor cuts steps into: 0 (one slice per step) when plan.slice_bytes is 0, otherwise
+/// slice_bytes rounded down to whole elements, at least one element.
+inline uint64_t executedSliceBytes(const Plan& plan) {
+  if (plan.slice_bytes == 0 || plan.element_bytes == 0) return plan.slice_bytes;
+  return plan.slice_bytes < plan.element_bytes ? plan.element_bytes
+                                               : plan.slice_bytes / plan.element_bytes * plan.element_bytes;
+}
+/// Slices (messages, for a sending step) of a step of `bytes` bytes cut in slices of `slice` bytes (0: one):
+/// ceil(bytes / slice), at least 1 — a zero-byte step is one zero-byte slice.
+inline uint64_t sliceCount(uint64_t bytes, uint64_t slice) {
+  if (slice == 0 || bytes <= slice) return 1;
+  return bytes / slice + (bytes % slice != 0 ? 1 : 0);
+}
+
+}  // namespace plan
 
 }  // namespace braid

@@ -44,7 +44,7 @@ struct SimModel {
   std::array<std::array<double, kNumLinkKinds>, kNumProtocols> hop_latency_us{};
   std::array<double, kNumProtocols> launch_us{};      // once per collective
   std::array<uint64_t, kNumProtocols> slice_bytes{};  // pipelining unit per protocol
-  int fifo_depth = 8;                                 // slices in flight per connection
+  int fifo_depth = kNcclSteps;                        // slices in flight per connection
   double message_overhead_us = 0;                     // LogGP o, at sender and at receiver
   double nic_gap_us = 0;                              // LogGP g per NIC (1 / message rate)
   double local_gbps = 1000;                           // local copy / reduce bandwidth per rank
@@ -109,8 +109,15 @@ struct SimResult {
   std::vector<LinkSegment> timeline;  // with record_timeline
 };
 
-/// Lowers and runs `algorithm` on `topology` for one size. Errors: kInvalidArgument when the algorithm's
-/// rank count differs from the topology's GPU count or a pair has no route (checkPlacement); lowering and
+/// The plan simulate() runs: `algorithm` lowered through lowerAlgorithm with callLowerOptions() (element
+/// size 1), the options' protocol and instances, and the model's slice_bytes and fifo_depth. An algorithm
+/// that declares one mode only is lowered in that mode. With SimModel::defaults() this is the plan the
+/// Communicator runs for an int8 call of the same size and mode. Errors: kInvalidArgument for a protocol
+/// outside Protocol; lowering's errors.
+Result<Plan> simulationPlan(const Algorithm& algorithm, const SimOptions& options);
+
+/// Lowers (simulationPlan) and runs `algorithm` on `topology` for one size. Errors: kInvalidArgument when the
+/// algorithm's rank count differs from the topology's GPU count or a pair has no route (checkPlacement); lowering and
 /// transport errors as they come.
 Result<SimResult> simulate(const Algorithm& algorithm, const Topology& topology, const SimOptions& options);
 

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -58,6 +59,13 @@ Status notFound(std::string message);
 Status internalError(std::string message);
 Status unsupported(std::string message);
 
+/// Thrown by Result<T>::value() (and * / ->) on a Result that holds an error.
+class BadResultAccess : public std::logic_error {
+ public:
+  explicit BadResultAccess(const Status& status)
+      : std::logic_error("braid: Result::value() on an error: " + status.toString()) {}
+};
+
 /// A value or the Status explaining why there is none.
 template <typename T>
 class [[nodiscard]] Result {
@@ -69,15 +77,25 @@ class [[nodiscard]] Result {
   bool isOk() const { return value_.has_value(); }
   explicit operator bool() const { return isOk(); }
   const Status& status() const { return status_; }
-  T& value() & { return *value_; }
-  const T& value() const& { return *value_; }
-  T&& value() && { return std::move(*value_); }
-  T* operator->() { return &*value_; }
-  const T* operator->() const { return &*value_; }
-  T& operator*() & { return *value_; }
-  const T& operator*() const& { return *value_; }
+  /// The value. On an error Result this throws BadResultAccess (a std::logic_error naming the Status): reading
+  /// a value that is not there is a programming error, reported loudly rather than as undefined behaviour.
+  T& value() & { return checked(); }
+  const T& value() const& { return checked(); }
+  T&& value() && { return std::move(checked()); }
+  T* operator->() { return &checked(); }
+  const T* operator->() const { return &checked(); }
+  T& operator*() & { return checked(); }
+  const T& operator*() const& { return checked(); }
 
  private:
+  T& checked() {
+    if (!value_) throw BadResultAccess(status_);
+    return *value_;
+  }
+  const T& checked() const {
+    if (!value_) throw BadResultAccess(status_);
+    return *value_;
+  }
   std::optional<T> value_;
   Status status_;
 };

@@ -179,4 +179,10 @@ std::string gpuNicPathClass(const Topology& topology, const Route& route);
 /// a GPU with no reachable NIC in its node has no entry.
 std::vector<NicAffinity> nicAffinity(const Topology& topology);
 
+/// A GPU's nearest NICs (nicAffinity's ties, as vertex ids), starting with its traffic NIC: the one at position
+/// (GPU local index mod number of ties) — GPUs that share a PCIe switch with as many NICs use one NIC each, as
+/// NCCL spreads GPUs over equally close NICs (nccl src/graph/topo.cc ncclTopoGetLocalNet). Empty when the GPU
+/// has no NIC in its node.
+std::vector<int> nearestNics(const Topology& topology, int rank);
+
 }  // namespace braid

@@ -1,5 +1,5 @@
 // The transport interface of Braid's executor (ARCHITECTURE.md §5): post send, post receive, post a local
-// copy/reduce, poll for completions. Real transports (threads, shared memory, TCP, UCX, CUDA — issue 5) move
+// copy/reduce, poll for completions. Real transports (threads, shared memory, TCP, UCX) move
 // bytes; the simulated transport (include/braid/simulate.h) advances a virtual clock instead, so what is
 // simulated is exactly what the executor runs.
 //

@@ -9,8 +9,10 @@
 #include <system_error>
 #include <vector>
 
+#include "braid/pareto.h"
 #include "braid_perf/options.h"
 #include "braid_perf/runner.h"
+#include "common/env.h"
 
 namespace {
 
@@ -70,6 +72,8 @@ int main(int argc, char** argv) {
   }
   // A peer that dies mid-transfer must give an error, not kill this process.
   signal(SIGPIPE, SIG_IGN);
+  // BRAID_TOPO: communicators synthesize the topology's Pareto set at init (rank 0, braid_pareto).
+  braid::enableParetoSynthesis();
 
   braid::perf::RunSetup setup;
   setup.argv = args;
@@ -86,14 +90,13 @@ int main(int argc, char** argv) {
     }
     setenv("BRAID_ALGO_DIR", dir.c_str(), 1);
   }
-  const char* transport = std::getenv("BRAID_TRANSPORT");
-  setup.transport = transport && *transport ? transport : "auto";
-  const char* algo_env = std::getenv("BRAID_ALGO_DIR");
+  setup.transport = braid::envString("BRAID_TRANSPORT");
+  const std::string algo_env = braid::envString("BRAID_ALGO_DIR");
   std::string algorithms = "Braid's selection";
   if (!options.algo.empty()) {
     algorithms = "forced from " + options.algo;
-  } else if (algo_env && *algo_env) {
-    algorithms = std::string("BRAID_ALGO_DIR ") + algo_env + ", then Braid's selection";
+  } else if (!algo_env.empty()) {
+    algorithms = "BRAID_ALGO_DIR " + algo_env + ", then Braid's selection";
   }
   std::string transport_text = setup.transport;
   if (setup.transport == "auto") {

@@ -25,6 +25,14 @@
 // median batch (--stat min: the fastest). After timing, each library runs once more on a receive buffer filled with -1
 // and every rank checks every element against a closed form; a wrong result prints FAIL and the exit status is 1.
 //
+// Page faults: every timed batch also counts the minor page faults of the process (getrusage RUSAGE_SELF
+// ru_minflt, all threads), and the table shows each library's faults per call (the largest rank's). A library that
+// allocates a temporary buffer per call and returns it to the kernel pays one fault per fresh 4 KiB page on every
+// call (Open MPI's all-reduce and reduce-scatter with glibc's defaults, docs/performance.md); with glibc keeping
+// freed memory (MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_, run.sh MODE=keep-memory) that count falls to ~0.
+// The header names the configuration that decides like-for-like runs: BRAID_TRANSPORT (Braid over TCP beside
+// Gloo's TCP, run.sh MODE=tcp) and the glibc malloc variables.
+//
 // Ceiling (on by default, --no-ceiling skips it): memcpy and float a+b->c bandwidth of one process alone and of
 // all n at once on buffers of max(--maxbytes, 64 MiB) (the memory-bandwidth limit every shared-memory collective
 // here lives under), and the rate at which fresh pages are first touched (the cost of a per-call temporary
@@ -38,6 +46,7 @@
 #include <gloo/transport/tcp/device.h>
 #include <mpi.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -310,6 +319,13 @@ int maxOverRanks(int v) {
   int out = 0;
   MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
   return out;
+}
+
+/// Minor page faults of this process so far (all threads).
+long long minorFaults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_minflt;
 }
 
 double median(std::vector<double> v) {
@@ -627,8 +643,21 @@ int main(int argc, char** argv) {
     std::printf("# braid_compare: %d processes on %s (%ld online CPUs), float32 sum; libraries:", n, host,
                 sysconf(_SC_NPROCESSORS_ONLN));
     for (const auto& l : libs) std::printf(" %s", l->name());
-    std::printf("\n# size = nccl-tests bytes; time = %s of %d batches (slowest rank); busbw = nccl-tests GB/s\n",
-                opt.best ? "fastest" : "median", opt.reps);
+    std::printf(
+        "\n# size = nccl-tests bytes; time = %s of %d batches (slowest rank); busbw = nccl-tests GB/s; "
+        "flt/call = minor page faults per call (largest rank)\n",
+        opt.best ? "fastest" : "median", opt.reps);
+    auto env = [](const char* name) {
+      const char* v = std::getenv(name);
+      return std::string(v && *v ? v : "unset");
+    };
+    std::printf("# BRAID_TRANSPORT=%s (Braid's transport; unset = auto: shared memory on one host)\n",
+                env("BRAID_TRANSPORT").c_str());
+    const bool keep = std::getenv("MALLOC_MMAP_THRESHOLD_") || std::getenv("MALLOC_TRIM_THRESHOLD_");
+    std::printf("# glibc: MALLOC_MMAP_THRESHOLD_=%s MALLOC_TRIM_THRESHOLD_=%s (%s)\n",
+                env("MALLOC_MMAP_THRESHOLD_").c_str(), env("MALLOC_TRIM_THRESHOLD_").c_str(),
+                keep ? "freed memory kept: no fresh pages per call for per-call buffers below the threshold"
+                     : "defaults: blocks above the mmap threshold come back as fresh pages");
     std::fflush(stdout);
   }
   if (opt.ceiling) {
@@ -648,8 +677,9 @@ int main(int argc, char** argv) {
         for (const auto& l : libs) std::printf(" %s busbw |", l->name());
         for (int k = 0; k < nlibs && braid_index >= 0; ++k)
           if (k != braid_index) std::printf(" Braid/%s |", libs[k]->name());
+        for (const auto& l : libs) std::printf(" %s flt/call |", l->name());
         std::printf("\n|---|");
-        for (int k = 0; k < nlibs * 2 + (braid_index >= 0 ? nlibs - 1 : 0); ++k) std::printf("---|");
+        for (int k = 0; k < nlibs * 3 + (braid_index >= 0 ? nlibs - 1 : 0); ++k) std::printf("---|");
         std::printf("\n");
       } else {
         std::printf("%10s %6s", "size", "iters");
@@ -657,6 +687,7 @@ int main(int argc, char** argv) {
         for (const auto& l : libs) std::printf(" %11s", (std::string(l->name()) + " GB/s").c_str());
         for (int k = 0; k < nlibs && braid_index >= 0; ++k)
           if (k != braid_index) std::printf(" %11s", (std::string("Braid/") + libs[k]->name()).c_str());
+        for (const auto& l : libs) std::printf(" %14s", (std::string(l->name()) + " flt/call").c_str());
         std::printf("\n");
       }
       std::fflush(stdout);
@@ -681,15 +712,23 @@ int main(int argc, char** argv) {
         for (int w = 0; w < opt.warmup; ++w) call(k);
       }
       std::vector<std::vector<double>> times(nlibs);
+      std::vector<long long> faults(nlibs, 0);  // this rank's minor faults in library k's timed calls
       for (int r = 0; r < opt.reps; ++r) {
         for (int j = 0; j < nlibs; ++j) {
           const int k = (r + j) % nlibs;
           if (!libs[k]->supports(c)) continue;
           MPI_Barrier(MPI_COMM_WORLD);
+          const long long f0 = minorFaults();
           auto t0 = Clock::now();
           for (int i = 0; i < iters; ++i) call(k);
-          times[k].push_back(maxOverRanks(seconds(t0, Clock::now())) / iters);
+          const double t = seconds(t0, Clock::now());
+          faults[k] += minorFaults() - f0;
+          times[k].push_back(maxOverRanks(t) / iters);
         }
+      }
+      std::vector<double> faults_per_call(nlibs, 0);
+      for (int k = 0; k < nlibs; ++k) {
+        faults_per_call[k] = maxOverRanks(static_cast<double>(faults[k]) / (static_cast<double>(opt.reps) * iters));
       }
       // Correctness: one more call into a receive buffer of -1 (no valid result value), checked everywhere.
       std::vector<int> wrong(nlibs, 0);
@@ -744,6 +783,7 @@ int main(int argc, char** argv) {
         for (int k = 0; k < nlibs; ++k) std::printf(" %s |", cell(k, busbw[k], "%*.2f", 0).c_str());
         for (int k = 0; k < nlibs && braid_index >= 0; ++k)
           if (k != braid_index) std::printf(" %s |", ratio(k).c_str());
+        for (int k = 0; k < nlibs; ++k) std::printf(" %s |", cell(k, faults_per_call[k], "%*.0f", 0).c_str());
         std::printf("\n");
       } else {
         std::printf("%10s %6d", humanSize(bytes).c_str(), iters);
@@ -751,6 +791,7 @@ int main(int argc, char** argv) {
         for (int k = 0; k < nlibs; ++k) std::printf(" %s", cell(k, busbw[k], "%*.3f", 11).c_str());
         for (int k = 0; k < nlibs && braid_index >= 0; ++k)
           if (k != braid_index) std::printf(" %11s", ratio(k).c_str());
+        for (int k = 0; k < nlibs; ++k) std::printf(" %s", cell(k, faults_per_call[k], "%*.0f", 14).c_str());
         std::printf("\n");
       }
       std::fflush(stdout);

@@ -36,8 +36,9 @@
 #include <vector>
 
 #include "bootstrap/bootstrap_internal.h"
-#include "bootstrap/socket.h"
 #include "common/env.h"
+#include "common/nonce.h"
+#include "socket/socket.h"
 
 namespace braid {
 namespace {
@@ -716,14 +717,6 @@ Status readReply(int fd, Deadline deadline, const std::string& what, RootReply* 
 
 namespace bootstrap_internal {
 
-uint64_t randomNonce() {
-  std::random_device device;
-  uint64_t nonce = (uint64_t{device()} << 32) ^ device();
-  nonce ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull;
-  nonce ^= static_cast<uint64_t>(getpid()) << 17;
-  return nonce == 0 ? 1 : nonce;
-}
-
 UniqueId makeId(SocketAddress address, uint64_t nonce) {
   UniqueId id;
   IdLayout layout{};
@@ -792,7 +785,7 @@ Result<UniqueId> createUniqueId(const std::string& address) {
   } else {
     BRAID_ASSIGN_OR_RETURN(where, net::parseSocketAddress(address, "createUniqueId address"));
   }
-  return bootstrap_internal::startRoot(where, bootstrap_internal::randomNonce());
+  return bootstrap_internal::startRoot(where, randomNonce());
 }
 
 Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank, int size,
@@ -881,36 +874,34 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
     bootstrap->setPeer(peer, std::move(fd));
   }
   std::vector<bool> connected(size, false);
-  int waiting = size - 1 - rank;
-  while (waiting > 0) {
-    const std::string from = fmt::format("rank {}: bootstrap mesh at {}", rank, mine.toString());
-    Result<Fd> accepted = net::acceptOne(listener->get(), deadline, from);
-    if (!accepted.isOk()) {
-      if (accepted.status().code() != StatusCode::kTimeout) return accepted.status();
-      std::vector<int> absent;
-      std::string where;
-      for (int r = rank + 1; r < size; ++r) {
-        if (connected[r]) continue;
-        absent.push_back(r);
-        if (absent.size() <= 4) {
-          where += fmt::format("{}rank {}: host {} pid {} at {}", absent.size() > 1 ? "; " : "", r, info[r].host,
-                               info[r].pid, info[r].address.toString());
-        }
-      }
-      return Status(StatusCode::kTimeout,
-                    fmt::format("{}: timed out after {} s: rank{} {} never connected ({})", from, timeout_s,
-                                absent.size() == 1 ? "" : "s", rankList(absent), where));
-    }
-    MeshHello peer_hello{};
-    if (!net::readAll(accepted->get(), &peer_hello, sizeof(peer_hello), deadline, from).isOk()) continue;
+  const std::string from = fmt::format("rank {}: bootstrap mesh at {}", rank, mine.toString());
+  const auto take = [&](const void* hello, Fd& fd) {
+    MeshHello peer_hello;
+    std::memcpy(&peer_hello, hello, sizeof(peer_hello));
     if (peer_hello.magic != kWireMagic || peer_hello.nonce != layout.nonce || peer_hello.size != size ||
         peer_hello.rank <= rank || peer_hello.rank >= size || connected[peer_hello.rank]) {
-      continue;  // a stray connection: not a peer of this rendezvous
+      return false;  // a stray connection: not a peer of this rendezvous
     }
     connected[peer_hello.rank] = true;
-    bootstrap->setPeer(peer_hello.rank, std::move(accepted).value());
-    --waiting;
-  }
+    bootstrap->setPeer(peer_hello.rank, std::move(fd));
+    return true;
+  };
+  const auto never_connected = [&] {
+    std::vector<int> absent;
+    std::string where;
+    for (int r = rank + 1; r < size; ++r) {
+      if (connected[r]) continue;
+      absent.push_back(r);
+      if (absent.size() <= 4) {
+        where += fmt::format("{}rank {}: host {} pid {} at {}", absent.size() > 1 ? "; " : "", r, info[r].host,
+                             info[r].pid, info[r].address.toString());
+      }
+    }
+    return Status(StatusCode::kTimeout, fmt::format("{}: timed out after {} s: rank{} {} never connected ({})", from,
+                                                    timeout_s, absent.size() == 1 ? "" : "s", rankList(absent), where));
+  };
+  BRAID_RETURN_IF_ERROR(
+      net::acceptMesh(listener->get(), deadline, from, size - 1 - rank, sizeof(MeshHello), take, never_connected));
   return std::unique_ptr<Bootstrap>(std::move(bootstrap));
 }
 

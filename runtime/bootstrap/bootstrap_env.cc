@@ -9,9 +9,9 @@
 #include <optional>
 
 #include "bootstrap/bootstrap_internal.h"
-#include "bootstrap/socket.h"
 #include "braid/bootstrap.h"
 #include "common/env.h"
+#include "socket/socket.h"
 
 #if defined(BRAID_HAVE_MPI)
 #include <mpi.h>

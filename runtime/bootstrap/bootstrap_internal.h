@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "bootstrap/socket.h"
 #include "braid/bootstrap.h"
+#include "socket/socket.h"
 
 namespace braid::bootstrap_internal {
 
@@ -14,8 +14,5 @@ Result<UniqueId> startRoot(net::SocketAddress address, uint64_t nonce);
 
 /// The id naming a root at `address` (port set) for `nonce`; starts nothing.
 UniqueId makeId(net::SocketAddress address, uint64_t nonce);
-
-/// A fresh random nonce (std::random_device mixed with the time and the process id).
-uint64_t randomNonce();
 
 }  // namespace braid::bootstrap_internal

@@ -47,7 +47,6 @@
 #include <vector>
 
 #include "executor/request_table.h"
-#include "plan/lower_internal.h"
 
 namespace braid {
 
@@ -122,40 +121,21 @@ class Executor {
   Executor(const Plan& plan, Transport& transport, bool record) : plan_(plan), transport_(transport), record_(record) {}
 
   Status init(const ExecOptions& options) {
+    // Everything indexed below (ranks, threadblocks, dependencies, buffer ranges, staging) is checked here.
+    BRAID_RETURN_IF_ERROR(validatePlan(plan_, options.local_ranks));
     const int n = plan_.num_ranks;
-    if (static_cast<int>(plan_.ranks.size()) != n) {
-      return invalidArgument(
-          fmt::format("plan '{}': {} rank plans for {} ranks", plan_.algorithm, plan_.ranks.size(), n));
+    ranks_ = options.local_ranks;
+    if (ranks_.empty()) {
+      for (int r = 0; r < n; ++r) ranks_.push_back(r);
     }
-    if (plan_.element_bytes < 1) return invalidArgument(fmt::format("plan '{}': element_bytes is 0", plan_.algorithm));
-    std::vector<int> ranks = options.local_ranks;
-    if (ranks.empty()) {
-      for (int r = 0; r < n; ++r) ranks.push_back(r);
-    }
-    std::vector<char> seen(n, 0);
-    for (int r : ranks) {
-      if (r < 0 || r >= n) {
-        return invalidArgument(fmt::format("local rank {} is outside plan '{}' of {} ranks", r, plan_.algorithm, n));
-      }
-      if (seen[r]) return invalidArgument(fmt::format("local rank {} is listed twice", r));
-      seen[r] = 1;
-    }
-    ranks_ = ranks;
-    slice_ = plan_.slice_bytes == 0
-                 ? 0
-                 : std::max(plan_.element_bytes, plan_.slice_bytes / plan_.element_bytes * plan_.element_bytes);
+    slice_ = plan::executedSliceBytes(plan_);
     rank_base_.assign(n + 1, -1);
     for (int r : ranks_) {
       const RankPlan& rank_plan = plan_.ranks[r];
-      if (rank_plan.rank != r) {
-        return invalidArgument(
-            fmt::format("plan '{}': ranks[{}] is labelled rank {}", plan_.algorithm, r, rank_plan.rank));
-      }
       rank_base_[r] = static_cast<int>(tbs_.size());
       const int num_tbs = static_cast<int>(rank_plan.threadblocks.size());
       for (int t = 0; t < num_tbs; ++t) {
         const PlanThreadblock& tb = rank_plan.threadblocks[t];
-        BRAID_RETURN_IF_ERROR(checkThreadblock(r, t, tb, num_tbs));
         TbState state;
         state.rank = r;
         state.id = tb.id;
@@ -302,56 +282,8 @@ class Executor {
     }
   }
 
-  uint32_t slicesOf(const PlanStep& step) const {
-    if (slice_ == 0 || step.bytes <= slice_) return 1;
-    return static_cast<uint32_t>((step.bytes + slice_ - 1) / slice_);
-  }
-
-  Status checkThreadblock(int r, int t, const PlanThreadblock& tb, int num_tbs) const {
-    auto where = [&](size_t s) { return fmt::format("plan '{}': rank {} tb {} step {}", plan_.algorithm, r, t, s); };
-    if (tb.id != t) {
-      return invalidArgument(
-          fmt::format("plan '{}': rank {}: threadblock at position {} has id {}", plan_.algorithm, r, t, tb.id));
-    }
-    if (tb.temp.buffer != BufferKind::kScratch && tb.temp.bytes > 0) {
-      return invalidArgument(
-          fmt::format("plan '{}': rank {} tb {}: staging must be in the scratch buffer", plan_.algorithm, r, t));
-    }
-    for (size_t s = 0; s < tb.steps.size(); ++s) {
-      const PlanStep& step = tb.steps[s];
-      if (opSends(step.type) && (tb.send_peer < 0 || tb.send_peer >= plan_.num_ranks)) {
-        return invalidArgument(fmt::format("{}: sends but the send peer is {}", where(s), tb.send_peer));
-      }
-      if (opReceives(step.type) && (tb.recv_peer < 0 || tb.recv_peer >= plan_.num_ranks)) {
-        return invalidArgument(fmt::format("{}: receives but the recv peer is {}", where(s), tb.recv_peer));
-      }
-      const bool uses_src = opReadsSrc(step.type);
-      const bool uses_dst = opWritesDst(step.type);
-      if ((uses_src && step.src.bytes != step.bytes) || (uses_dst && step.dst.bytes != step.bytes)) {
-        return invalidArgument(fmt::format("{}: moves {} bytes but its src has {} and its dst {}", where(s), step.bytes,
-                                           uses_src ? step.src.bytes : step.bytes,
-                                           uses_dst ? step.dst.bytes : step.bytes));
-      }
-      const uint64_t staged = plan::stagedSliceBytes(step, slice_);
-      if (plan::needsStaging(step) && tb.temp.bytes < staged) {
-        return invalidArgument(
-            fmt::format("{}: needs {} bytes of staging but the threadblock has {}", where(s), staged, tb.temp.bytes));
-      }
-      if (slice_ > 0 && step.bytes / slice_ >= UINT32_MAX) {
-        return invalidArgument(
-            fmt::format("{}: {} bytes in slices of {} bytes are too many slices", where(s), step.bytes, slice_));
-      }
-      for (const Dependency& dep : step.deps) {
-        if (dep.tb < 0 || dep.tb >= num_tbs || dep.step < 0 ||
-            dep.step >= static_cast<int>(plan_.ranks[r].threadblocks[dep.tb].steps.size()) ||
-            (dep.tb == t && dep.step >= static_cast<int>(s))) {
-          return invalidArgument(fmt::format("{}: dependency on tb {} step {} names no earlier step of rank {}",
-                                             where(s), dep.tb, dep.step, r));
-        }
-      }
-    }
-    return Status::ok();
-  }
+  // validatePlan() bounds the count below 2^32.
+  uint32_t slicesOf(const PlanStep& step) const { return static_cast<uint32_t>(plan::sliceCount(step.bytes, slice_)); }
 
   // All of rank r's threadblocks may start (its precopies are done).
   void releaseRank(int r) {

@@ -1,7 +1,7 @@
 // lowerAlgorithm(): the IR for one size on every rank (include/braid/plan.h). The passes, in order:
-// structure checks (structure.cc), chunk geometry and the data-flow replay that sizes scratch chunks
-// (chunks.cc), byte ranges with in-place aliasing and staging (buffers.cc), threadblocks and instances
-// (instances.cc).
+// the IR's structure checks (checkAlgorithmStructure, src/ir/verify_structure.cc), chunk geometry and the data-flow
+// replay that sizes scratch chunks (chunks.cc), byte ranges with in-place aliasing and staging (buffers.cc),
+// threadblocks and instances (instances.cc).
 //
 // Slice sizes. The executor cuts every step into slices of at most Plan::slice_bytes and pipelines them
 // through fused steps, as NCCL pipelines a chunk through the slots of a connection's FIFO. The default slice
@@ -15,24 +15,66 @@
 //   LL128:  DEFAULT_LL128_BUFFSIZE = NCCL_LL128_ELEMS_PER_THREAD 120 x NCCL_LL128_MAX_NTHREADS 640 x NCCL_STEPS
 //           8 x 8 bytes = 4915200 bytes, so 614400 bytes of lines per slot; each 128-byte line carries 120
 //           bytes of data: 614400 x 120 / 128 = 576000 bytes of data per slot.
-// LowerOptions::slice_bytes overrides the default. Either way the slice is rounded down to whole elements
-// (at least one element).
+// LowerOptions::slice_bytes overrides the default (at most 2^62 is used: larger than any buffer, so slice
+// arithmetic cannot overflow). Then the FIFO rule (plan.h) may shrink it, and the slice is rounded down to
+// whole elements (at least one element).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 
 #include "plan/lower_internal.h"
 
 namespace braid {
 
-uint64_t defaultSliceBytes(Protocol protocol) {
-  constexpr uint64_t kNcclSteps = 8;
-  switch (protocol) {
-    case Protocol::kSimple: return (uint64_t{4} << 20) / kNcclSteps;
-    case Protocol::kLL: return uint64_t{8} * 512 * kNcclSteps * 16 / kNcclSteps / 2;
-    case Protocol::kLL128: return uint64_t{120} * 640 * kNcclSteps * 8 / kNcclSteps * 120 / 128;
+namespace {
+
+constexpr uint64_t kMaxSliceBytes = uint64_t{1} << 62;
+
+int maxStepCount(const Algorithm& algorithm) {
+  int max_count = 1;
+  for (const RankProgram& rank : algorithm.ranks) {
+    for (const Threadblock& tb : rank.threadblocks) {
+      for (const Step& step : tb.steps) max_count = std::max(max_count, step.count);
+    }
   }
-  return (uint64_t{4} << 20) / kNcclSteps;
+  return max_count;
+}
+
+// The FIFO rule (plan.h): with a bounded FIFO of `fifo_depth` slots and a step of m > fifo_depth chunks,
+// slices shrink by fifo_depth / m and the FIFO holds m of them. Returns the slice; sets `plan_fifo_depth`.
+uint64_t applyFifoRule(const Algorithm& algorithm, uint64_t slice, int fifo_depth, int& plan_fifo_depth) {
+  plan_fifo_depth = fifo_depth;
+  if (fifo_depth <= 0 || slice >= kMaxSliceBytes) return slice;
+  const int max_count = maxStepCount(algorithm);
+  if (max_count <= fifo_depth) return slice;
+  plan_fifo_depth = max_count;
+  const unsigned __int128 shrunk =
+      static_cast<unsigned __int128>(slice) * static_cast<uint64_t>(fifo_depth) / static_cast<uint64_t>(max_count);
+  return std::max<uint64_t>(1, static_cast<uint64_t>(shrunk));
+}
+
+}  // namespace
+
+uint64_t defaultSliceBytes(Protocol protocol) {
+  constexpr uint64_t kSteps = kNcclSteps;
+  switch (protocol) {
+    case Protocol::kSimple: return (uint64_t{4} << 20) / kSteps;
+    case Protocol::kLL: return uint64_t{8} * 512 * kSteps * 16 / kSteps / 2;
+    case Protocol::kLL128: return uint64_t{120} * 640 * kSteps * 8 / kSteps * 120 / 128;
+  }
+  return (uint64_t{4} << 20) / kSteps;
+}
+
+LowerOptions callLowerOptions(uint64_t size_bytes, bool in_place, int instances, uint64_t element_bytes) {
+  LowerOptions options;
+  options.size_bytes = size_bytes;
+  options.in_place = in_place;
+  options.instances = instances;
+  options.element_bytes = element_bytes;
+  options.slice_bytes = 0;  // defaultSliceBytes(protocol)
+  options.fifo_depth = kNcclSteps;
+  return options;
 }
 
 Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& options) {
@@ -67,7 +109,7 @@ Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& opti
     return invalidArgument(fmt::format("lowering '{}': {} instances x {} channels is too many channels", algorithm.name,
                                        options.instances, algorithm.num_channels));
   }
-  BRAID_RETURN_IF_ERROR(plan::checkStructure(algorithm, spec));
+  BRAID_RETURN_IF_ERROR(checkAlgorithmStructure(algorithm, spec));
   const uint64_t eb = options.element_bytes;
   plan::Geometry geometry = plan::makeGeometry(algorithm, spec, options.size_bytes / eb);
   const plan::StepIndex index(algorithm);
@@ -83,7 +125,8 @@ Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& opti
   plan.protocol = options.protocol.value_or(algorithm.protocol);
   plan.instances = options.instances;
   plan.element_bytes = eb;
-  const uint64_t slice = options.slice_bytes > 0 ? options.slice_bytes : defaultSliceBytes(plan.protocol);
+  uint64_t slice = options.slice_bytes > 0 ? options.slice_bytes : defaultSliceBytes(plan.protocol);
+  slice = applyFifoRule(algorithm, std::min(slice, kMaxSliceBytes), options.fifo_depth, plan.fifo_depth);
   plan.slice_bytes = slice < eb ? eb : slice / eb * eb;
   plan.ranks.resize(algorithm.ranks.size());
   for (int r = 0; r < algorithm.num_ranks; ++r) {

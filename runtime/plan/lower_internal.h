@@ -1,6 +1,7 @@
 // Lowering's passes (runtime/plan/): the shared state they fill in order.
 //
-//   structure.cc  checks the IR is well-formed enough to index (ids, peers, channels, deps, ranges)
+//   (first)       checkAlgorithmStructure() (src/ir, include/braid/algorithm.h): the IR is well-formed enough
+//                 to index (ids, peers, channels, deps, ranges)
 //   chunks.cc     element geometry of every buffer; replays the data flow to size scratch chunks and to
 //                 pair every receive with its send, and checks that chunk sizes agree along every move
 //   buffers.cc    byte ranges: chunk ranges to BufferRefs with in-place aliasing, staging (temp) layout
@@ -64,10 +65,6 @@ struct DataFlow {
   std::vector<int64_t> sender;  // flat step -> flat step of the matching send, -1 for steps that do not receive
 };
 
-// structure.cc
-/// kInvalidArgument naming the algorithm, rank, threadblock and step of the first malformed element.
-Status checkStructure(const Algorithm& algorithm, const CollectiveSpec& spec);
-
 // chunks.cc
 /// Positional geometry for one size (scratch not sized yet).
 Geometry makeGeometry(const Algorithm& algorithm, const CollectiveSpec& spec, uint64_t elements_per_rank);
@@ -80,19 +77,10 @@ Result<DataFlow> replayDataFlow(const Algorithm& algorithm, const StepIndex& ind
 // buffers.cc
 /// The bytes of `range` on `rank`, resolved through the in-place aliases of the collective.
 BufferRef resolve(const Geometry& geometry, int rank, const ElemRange& range, uint64_t element_bytes);
-bool overlaps(const BufferRef& a, const BufferRef& b);
-bool sameRange(const BufferRef& a, const BufferRef& b);
-/// Whether the executor runs this step through the threadblock's staging area (PlanThreadblock::temp):
-/// kRecvReduceSend always (it stores nothing), kRecvReduceCopy(Send) when src overlaps dst.
-bool needsStaging(const PlanStep& step);
 /// Places every threadblock's staging after the rank's scratch: fills PlanThreadblock::temp and
 /// RankPlan::temp_bytes. The executor stages one slice at a time, so a threadblock needs its largest staged
 /// slice: min(step bytes, slice_bytes) (slice_bytes 0: no slicing).
 void layoutStaging(RankPlan& rank_plan, uint64_t slice_bytes);
-/// The staging a step needs when the executor runs it in slices of `slice_bytes` (0: no slicing).
-inline uint64_t stagedSliceBytes(const PlanStep& step, uint64_t slice_bytes) {
-  return slice_bytes == 0 || step.bytes < slice_bytes ? step.bytes : slice_bytes;
-}
 
 // instances.cc
 /// Builds every rank's threadblocks: `instances` copies of each, channel c of copy i on c + i*nchannels,

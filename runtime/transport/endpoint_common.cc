@@ -68,11 +68,6 @@ Status noCompletionTimeout(const char* transport, int rank, double waited_s, con
                                                   transport, rank, waited_s, waiting_for));
 }
 
-void drainCompletions(std::vector<RequestId>& completed, double now_us, std::vector<Completion>* done) {
-  for (RequestId id : completed) done->push_back(Completion{id, now_us});
-  completed.clear();
-}
-
 BlockingWait::BlockingWait(double timeout_s, int slice_ms, std::chrono::steady_clock::time_point* last_peer_check)
     : timeout_s_(timeout_s),
       slice_ms_(slice_ms),

@@ -1,7 +1,8 @@
-// Pieces the process-level data transports (runtime/transport/{shm,tcp,ucx}, and threads where it applies) share:
-// the timeout default, the checks of a request's ends, the setup agreement over the bootstrap, the bookkeeping of a
-// blocking poll that sleeps in slices, completion draining, and the lock an endpoint shares with its background
-// progress thread. Messages start with the transport's name ("shm: rank 2: ...").
+// Pieces the data transports (runtime/transport/{threads,shm,tcp,ucx}) share besides EndpointBase
+// (endpoint_base.h, which uses most of them): the timeout and spin defaults, the checks of a request's ends, the
+// setup agreement over the bootstrap, the bookkeeping of a blocking poll that sleeps in slices, and the lock an
+// endpoint shares with its background progress thread. Messages start with the transport's name ("shm: rank 2:
+// ...").
 #pragma once
 
 #include <algorithm>
@@ -122,9 +123,6 @@ Status bootstrapPeerFailure(Bootstrap& bootstrap, const char* transport, int ran
 /// The kTimeout of a blocking poll of rank `rank` that saw no completion for `waited_s` seconds, saying what it
 /// waits for (`waiting_for`: "a message of 8 bytes from rank 1 on channel 0 ...").
 Status noCompletionTimeout(const char* transport, int rank, double waited_s, const std::string& waiting_for);
-
-/// Moves the requests of `completed` into `done`, all stamped `now_us` (µs on the endpoint's clock).
-void drainCompletions(std::vector<RequestId>& completed, double now_us, std::vector<Completion>* done);
 
 /// Bookkeeping of one blocking poll that sleeps in slices of `slice_ms` (shm's futex, ucx's event fd): how long
 /// it has waited, whether the timeout ran out, whether to ask the bootstrap about peers (at most once per slice;

@@ -9,22 +9,31 @@
 
 namespace braid {
 
+namespace {
+
+struct KindName {
+  TransportKind kind;
+  const char* name;
+};
+constexpr KindName kKindNames[] = {{TransportKind::kAuto, "auto"},
+                                   {TransportKind::kThreads, "threads"},
+                                   {TransportKind::kShm, "shm"},
+                                   {TransportKind::kTcp, "tcp"},
+                                   {TransportKind::kUcx, "ucx"}};
+
+}  // namespace
+
 const char* transportKindName(TransportKind kind) {
-  switch (kind) {
-    case TransportKind::kAuto: return "auto";
-    case TransportKind::kThreads: return "threads";
-    case TransportKind::kShm: return "shm";
-    case TransportKind::kTcp: return "tcp";
-    case TransportKind::kUcx: return "ucx";
+  for (const KindName& entry : kKindNames) {
+    if (entry.kind == kind) return entry.name;
   }
   return "?";
 }
 
 std::optional<TransportKind> parseTransportKind(const std::string& name) {
   const std::string lower = lowerCase(name);
-  for (TransportKind kind :
-       {TransportKind::kAuto, TransportKind::kThreads, TransportKind::kShm, TransportKind::kTcp, TransportKind::kUcx}) {
-    if (lower == transportKindName(kind)) return kind;
+  for (const KindName& entry : kKindNames) {
+    if (lower == entry.name) return entry.kind;
   }
   return std::nullopt;
 }

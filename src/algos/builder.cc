@@ -1,11 +1,11 @@
-#include "algos/builder.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
 #include <set>
 #include <utility>
+
+#include "braid/program_builder.h"
 
 namespace braid::algos {
 

@@ -6,7 +6,7 @@
 
 #include <algorithm>
 
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid {
 namespace {

@@ -7,7 +7,7 @@
 // ceil(log2 n) rounds of N each).
 #include <fmt/format.h>
 
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid::algos {
 

@@ -15,7 +15,7 @@
 //                   node pair.
 #include <fmt/format.h>
 
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid::algos {
 namespace {

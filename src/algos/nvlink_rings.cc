@@ -14,7 +14,7 @@
 #include <map>
 #include <set>
 
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid::algos {
 namespace {

@@ -5,7 +5,7 @@
 //
 // In-place calls: a chunk received in round k would overwrite the input chunk sent in round n-k,
 // so receives land in scratch and are copied to the output after the last round.
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid::algos {
 

@@ -13,7 +13,7 @@
 // messages): ceil(log2 n) rounds of α + Nβ, any n (a subtree is cut where it would pass n).
 #include <fmt/format.h>
 
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid::algos {
 namespace {

@@ -5,7 +5,7 @@
 // Broadcast and reduce are chains along the ring that start (broadcast) or end (reduce) at the root.
 #include <fmt/format.h>
 
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid::algos {
 namespace {

@@ -8,7 +8,7 @@
 // it by one rank (position p = rank p-2 mod n): for even n its interior nodes are exactly tree 0's
 // leaves, so every rank forwards data in only one of the two trees; for odd n rank n-1 is a leaf in
 // both. Cost ≈ 2·log2(n)·α + N·β per tree half, pipelined (anchors_algorithms.md §4).
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid::algos {
 namespace {

@@ -2,9 +2,10 @@
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+
+#include "common/log.h"
 
 namespace braid {
 
@@ -31,9 +32,10 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_TOPO", "",
        "Topology (file or shipped name) whose synthesized Pareto set the communicator uses when "
        "BRAID_ALGO_DIR has no match and the rank count equals its GPU count."},
-      {"BRAID_DEBUG", "",
-       "`INFO` logs each algorithm choice (collective, size, algorithm, source) and transport setup to "
-       "stderr; `WARN` only warnings."},
+      {"BRAID_DEBUG", "WARN",
+       "Log level of stderr messages (read once): `NONE` (or `OFF`) silences them, `WARN` prints warnings, "
+       "`INFO` adds each algorithm choice (collective, size, algorithm, source) and transport setup, `TRACE` "
+       "adds per-call detail."},
       {"BRAID_RANK", "", "This process's rank for environment-driven init (bootstrapFromEnvironment)."},
       {"BRAID_WORLD_SIZE", "", "Number of ranks for environment-driven init."},
       {"BRAID_ROOT", "",
@@ -41,6 +43,10 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_SOCKET_IFNAME", "",
        "Network interface whose IPv4 address the bootstrap root and TCP transport listen on (as "
        "NCCL_SOCKET_IFNAME); default: the address of the host name, else 127.0.0.1."},
+      {"BRAID_ROUTING_ENGINE", "bisect",
+       "How the synthesizer's routing stage minimizes the makespan: `bisect` (bisection on the bound, each step a "
+       "satisfiability check; proves the optimum) or `optimize` (Z3's optimizer over the same model, kept for "
+       "comparison; its time limit is not always honoured on large models)."},
   };
   return params;
 }
@@ -88,16 +94,15 @@ double runtimeSpinMicroseconds() {
   if (value.isOk() && *value > kMaxSpinMicroseconds) {
     static std::atomic<bool> warned_high{false};
     if (!warned_high.exchange(true)) {
-      std::fprintf(stderr, "braid WARN: BRAID_SPIN_US=%s is above the limit of %.0f µs; using %.0f\n",
-                   envString("BRAID_SPIN_US").c_str(), kMaxSpinMicroseconds, kMaxSpinMicroseconds);
+      BRAID_LOG(kWarn, "BRAID_SPIN_US={} is above the limit of {:.0f} µs; using {:.0f}", envString("BRAID_SPIN_US"),
+                kMaxSpinMicroseconds, kMaxSpinMicroseconds);
     }
     return kMaxSpinMicroseconds;
   }
   if (value.isOk() && *value >= 0) return *value;
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
-    std::fprintf(stderr, "braid WARN: BRAID_SPIN_US=%s is not a number of microseconds >= 0; using 50\n",
-                 envString("BRAID_SPIN_US").c_str());
+    BRAID_LOG(kWarn, "BRAID_SPIN_US={} is not a number of microseconds >= 0; using 50", envString("BRAID_SPIN_US"));
   }
   return 50.0;
 }
@@ -107,8 +112,7 @@ double runtimeTimeoutSeconds() {
   if (value.isOk() && *value > 0) return *value;
   static std::atomic<bool> warned{false};
   if (!warned.exchange(true)) {
-    std::fprintf(stderr, "braid WARN: BRAID_TIMEOUT=%s is not a positive number of seconds; using 300\n",
-                 envString("BRAID_TIMEOUT").c_str());
+    BRAID_LOG(kWarn, "BRAID_TIMEOUT={} is not a positive number of seconds; using 300", envString("BRAID_TIMEOUT"));
   }
   return 300.0;
 }

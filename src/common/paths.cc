@@ -1,14 +1,17 @@
 #include "common/paths.h"
 
-#include <cstdlib>
 #include <filesystem>
+#include <string>
 #include <system_error>
+#include <utility>
+
+#include "common/env.h"
 
 namespace braid {
 
 std::vector<std::string> topologySearchDirs() {
   std::vector<std::string> dirs;
-  if (const char* env = std::getenv("BRAID_TOPOLOGY_DIR"); env != nullptr && env[0] != '\0') dirs.emplace_back(env);
+  if (std::string env = envString("BRAID_TOPOLOGY_DIR"); !env.empty()) dirs.push_back(std::move(env));
   // Relative to the running executable (<prefix>/bin/braid -> <prefix>/share/braid/topologies), so an
   // installation moved or installed with `cmake --install --prefix` still finds its data.
   std::error_code ec;

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "braid/file_io.h"
+#include "braid/importers.h"
 #include "braid/topology.h"
 #include "common/paths.h"
-#include "topology/importers.h"
 
 namespace braid {
 

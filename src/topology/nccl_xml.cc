@@ -32,8 +32,8 @@
 #include <string>
 #include <vector>
 
+#include "braid/importers.h"
 #include "common/xml_util.h"
-#include "topology/importers.h"
 
 namespace braid {
 

@@ -39,7 +39,7 @@
 #include <string>
 #include <vector>
 
-#include "topology/importers.h"
+#include "braid/importers.h"
 
 namespace braid {
 

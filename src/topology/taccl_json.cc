@@ -28,8 +28,8 @@
 #include <vector>
 
 #include "braid/file_io.h"
+#include "braid/importers.h"
 #include "common/text.h"
-#include "topology/importers.h"
 
 namespace braid {
 

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "braid/topology.h"
-#include "topology/routing.h"
+#include "topology/paths.h"
 
 namespace braid {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "algos/classic_internal.h"
+#include "braid/classic_blocks.h"
 
 namespace braid {
 namespace {

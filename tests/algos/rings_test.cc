@@ -9,8 +9,8 @@
 #include <utility>
 #include <vector>
 
-#include "algos/classic_internal.h"
 #include "braid/classic.h"
+#include "braid/classic_blocks.h"
 
 namespace braid {
 namespace {

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "algos/classic_internal.h"
 #include "braid/classic.h"
+#include "braid/classic_blocks.h"
 #include "braid/topology.h"
 
 namespace braid {

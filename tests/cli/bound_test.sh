@@ -35,10 +35,13 @@ check "bandwidth = max(cut, route)" 'd["rows"][0]["bandwidth_us"] == max(d["rows
 check "algbw = size / bound" 'abs(d["rows"][0]["algbw_gbps"] - 2**30 / d["rows"][0]["bound_us"] / 1e3) < 1e-9'
 check "latency bound = diameter 0.7 us" 'abs(d["rows"][0]["latency_us"] - 0.7) < 1e-9'
 check "the cut bound's binding cut is one GPU" 'len(d["cut"]) == 1 and d["cut"][0].startswith("gpu")'
+check "each bound says what it is valid for" 'd["bounds"]["cut_us"]["valid_for"].startswith("any algorithm") and "follow Braid" in d["bounds"]["route_us"]["valid_for"] and "follow Braid" in d["bounds"]["bound_us"]["valid_for"] and "all_reduce" not in d["bounds"]'
 check "names" 'd["topology"] == "dgx-a100-x1" and d["collective"] == "allgather"'
 
 expect_rc 0 "allreduce 1G --json" -- "$braid" bound -t dgx-a100-x1 -c allreduce -b 1G -e 1G --json
 check "allreduce bound = 2 x 7/8 S / 240 GB/s" 'abs(d["rows"][0]["bound_us"] - 2 * 7/8 * 2**30 / 240e3) < 1e-6'
+check "allreduce cut bound = 2 x 7/8 S / 264 GB/s" 'abs(d["rows"][0]["cut_us"] - 2 * 7/8 * 2**30 / 264e3) < 1e-6'
+check "allreduce bounds are labelled reduce-scatter + all-gather" '"reduce-scatter + all-gather" in d["bounds"]["all_reduce"] and d["bounds"]["cut_us"]["what"].startswith("reduce-scatter + all-gather")'
 check "allreduce busbw ceiling = 240 GB/s" 'abs(d["rows"][0]["busbw_gbps"] - 240) < 1e-9'
 check "allreduce cut_us = 2 x 7/8 S / 264 GB/s" 'abs(d["rows"][0]["cut_us"] - 2 * 7/8 * 2**30 / 264e3) < 1e-6'
 
@@ -64,6 +67,9 @@ check "1048576 = 1m" '[r["size_bytes"] for r in d["rows"]] == [2**20]'
 expect_rc 0 "table" -- "$braid" bound -t dgx-a100-x1 -c allgather -b 1K -e 4K
 [ "$(grep -vc '^#' "$tmp/out")" = 3 ] && ok || fail "table: want 3 data rows, got $(grep -vc '^#' "$tmp/out")"
 [ "$(grep -c 'binding cut of the cut bound: gpu' "$tmp/out")" = 1 ] && ok || fail "table: binding cut not printed once"
+grep -q '^# cut bound = .*valid for any algorithm' "$tmp/out" && ok || fail "table: no cut bound legend"
+grep -q "^# route bound = .*valid for algorithms whose GPU-to-GPU messages follow Braid's routes" "$tmp/out" && ok ||
+  fail "table: no route bound legend"
 grep -q 'bandwidth bound set by the route bound' "$tmp/out" && ok || fail "table: the route bound should bind on dgx-a100-x1"
 grep -q 'route_us' "$tmp/out" && ok || fail "table: no route_us column"
 grep -q 'busbw' "$tmp/out" && ok || fail "table: no busbw column"

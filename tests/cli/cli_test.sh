@@ -78,7 +78,7 @@ if [ -d "$rc_dir" ]; then
   expect_rc 0 "verify ndv2 ar with topology" -- "$braid" verify "$rc_dir/msccl/msccl_allreduce_small_LL.xml" --topology dgx-a100-x1
   expect_rc 1 "verify with wrong-size topology" -- "$braid" verify "$rc_dir/msccl/ndv4_allreduce_ring_r48ll.xml" --topology dgx2-x1
 else
-  echo "realcases absent ($rc_dir): corpus CLI checks skipped"
+  skip "realcases absent ($rc_dir): corpus CLI checks skipped"
 fi
 
 # braid algo: every algorithm x collective it applies to, on 5 ranks, verifies and re-verifies from XML.

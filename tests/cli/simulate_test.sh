@@ -68,6 +68,49 @@ assert all(b >= a for a, b in zip(bounds, bounds[1:])), ("bound decreases with s
 ratio = times[-1] / times[-2]
 assert 1.5 <= ratio <= 2.1, ("1G / 512M time ratio", ratio)
 ' "$tmp/ring.json"
+check_json "JSON bounds: cut bound and its ratio on every row, each bound labelled" '
+for r in d["rows"]:
+    for k in ("cut_bound_us", "route_bound_us", "latency_bound_us", "ratio_to_cut_bound", "ratio_to_bound"):
+        assert r[k] is not None, (k, r["size_bytes"])
+    assert abs(r["ratio_to_cut_bound"] - r["time_us"] / r["cut_bound_us"]) <= 1e-9 * r["ratio_to_cut_bound"], r
+    assert abs(r["ratio_to_bound"] - r["time_us"] / r["bound_us"]) <= 1e-9 * r["ratio_to_bound"], r
+    parts = max(r["cut_bound_us"], r["route_bound_us"], r["latency_bound_us"])
+    assert abs(r["bound_us"] - parts) <= 1e-9 * r["bound_us"], (r["bound_us"], parts)
+    assert r["time_us"] >= r["cut_bound_us"] * (1 - 1e-9), r
+    # busbw at the cut bound: size / cut bound / 1e3 x 2(n-1)/n.
+    want = r["size_bytes"] / r["cut_bound_us"] / 1e3 * 1.75
+    assert abs(r["cut_bound_busbw_gbps"] - want) <= 1e-9 * want, (r["cut_bound_busbw_gbps"], want)
+b = d["bounds"]
+assert b["cut_bound_us"]["valid_for"].startswith("any algorithm"), b
+assert "follow Braid" in b["route_bound_us"]["valid_for"] and "follow Braid" in b["bound_us"]["valid_for"], b
+assert "reduce-scatter + all-gather" in b["all_reduce"], b
+' "$tmp/ring.json"
+grep -q '^#  cut bound = .*valid for any algorithm' "$tmp/ring.txt" && ok || fail "text: no cut bound legend"
+grep -q "^#  routed bound = .*follow Braid's routes" "$tmp/ring.txt" && ok || fail "text: no routed bound legend"
+grep -q '^#  all-reduce: the cut and route bounds are the reduce-scatter + all-gather bound' "$tmp/ring.txt" && ok ||
+  fail "text: no all-reduce bound line"
+# Columns 17 and 18 of the text table are Braid/cut and Braid/routed: the JSON's ratios (checked above against
+# time / bound) to the printed 2 decimals.
+grep -v '^#' "$tmp/ring.txt" | awk '{print $1, $17, $18}' >"$tmp/ring-ratios.txt"
+check_json "text Braid/cut and Braid/routed agree with the JSON" '
+text = {int(a): (float(c), float(r)) for a, c, r in (l.split() for l in open(sys.argv[2]))}
+assert len(text) == len(d["rows"]), (len(text), len(d["rows"]))
+for r in d["rows"]:
+    c, routed = text[r["size_bytes"]]
+    assert abs(c - r["ratio_to_cut_bound"]) <= 0.006 and abs(routed - r["ratio_to_bound"]) <= 0.006, (r["size_bytes"], c, routed)
+' "$tmp/ring.json" "$tmp/ring-ratios.txt"
+
+# The cut bound in closed form: dgx-a100-x1 all-reduce (reduce-scatter + all-gather) is bound by one GPU's links,
+# 12 NVLinks (240 GB/s) + its PCIe switch (24 GB/s): 2 x 7/8 S / 264e3 us; busbw at the cut bound 264 GB/s.
+expect_rc 0 "nccl-ring allreduce 1G on dgx-a100-x1" -- "$braid" simulate nccl-ring -t dgx-a100-x1 -c allreduce \
+  -b 1G -e 1G --json
+check_json "cut bound closed form" '
+r = d["rows"][0]
+want = 2 * 7 / 8 * 2**30 / 264e3
+assert abs(r["cut_bound_us"] - want) <= 1e-6 * want, (r["cut_bound_us"], want)
+assert abs(r["cut_bound_busbw_gbps"] - 264) <= 1e-6, r["cut_bound_busbw_gbps"]
+assert abs(r["ratio_to_cut_bound"] - r["time_us"] / want) <= 1e-6 * r["ratio_to_cut_bound"], r
+' "$tmp/out"
 # The text table and the JSON come from the same simulation: the 1G Braid time agrees to the printed 2 decimals.
 t_text=$(grep -v '^#' "$tmp/ring.txt" | awk '$1 == 1073741824 {print $6}')
 check_json "text and JSON agree at 1G" '
@@ -97,7 +140,7 @@ if [ -z "$chrome" ]; then
   if [ -n "${CI:-}" ]; then
     fail "chromium is required in CI (scripts/install-deps.sh installs it) to render the HTML report"
   else
-    echo "SKIP: chromium not installed: the HTML report is not rendered (install it with scripts/install-deps.sh)"
+    skip "chromium not installed: the HTML report is not rendered (install it with scripts/install-deps.sh)"
   fi
 else
   timeout 60 "$chrome" --headless=new --no-sandbox --disable-gpu --user-data-dir="$tmp/chrome-profile" \
@@ -111,7 +154,7 @@ for needle in ('id="busbw-plot"', 'id="link-timeline"'):
     assert needle in dom, needle + " missing"
 plot = dom[dom.index('id="busbw-plot"'):]
 plot = plot[:plot.index("</svg>")]
-for cls in ("series-braid", "series-nccl", "series-nccl-sim", "series-bound"):
+for cls in ("series-braid", "series-nccl", "series-nccl-sim", "series-bound", "series-cut-bound"):
     m = re.search(r'<(polyline|path)[^>]*class="%s"[^>]*>' % cls, plot)
     assert m, cls + " series missing"
     # Each series has a point per size (21 sizes).
@@ -199,7 +242,7 @@ for r in rows:
   grep -q "8 ranks" "$tmp/err" && grep -q "16 GPUs" "$tmp/err" && ok || fail "rank mismatch not named: $(cat "$tmp/err")"
   [ ! -s "$tmp/out" ] && ok || fail "a failed simulate printed on stdout"
 else
-  echo "SKIP: realcases absent ($rc_dir): MSCCL XML simulation skipped"
+  skip "realcases absent ($rc_dir): MSCCL XML simulation skipped"
 fi
 
 # ---- Errors: 2 for usage, 1 for what cannot be found or run ----------------------------------------------

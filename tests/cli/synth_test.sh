@@ -56,6 +56,21 @@ for s, want in zip(sizes, asked):
     assert abs(s["speedup_vs_nccl"] - s["nccl_us"] / s["predicted_us"]) <= 1e-9 * s["speedup_vs_nccl"], s
     assert abs(s["speedup_vs_ring"] - s["nccl_ring_us"] / s["predicted_us"]) <= 1e-9 * s["speedup_vs_ring"], s
     assert abs(s["ratio_to_bound"] - s["predicted_us"] / s["bound_us"]) <= 1e-9 * s["ratio_to_bound"], s
+    # The hardware cut bound is on every row with its ratio; the routed bound is the largest of its three parts.
+    assert s["cut_bound_us"] > 0 and s["cut_bound_us"] <= s["predicted_us"] * (1 + 1e-9), s
+    assert abs(s["ratio_to_cut_bound"] - s["predicted_us"] / s["cut_bound_us"]) <= 1e-9 * s["ratio_to_cut_bound"], s
+    assert s["ratio_to_cut_bound"] >= s["ratio_to_bound"] * (1 - 1e-9), s
+    parts = max(s["cut_bound_us"], s["route_bound_us"], s["latency_bound_us"])
+    assert abs(s["bound_us"] - parts) <= 1e-9 * s["bound_us"], (s["bound_us"], parts)
+# Each bound field says what it is valid for.
+b = d["bounds"]
+assert b["cut_bound_us"]["valid_for"].startswith("any algorithm"), b["cut_bound_us"]
+for k in ("route_bound_us", "bound_us"):
+    assert "follow Braid" in b[k]["valid_for"], (k, b[k])
+assert ("all_reduce" in b) == (coll == "allreduce"), b.keys()
+if coll == "allreduce":
+    assert "reduce-scatter + all-gather" in b["all_reduce"], b["all_reduce"]
+    assert b["cut_bound_us"]["what"].startswith("reduce-scatter + all-gather"), b["cut_bound_us"]
 times = [s["predicted_us"] for s in sizes]
 assert all(b > a for a, b in zip(times, times[1:])), ("Braid times do not grow with the size", times)
 '
@@ -82,6 +97,17 @@ check_json "summary table and report agree at 256M" '
 t = [s["predicted_us"] for s in d["sizes"] if s["size_bytes"] == 268435456][0]
 assert abs(t - float(sys.argv[2])) <= 0.006, (t, sys.argv[2])
 ' "$tmp/ag.json" "${t_text:-nan}"
+# The table's last two columns are Braid/cut and Braid/routed; the legend names both bounds.
+r_text=$(awk '$1 == "256M" {print $(NF-1), $NF}' "$tmp/ag.txt")
+check_json "summary table ratios agree with the report at 256M" '
+s = [s for s in d["sizes"] if s["size_bytes"] == 268435456][0]
+cut, routed = (float(x) for x in sys.argv[2].split())
+assert abs(cut - s["ratio_to_cut_bound"]) <= 0.006 and abs(routed - s["ratio_to_bound"]) <= 0.006, (sys.argv[2], s)
+' "$tmp/ag.json" "${r_text:-nan nan}"
+grep -q 'Braid/cut  Braid/routed$' "$tmp/ag.txt" && ok || fail "table header has no Braid/cut, Braid/routed columns"
+grep -q '^# cut bound = .*valid for any algorithm' "$tmp/ag.txt" && ok || fail "no cut bound legend line"
+grep -q "^# routed bound = .*valid for algorithms whose GPU-to-GPU messages follow Braid's routes" "$tmp/ag.txt" && ok ||
+  fail "no routed bound legend line"
 
 # The comparison's columns are what the other commands compute on their own at 1M: the synthesized XML in
 # `braid simulate` (Braid), `braid simulate nccl-ring` (NCCL's ring with the protocol its model picks) and
@@ -100,6 +126,8 @@ assert close(s["predicted_us"], braid["time_us"]), (s["predicted_us"], braid["ti
 assert close(s["nccl_ring_us"], ring["time_us"]), (s["nccl_ring_us"], ring["time_us"])
 assert s["nccl_ring_choice"] == "Ring/" + ring["protocol"], (s["nccl_ring_choice"], ring["protocol"])
 assert close(s["bound_us"], bound["bound_us"]), (s["bound_us"], bound["bound_us"])
+assert close(s["cut_bound_us"], bound["cut_us"]), (s["cut_bound_us"], bound["cut_us"])
+assert close(s["route_bound_us"], bound["route_us"]), (s["route_bound_us"], bound["route_us"])
 ' "$tmp/ag.json" "$tmp/sim-ag.json" "$tmp/sim-ring.json" "$tmp/bound.json"
 
 # ---- PCIe box all-reduce: Braid JSON output with provenance, report on stdout --------------------------------
@@ -123,6 +151,8 @@ assert abs(p["lower_bound_us"] - r["sizes"][-1]["bound_us"]) <= 1e-9 * p["lower_
 for s in r["sizes"]:
     assert float(p["extra"]["nccl_us.%d" % s["size_bytes"]]) > 0
     assert float(p["extra"]["bound_us.%d" % s["size_bytes"]]) > 0
+    assert abs(float(p["extra"]["cut_bound_us.%d" % s["size_bytes"]]) - s["cut_bound_us"]) <= 1e-5 * s["cut_bound_us"]
+assert "follow Braid" in p["extra"]["lower_bound_valid_for"], p["extra"]
 ' "$tmp/ar.json" "$tmp/ar-report.json"
 expect_rc 0 "verify the Braid JSON all-reduce" -- "$braid" verify "$tmp/ar.json"
 
@@ -194,7 +224,7 @@ assert d["sketch"]["derived"] is False and d["sketch"]["source"].endswith("sk1-n
 ' "$tmp/taccl.json"
   expect_rc 0 "verify the TACCL-pair all-gather" -- "$braid" verify "$tmp/taccl.xml"
 else
-  echo "skip: $rc_dir/taccl not found"
+  skip "$rc_dir/taccl not found: the TACCL profile + sketch synthesis skipped"
 fi
 
 # ---- The README's main job ---------------------------------------------------------------------------------------
@@ -206,5 +236,9 @@ for c in allgather allreduce alltoall; do
   expect_rc 0 "verify demo $c" -- "$braid" verify "$f" --topology dgx1-v100
   grep -Eq "^  $c +256M " "$tmp/demo.out" && ok || fail "demo table has no $c 256M row"
 done
+grep -q 'Braid/cut  Braid/routed$' "$tmp/demo.out" && ok || fail "demo table has no Braid/cut, Braid/routed columns"
+grep -q '^  cut bound = .*valid for any algorithm' "$tmp/demo.out" && ok || fail "demo: no cut bound legend line"
+grep -q '^  all-reduce: the cut and route bounds are the reduce-scatter + all-gather bound' "$tmp/demo.out" && ok ||
+  fail "demo: no all-reduce bound line"
 
 finish

@@ -14,6 +14,7 @@
 #include "braid/classic.h"
 #include "comm/comm_test_util.h"
 #include "comm/selection.h"
+#include "common/log.h"
 
 namespace braid {
 namespace {
@@ -236,7 +237,8 @@ TEST(Communicator, AlgoDirWithABadFileFailsNamingIt) {
 }
 
 TEST(Communicator, DebugInfoLogsEachChoiceOnce) {
-  setenv("BRAID_DEBUG", "INFO", 1);
+  const LogLevel saved_level = logLevel();
+  setLogLevel(LogLevel::kInfo);  // as BRAID_DEBUG=INFO
   ::testing::internal::CaptureStderr();
   CommOptions options;
   options.transport = "threads";
@@ -247,7 +249,7 @@ TEST(Communicator, DebugInfoLogsEachChoiceOnce) {
     return Status::ok();
   });
   const std::string err = ::testing::internal::GetCapturedStderr();
-  unsetenv("BRAID_DEBUG");
+  setLogLevel(saved_level);
   ASSERT_TRUE(status.isOk()) << status.toString();
   EXPECT_NE(err.find("braid INFO rank 0: allreduce 1200000 B in-place -> "), std::string::npos) << err;
   EXPECT_NE(err.find("(classical)"), std::string::npos) << err;

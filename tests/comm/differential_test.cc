@@ -1,4 +1,4 @@
-// Differential tests (issue 5 acceptance 1): every classical algorithm, and every algorithm synthesized for the
+// Differential tests: every classical algorithm, and every algorithm synthesized for the
 // shipped 8- and 16-GPU topologies, runs through the Communicator on the threads transport with real data and
 // equals a naive reference (comm_test_util.h) for every datatype and op, in every mode the algorithm declares,
 // for counts 0, 1, 7, 1000003 and 10556587, on 3, 5, 8 and 16 ranks (3 and 5: classical only — no shipped

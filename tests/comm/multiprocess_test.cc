@@ -1,4 +1,4 @@
-// The communicator across processes (issue 5 acceptance 2): every collective through braid::Communicator on
+// The communicator across processes: every collective through braid::Communicator on
 // forked processes over shared memory, TCP and UCX on loopback, checked against the naive reference of
 // comm_test_util.h; and a rank killed with SIGKILL in the middle of a large all-reduce: every other rank returns
 // an error well within the timeout and the test finishes.

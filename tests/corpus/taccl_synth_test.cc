@@ -1,4 +1,4 @@
-// Acceptance of issue 4 on TACCL's own inputs (../shared/realcases/README.md §4, RC-41..RC-45): every TACCL
+// Synthesis on TACCL's own inputs (../shared/realcases/README.md §4, RC-41..RC-45): every TACCL
 // sketch in taccl/sketch, on the profile it was written for, synthesizes all-gather and all-reduce, and the
 // 2 x DGX-2 sketch sk1-dgx2-n2 synthesizes all-to-all (TACCL reported that case infeasible, microsoft/taccl#2;
 // TACCL crashes on the single-node sketches and on custom profiles, taccl_msccl.md §1.8). Each case loads the

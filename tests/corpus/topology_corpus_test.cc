@@ -14,10 +14,10 @@
 #include <vector>
 
 #include "braid/file_io.h"
+#include "braid/importers.h"
 #include "braid/taccl.h"
 #include "braid/topology.h"
 #include "support/corpus.h"
-#include "topology/importers.h"
 
 namespace braid {
 namespace {

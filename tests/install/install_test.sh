@@ -1,19 +1,91 @@
 #!/usr/bin/env bash
-# `cmake --install` into a temporary prefix, then build and run a consumer that uses find_package(braid).
+# `cmake --install` into a temporary prefix, then build and run a consumer project that uses find_package(braid):
+#   - `consumer` links braid::braid_comm alone: it runs all-reduces (C API; C++ API with an algorithm written
+#     offline by the installed CLI), and its link (the link line CMake wrote in build.ninja, the shared objects
+#     ldd resolves, the symbols nm finds) names none of Z3, GLPK, CLP/CoinUtils, LEMON or Boost;
+#   - `consumer_pareto` links braid::braid_pareto and computes a Pareto set; the same checks find Z3 there;
+#   - `consumer_plugin` is a shared object linking Braid's static libraries, and no installed archive holds an
+#     absolute (non-PIC) relocation.
 set -euo pipefail
 build_dir=$1
 src_dir=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cmake --install "$build_dir" --prefix "$tmp/prefix" >/dev/null
-test -x "$tmp/prefix/bin/braid"
-test -f "$tmp/prefix/include/braid/algorithm.h"
-test -f "$tmp/prefix/share/braid/topologies/dgx1-v100.yaml"
-cmake -S "$src_dir/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
+prefix=$tmp/prefix
+cmake --install "$build_dir" --prefix "$prefix" >/dev/null
+test -x "$prefix/bin/braid"
+test -f "$prefix/include/braid/algorithm.h"
+test -f "$prefix/include/braid/pareto.h"
+test -f "$prefix/share/braid/topologies/dgx1-v100.yaml"
+if [ -n "$(find "$prefix" -name 'libbraid_report*')" ]; then
+  echo "FAIL: braid_report (the CLI's report library) is installed" >&2
+  exit 1
+fi
+cmake -S "$src_dir/tests/install/consumer" -B "$tmp/consumer" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$tmp/consumer" >/dev/null
-"$tmp/consumer/consumer"
+
+# Libraries a program linking braid::braid_comm alone must not pull in, as basename patterns of link-line tokens,
+# ldd's names and symbols.
+forbidden_lib='^(-l|lib)(z3|glpk|Clp|CoinUtils|lemon|emon|boost)'
+forbidden_sym='(^| )(Z3_|glp_|Clp_)|Clp[A-Z][A-Za-z]*::|CoinUtils|lemon::|boost::'
+
+# What of the forbidden libraries `target` links: its link line in build.ninja, ldd, nm. One line per finding.
+forbidden_in() {
+  local target=$1 line tok
+  line=$(awk -v t="$target" '$1 == "build" && $2 == t":" {found = 1; next} found && /^build / {exit}
+    found && /LINK_LIBRARIES|LINK_PATH/ {print}' "$tmp/consumer/build.ninja")
+  if [ -z "$line" ]; then
+    echo "no link line for $target in build.ninja"
+    return
+  fi
+  for tok in $line; do
+    basename -- "$tok" | grep -Eq "$forbidden_lib" && echo "link line: $tok"
+  done
+  ldd "$tmp/consumer/$target" | awk '{print $1}' | while read -r lib; do
+    basename -- "$lib" | grep -Eq "$forbidden_lib" && echo "ldd: $lib"
+  done
+  nm -C "$tmp/consumer/$target" | grep -E "$forbidden_sym" | head -3 | sed 's/^/nm: /'
+  true
+}
+
+found=$(forbidden_in consumer)
+if [ -n "$found" ]; then
+  echo "FAIL: consumer links braid::braid_comm only, yet it links a solver / LP / graph library:" >&2
+  echo "$found" >&2
+  exit 1
+fi
+# The check can fail: braid_pareto brings the synthesizer, hence Z3, into consumer_pareto.
+if ! forbidden_in consumer_pareto | grep -qi 'z3'; then
+  echo "FAIL: the link check finds no Z3 in consumer_pareto (braid::braid_pareto)" >&2
+  exit 1
+fi
+
+# Position-independent code: the shared object linked (above) and no archive has an absolute 32-bit relocation.
+test -f "$tmp/consumer/libconsumer_plugin.so"
+archives=$(find "$prefix" -name 'libbraid_*.a' | sort)
+if [ -z "$archives" ]; then
+  echo "FAIL: no libbraid_*.a installed under $prefix" >&2
+  exit 1
+fi
+if [ "$(uname -m)" = x86_64 ]; then
+  for a in $archives; do
+    # Absolute 32-bit relocations outside debug sections (DWARF offsets use R_X86_64_32 in PIC code too).
+    bad=$(readelf -rW "$a" | awk '/^Relocation section/ {debug = ($3 ~ /debug/)}
+      !debug && ($3 == "R_X86_64_32" || $3 == "R_X86_64_32S") {n++} END {print n + 0}')
+    if [ "$bad" != 0 ]; then
+      echo "FAIL: $(basename "$a") holds $bad non-PIC relocations (R_X86_64_32/32S outside debug sections)" >&2
+      exit 1
+    fi
+  done
+fi
+
+# Runs: the C API; an algorithm written offline by the installed CLI; the Pareto set at init.
+mkdir "$tmp/algos"
+"$prefix/bin/braid" algo ring --coll allreduce -n 2 -o "$tmp/algos/ring2.xml" >/dev/null
+"$tmp/consumer/consumer" "$tmp/algos"
+"$tmp/consumer/consumer_pareto" | tail -1
 # The installed CLI finds the installed topologies by itself (not the source tree's copy).
-json=$(env -u BRAID_TOPOLOGY_DIR "$tmp/prefix/bin/braid" topo show dgx1-v100 --json)
+json=$(env -u BRAID_TOPOLOGY_DIR "$prefix/bin/braid" topo show dgx1-v100 --json)
 echo "$json" | grep -q '"gpus": *8'
-echo "$json" | grep -q "\"source\": *\"$tmp/prefix/share/braid/topologies/dgx1-v100.yaml\""
+echo "$json" | grep -q "\"source\": *\"$prefix/share/braid/topologies/dgx1-v100.yaml\""
 echo "install test passed"

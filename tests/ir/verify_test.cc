@@ -592,6 +592,54 @@ TEST(VerifyStructure, RankCountsDisagree) {
   EXPECT_NE(report.toString().find("lists 1 rank programs but has 2 ranks"), std::string::npos) << report.toString();
 }
 
+// checkAlgorithmStructure: verify()'s static checks as one Status, the first finding worded as verify() words it,
+// prefixed by the algorithm's name. It does not replay: a deadlock passes it.
+TEST(VerifyStructure, CheckAlgorithmStructureReportsTheFirstFinding) {
+  const Algorithm good = allGather2();
+  Result<CollectiveSpec> spec = good.spec(false);
+  ASSERT_TRUE(spec.isOk());
+  EXPECT_TRUE(checkAlgorithmStructure(good, *spec).isOk());
+  auto message = [&](const Algorithm& a) {
+    const Status status = checkAlgorithmStructure(a, *spec);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    // The same finding verify() reports first.
+    const VerifyReport report = verify(a, *spec);
+    EXPECT_FALSE(report.issues.empty());
+    if (!report.issues.empty()) EXPECT_EQ(status.message(), "algorithm 'hand': " + report.issues[0].message);
+    return status.message();
+  };
+  Algorithm bad_id = good;
+  bad_id.ranks[1].threadblocks[0].id = 3;
+  EXPECT_NE(message(bad_id).find("rank 1: threadblock at position 0 has id 3"), std::string::npos);
+  Algorithm self_peer = good;
+  self_peer.ranks[0].threadblocks[0].send_peer = 0;
+  EXPECT_NE(message(self_peer).find("rank 0 tb 0: send peer is the rank itself"), std::string::npos);
+  Algorithm bad_channel = good;
+  bad_channel.ranks[0].threadblocks[0].channel = 2;
+  EXPECT_NE(message(bad_channel).find("rank 0 tb 0: channel 2 is outside [0, nchannels=1)"), std::string::npos);
+  Algorithm bad_dep = good;
+  bad_dep.ranks[1].threadblocks[0].steps[2].deps = {Dependency{0, 9}};
+  EXPECT_NE(message(bad_dep).find("rank 1 tb 0 step 2 (r): depends on tb 0 step 9, which does not exist"),
+            std::string::npos);
+  Algorithm bad_count = good;
+  bad_count.ranks[0].threadblocks[0].steps[1].count = 0;
+  EXPECT_NE(message(bad_count).find("rank 0 tb 0 step 1 (s): count must be >= 1, got 0"), std::string::npos);
+  Algorithm out_of_range = good;
+  out_of_range.ranks[1].threadblocks[0].steps[2].dst_off = 2;  // o has 2 chunks
+  EXPECT_NE(message(out_of_range).find("rank 1 tb 0 step 2 (r): dst o[2..3) is outside the output buffer (o_chunks=2)"),
+            std::string::npos);
+  Algorithm bad_copy = good;
+  bad_copy.ranks[0].precopies.push_back(PreCopy{0, 5, 1});
+  EXPECT_NE(message(bad_copy).find("rank 0 copy 0: dst o[5..6)"), std::string::npos);
+  // Swapped steps deadlock, which only the replay sees.
+  Algorithm deadlock = good;
+  for (int r = 0; r < 2; ++r) {
+    std::swap(deadlock.ranks[r].threadblocks[0].steps[1], deadlock.ranks[r].threadblocks[0].steps[2]);
+  }
+  EXPECT_TRUE(checkAlgorithmStructure(deadlock, *spec).isOk());
+  EXPECT_FALSE(verify(deadlock, *spec).ok);
+}
+
 TEST(VerifyModes, CustomIsUnverifiable) {
   Algorithm a = allGather2();
   a.collective = CollectiveKind::kCustom;

@@ -374,6 +374,41 @@ TEST(Lower, SliceSizes) {
   EXPECT_EQ(lowerAlgorithm(a, o)->slice_bytes, 8u);
 }
 
+// The FIFO rule: a step over m = 10 chunks > fifo_depth = 8 shrinks the slice by 8/10 and the plan's FIFO
+// holds 10 slices. Simple: 524288 x 8 / 10 = 419430.4 -> 419430 bytes, rounded down to 4-byte elements:
+// 419428. A bounded FIFO of 10 or more, or an unbounded one (0), leaves 524288 and the given depth.
+TEST(Lower, FifoRuleShrinksSlicesForStepsOverMoreChunksThanSlots) {
+  Algorithm a = shell(CollectiveKind::kAllReduce, 2, 10, false, true);
+  a.ranks[0].threadblocks = {tb(0, 1, -1, {send(kI, 0, 10)})};
+  a.ranks[1].threadblocks = {tb(0, -1, 0, {step(OpType::kRecvReduceCopy, kI, 0, kO, 0, 10)})};
+  auto lower = [&](int fifo_depth) {
+    LowerOptions o = callLowerOptions(40 << 20, false, 1, 4);
+    o.fifo_depth = fifo_depth;
+    Result<Plan> plan = lowerAlgorithm(a, o);
+    EXPECT_TRUE(plan.isOk()) << plan.status().toString();
+    return *plan;
+  };
+  const Plan shrunk = lower(kNcclSteps);
+  EXPECT_EQ(shrunk.slice_bytes, 419428u);
+  EXPECT_EQ(shrunk.fifo_depth, 10);
+  // Chunks of 4 MiB are larger than a slice: one plan step per chunk.
+  EXPECT_EQ(shrunk.ranks[0].threadblocks[0].steps.size(), 10u);
+  for (int depth : {10, 0}) {
+    const Plan kept = lower(depth);
+    EXPECT_EQ(kept.slice_bytes, 524288u) << depth;
+    EXPECT_EQ(kept.fifo_depth, depth);
+  }
+  // The options the Communicator lowers with are lowering's defaults.
+  const LowerOptions call = callLowerOptions(1024, true, 2, 8);
+  EXPECT_EQ(call.size_bytes, 1024u);
+  EXPECT_TRUE(call.in_place);
+  EXPECT_EQ(call.instances, 2);
+  EXPECT_EQ(call.element_bytes, 8u);
+  EXPECT_EQ(call.slice_bytes, 0u);
+  EXPECT_EQ(call.fifo_depth, kNcclSteps);
+  EXPECT_FALSE(call.protocol.has_value());
+}
+
 TEST(Lower, BadOptionsAreRejected) {
   Algorithm a = shell(CollectiveKind::kAllGather, 2, 2, false, true);
   for (int r = 0; r < 2; ++r) a.ranks[r].threadblocks.push_back(tb(0, 1 - r, 1 - r, {send(kI, 0), recv(kO, 1 - r)}));
@@ -439,7 +474,10 @@ TEST(Lower, BadProgramsAreRejectedNamingTheStep) {
       << message(count_mismatch);
   Algorithm bad_dep = good;
   bad_dep.ranks[0].threadblocks[0].steps[1].deps = {Dependency{3, 0}};
-  EXPECT_NE(message(bad_dep).find("dependency on tb 3 step 0"), std::string::npos) << message(bad_dep);
+  // Lowering's structure check is the IR's (checkAlgorithmStructure), worded as verify() words it.
+  EXPECT_NE(message(bad_dep).find("rank 0 tb 0 step 1 (r): depends on tb 3, which does not exist on rank 0"),
+            std::string::npos)
+      << message(bad_dep);
   Algorithm bad_channel = good;
   bad_channel.ranks[0].threadblocks[0].channel = 1;  // nchannels = 1
   EXPECT_NE(message(bad_channel).find("channel 1"), std::string::npos) << message(bad_channel);

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <numeric>
 #include <set>
 #include <string>
@@ -583,8 +584,10 @@ std::string sharedSketch(const std::string& name) {
 // 2x DGX-2 with TACCL's sk1-dgx2-n2 (odd GPUs relay to the even GPU below them on the other node, symmetry
 // [2,16] and [16,32]: 16 elements, chunkup 2).
 TEST(Routing, TwoDgx2WithTacclSketch) {
-  auto sketch = loadSketch(sharedSketch("sk1-dgx2-n2.json"));
-  if (!sketch.isOk()) GTEST_SKIP() << sketch.status().toString();
+  const std::string path = sharedSketch("sk1-dgx2-n2.json");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto sketch = loadSketch(path);
+  ASSERT_TRUE(sketch.isOk()) << sketch.status().toString();
   Built b;
   ASSERT_TRUE(build("dgx2-x2", *sketch, &b));
   EXPECT_EQ(b.logical.symmetry.size(), 16u);
@@ -601,8 +604,10 @@ TEST(Routing, TwoDgx2WithTacclSketch) {
 }
 
 TEST(Routing, FourNdv2WithTacclSketch) {
-  auto sketch = loadSketch(sharedSketch("sk1-ndv2-n4.json"));
-  if (!sketch.isOk()) GTEST_SKIP() << sketch.status().toString();
+  const std::string path = sharedSketch("sk1-ndv2-n4.json");
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+  auto sketch = loadSketch(path);
+  ASSERT_TRUE(sketch.isOk()) << sketch.status().toString();
   Built b;
   ASSERT_TRUE(build("ndv2-x4", *sketch, &b));
   const ChunkProblem pb = makeChunkProblem(CollectiveKind::kAllGather, b.logical, sketch->chunkup, 0, 1 << 26);

@@ -2,7 +2,7 @@
 // nvidia-smi matrix and TACCL profile/sketch readers. Expected vertices, links and bandwidths are worked out by
 // hand from the inputs and NCCL's constants (../shared/reference/nccl_plugins.md §4.5).
 
-#include "topology/importers.h"
+#include "braid/importers.h"
 
 #include <gtest/gtest.h>
 

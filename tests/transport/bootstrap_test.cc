@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "bootstrap/socket.h"
 #include "multirank.h"
+#include "socket/socket.h"
 
 namespace braid {
 namespace {

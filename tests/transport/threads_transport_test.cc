@@ -1,6 +1,9 @@
-// The threads transport (runtime/transport/threads/): classical collectives lowered to plans and executed by
-// one thread per rank over real typed data, compared with references computed here; FIFO buffering and
-// matching on raw requests; timeouts, abort, size mismatches and endpoints that go away; the bootstrap path.
+// What only the threads transport (runtime/transport/threads/) has: worlds without a bootstrap
+// (createThreadsWorld) running every classical algorithm x collective over typed data, compared with
+// references computed here; its FIFO of fifo_depth staged messages and zero-copy matching; spinning polls; a
+// mismatch or abort failing the whole world at once; endpoints destroyed in any order; the bootstrap path (two
+// worlds at once, ranks of another process refused). The DataTransport contract itself is
+// conformance_test.cc's.
 //
 // Data: element i of rank q has the logical value value(type, q, i):
 //   float / half:  ((31 i + 17 q) mod 17) - 8, small integers, so sums over <= 8 ranks are exact in any order;
@@ -646,58 +649,6 @@ TEST(ThreadsTransport, UnbufferedSendCompletesWhenTheReceiveIsPosted) {
   EXPECT_EQ(ranks[1].output, ranks[0].input);
 }
 
-TEST(ThreadsTransport, LocalRequestsRunAtPostAndCompleteAtNextPoll) {
-  auto ep = createThreadsWorld(1, testOptions(5));
-  std::vector<float> in = {1, 2, 3, 4}, out = {10, 20, 30, 40}, scratch(4, 0);
-  RankMemory memory{in.data(), 16, out.data(), 16, scratch.data(), 16};
-  ASSERT_TRUE(ep[0]->bind(0, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kMax}).isOk());
-  LocalRequest reduce;
-  reduce.rank = 0;
-  reduce.src = BufferRef{BufferKind::kInput, 0, 16};
-  reduce.dst = BufferRef{BufferKind::kOutput, 0, 16};
-  reduce.reduce = true;
-  in[3] = 50;
-  Result<RequestId> id = ep[0]->postLocal(reduce);
-  ASSERT_TRUE(id.isOk());
-  EXPECT_EQ(out, (std::vector<float>{10, 20, 30, 50}));  // already done by the posting thread
-  std::vector<Completion> done;
-  ASSERT_TRUE(ep[0]->poll(&done, true).isOk());
-  EXPECT_EQ(idsOf(done), (std::vector<RequestId>{*id}));
-  LocalRequest bad = reduce;
-  bad.dst.offset = 4;  // [4, 20) is past the 16-byte output
-  Result<RequestId> past = ep[0]->postLocal(bad);
-  ASSERT_FALSE(past.isOk());
-  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(past.status().message().find("output"), std::string::npos) << past.status().message();
-}
-
-TEST(ThreadsTransport, RequestsAreCheckedWhenPosted) {
-  auto ep = createThreadsWorld(3, testOptions(5));
-  auto ranks = bindAll(ep, 16);
-  Result<RequestId> past = ep[0]->postSend(sendOf(0, 1, 0, 8, 16));
-  ASSERT_FALSE(past.isOk());
-  EXPECT_EQ(past.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(past.status().message().find("rank 0"), std::string::npos) << past.status().message();
-  EXPECT_NE(past.status().message().find("[8, 24) is past the input buffer"), std::string::npos)
-      << past.status().message();
-  Result<RequestId> recv_past = ep[1]->postRecv(recvOf(1, 0, 0, 12, 8));
-  ASSERT_FALSE(recv_past.isOk());
-  EXPECT_NE(recv_past.status().message().find("[12, 20) is past the output buffer"), std::string::npos);
-  EXPECT_EQ(ep[0]->postSend(sendOf(1, 2, 0, 0, 4)).status().code(), StatusCode::kInvalidArgument);  // not rank 0's
-  EXPECT_EQ(ep[0]->postSend(sendOf(0, 0, 0, 0, 4)).status().code(), StatusCode::kInvalidArgument);  // to itself
-  EXPECT_EQ(ep[0]->postSend(sendOf(0, 3, 0, 0, 4)).status().code(), StatusCode::kInvalidArgument);  // no rank 3
-  EXPECT_EQ(ep[0]->postRecv(recvOf(0, 1, -1, 0, 4)).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ep[0]->bind(1, ranks[1].memory(), ReduceSpec{}).code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(ep[2]->localRanks(), std::vector<int>{2});
-  EXPECT_STREQ(ep[2]->name(), "threads");
-  // Nothing above failed the world: a valid exchange still works.
-  ASSERT_TRUE(ep[0]->postSend(sendOf(0, 1, 0, 0, 16)).isOk());
-  ASSERT_TRUE(ep[1]->postRecv(recvOf(1, 0, 0, 0, 16)).isOk());
-  std::vector<Completion> done;
-  ASSERT_TRUE(ep[1]->poll(&done, true).isOk());
-  EXPECT_EQ(ranks[1].output, ranks[0].input);
-}
-
 TEST(ThreadsTransport, SizeMismatchNamesBothRanks) {
   auto ep = createThreadsWorld(2, testOptions(5));
   auto ranks = bindAll(ep, 16);
@@ -722,22 +673,6 @@ TEST(ThreadsTransport, SizeMismatchNamesBothRanks) {
 // ---------------------------------------------------------------------------------------------------
 // Timeouts, abort, endpoints that go away.
 
-TEST(ThreadsTransport, BlockingPollTimesOutNamingWhatItWaitsFor) {
-  auto ep = createThreadsWorld(2, testOptions(1));
-  auto ranks = bindAll(ep, 16);
-  ASSERT_TRUE(ep[0]->postRecv(recvOf(0, 1, 0, 0, 4)).isOk());
-  std::vector<Completion> done;
-  const auto start = Clock::now();
-  Status st = ep[0]->poll(&done, true);
-  const double elapsed = secondsSince(start);
-  EXPECT_EQ(st.code(), StatusCode::kTimeout);
-  EXPECT_NE(st.message().find("rank 0: no completion for 1 s; waiting on recv from rank 1 channel 0"),
-            std::string::npos)
-      << st.message();
-  EXPECT_GE(elapsed, 0.9);
-  EXPECT_LT(elapsed, 3.0);
-}
-
 TEST(ThreadsTransport, RankThatNeverPostsMakesTheOthersTimeOut) {
   const int n = 3;
   auto endpoints = createThreadsWorld(n, testOptions(1));
@@ -760,13 +695,13 @@ TEST(ThreadsTransport, RankThatNeverPostsMakesTheOthersTimeOut) {
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < n - 1; ++r) {
     EXPECT_EQ(status[r].code(), StatusCode::kTimeout) << "rank " << r << ": " << status[r].toString();
-    EXPECT_NE(status[r].message().find(fmt::format("rank {}: no completion for 1 s", r)), std::string::npos)
+    EXPECT_NE(status[r].message().find(fmt::format("threads: rank {}: no completion for 1.0 s", r)), std::string::npos)
         << status[r].message();
     EXPECT_GE(elapsed[r], 0.9);
     EXPECT_LT(elapsed[r], 4.0);
   }
   // Rank 1 receives from rank 0 in a ring 0 -> 1 -> 2 -> 0; rank 0 waits on rank 2.
-  EXPECT_NE(status[0].message().find("recv from rank 2"), std::string::npos) << status[0].message();
+  EXPECT_NE(status[0].message().find("receive from rank 2 on channel"), std::string::npos) << status[0].message();
 }
 
 TEST(ThreadsTransport, AbortWakesEveryRankWithRemoteError) {
@@ -807,26 +742,6 @@ TEST(ThreadsTransport, AbortWakesEveryRankWithRemoteError) {
   EXPECT_EQ(later.status().message(), "injected failure");
   std::vector<Completion> done;
   EXPECT_EQ(endpoints[3]->poll(&done, true).code(), StatusCode::kRemoteError);
-}
-
-TEST(ThreadsTransport, AbortWakesABlockedPoll) {
-  auto ep = createThreadsWorld(3, testOptions(60));
-  auto ranks = bindAll(ep, 16);
-  ASSERT_TRUE(ep[0]->postRecv(recvOf(0, 2, 0, 0, 4)).isOk());
-  Status st;
-  double elapsed = 0;
-  std::thread waiter([&] {
-    const auto start = Clock::now();
-    std::vector<Completion> done;
-    st = ep[0]->poll(&done, true);
-    elapsed = secondsSince(start);
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ep[2]->abort(Status(StatusCode::kTimeout, "rank 2: gave up"));
-  waiter.join();
-  EXPECT_EQ(st.code(), StatusCode::kRemoteError);
-  EXPECT_NE(st.message().find("rank 2 failed: timeout: rank 2: gave up"), std::string::npos) << st.message();
-  EXPECT_LT(elapsed, 5.0);
 }
 
 TEST(ThreadsTransport, EndpointsMayBeDestroyedInAnyOrder) {
@@ -979,35 +894,6 @@ TEST(ThreadsTransport, RefusesRanksOfAnotherProcess) {
   ASSERT_FALSE(endpoint.isOk());
   EXPECT_EQ(endpoint.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(endpoint.status().message().find("rank 1 is process"), std::string::npos) << endpoint.status().message();
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Measurement (run with --gtest_also_run_disabled_tests): 4-rank ring all-reduce of 64 MiB fp32, busbw as
-// nccl-tests (algbw x 2(n-1)/n).
-
-TEST(ThreadsTransport, DISABLED_RingAllReduce64MiBBandwidth) {
-  const int n = 4;
-  const uint64_t count = (64ull << 20) / 4;
-  auto endpoints = createThreadsWorld(n, testOptions(120));
-  auto job = makeJob(ClassicAlgo::kRing, CollectiveKind::kAllReduce, n, count, DataType::kFloat32, ReduceOp::kSum);
-  ASSERT_NE(job, nullptr);
-  runJobs(endpoints, {job.get()});  // warm-up (page faults, staging buffers)
-  ASSERT_EQ(check(*job), "");
-  // Each iteration starts its rank threads afresh (about 0.1 ms); best and median of 10 (shared machines vary).
-  std::vector<double> times;
-  for (int k = 0; k < 10; ++k) {
-    const auto start = Clock::now();
-    runJobs(endpoints, {job.get()});
-    times.push_back(secondsSince(start));
-    for (const Status& st : job->status) ASSERT_TRUE(st.isOk()) << st.toString();
-  }
-  std::sort(times.begin(), times.end());
-  const double bytes = static_cast<double>(count * 4);
-  const double factor = 2.0 * (n - 1) / n;
-  std::printf(
-      "threads ring all-reduce n=%d 64 MiB fp32: best %.1f ms (busbw %.2f GB/s), median %.1f ms (busbw %.2f GB/s)\n", n,
-      times.front() * 1e3, bytes / times.front() / 1e9 * factor, times[times.size() / 2] * 1e3,
-      bytes / times[times.size() / 2] / 1e9 * factor);
 }
 
 }  // namespace

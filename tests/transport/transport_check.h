@@ -19,9 +19,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,6 +37,9 @@
 #include "transport/multirank.h"
 
 namespace braid::testing {
+
+/// A transport constructor of runtime/transport/factory.h (createShmTransport, createUcxTransport, ...).
+using CreateTransportFn = Result<std::unique_ptr<DataTransport>> (*)(Bootstrap&, const TransportOptions&);
 
 /// In a child: rank 0 creates the id (its root thread lives in that child) and publishes it; every rank
 /// connects.
@@ -145,9 +150,12 @@ inline Status runCase(DataTransport& endpoint, int rank, int n, const Collective
 }
 
 /// The cases every data transport runs: ring and recursive all-reduce, ring and recursive all-gather,
-/// pairwise and direct all-to-all, at counts 0, 1, 7 and 1000003, both modes where the algorithm has them,
-/// and ring all-reduce with 2 instances (more channels).
+/// pairwise and direct all-to-all, at counts 0, 1, 7 and 1000003 (300007 with BRAID_TEST_SMALL=1), both modes where the
+/// algorithm has them, and ring all-reduce with 2 instances (more channels).
 inline std::vector<CollectiveCase> standardCases() {
+  // BRAID_TEST_SMALL=1 (sanitizer builds): the large count still spans several slices.
+  const char* small = std::getenv("BRAID_TEST_SMALL");
+  const uint64_t large = small != nullptr && std::string(small) == "1" ? 300007 : 1000003;
   std::vector<CollectiveCase> cases;
   const struct {
     ClassicAlgo algo;
@@ -159,10 +167,10 @@ inline std::vector<CollectiveCase> standardCases() {
                {ClassicAlgo::kPairwise, CollectiveKind::kAllToAll},
                {ClassicAlgo::kDirect, CollectiveKind::kAllToAll}};
   for (const auto& a : algos) {
-    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, uint64_t{1000003}}) {
+    for (uint64_t count : {uint64_t{0}, uint64_t{1}, uint64_t{7}, large}) {
       // Large counts once per algorithm (out of place); small ones in both modes.
       for (bool in_place : {false, true}) {
-        if (in_place && count == 1000003) continue;
+        if (in_place && count == large) continue;
         cases.push_back(CollectiveCase{a.algo, a.kind, count, in_place, 1});
       }
     }
@@ -208,6 +216,23 @@ inline Status waitFor(Transport& transport, RequestId id) {
     BRAID_RETURN_IF_ERROR(transport.poll(&done, /*block=*/true));
     for (const Completion& c : done)
       if (c.id == id) return Status::ok();
+  }
+}
+
+// Polls (blocking) until `id` completed; every completion seen is collected in `seen` (which is looked up first).
+inline Status waitCollecting(Transport& transport, RequestId id, std::vector<RequestId>* seen) {
+  for (RequestId got : *seen)
+    if (got == id) return Status::ok();
+  std::vector<Completion> done;
+  while (true) {
+    done.clear();
+    BRAID_RETURN_IF_ERROR(transport.poll(&done, /*block=*/true));
+    bool found = false;
+    for (const Completion& c : done) {
+      seen->push_back(c.id);
+      found = found || c.id == id;
+    }
+    if (found) return Status::ok();
   }
 }
 
@@ -258,8 +283,20 @@ class KillingTransport : public Transport {
   int sends_ = 0;
 };
 
-/// A transport constructor of runtime/transport/factory.h (createShmTransport, createUcxTransport, ...).
-using CreateTransportFn = Result<std::unique_ptr<DataTransport>> (*)(Bootstrap&, const TransportOptions&);
+/// One transport of the conformance suite (conformance_test.cc).
+struct TransportUnderTest {
+  const char* name = "";  // DataTransport::name()
+  CreateTransportFn create = nullptr;
+  bool ranks_are_threads = false;  // every rank must be a thread of one process (threads)
+  uint64_t idle_send_bytes = 0;    // forkIdleSender's message: completes before the receiver reads it
+  void (*prepare)() = nullptr;     // called in the test process before any rank starts (environment)
+};
+
+/// GoogleTest prints a parameter by its name.
+inline void PrintTo(const TransportUnderTest& t, std::ostream* os) { *os << t.name; }
+
+/// What a rank does with its bootstrap and endpoint; 0 = success.
+using RankBody = std::function<int(int rank, Bootstrap&, DataTransport&)>;
 
 /// In a child: bootstrap, endpoint through `create` with `options`, then body(bootstrap, endpoint); errors of
 /// the first two are reported as failures of the child.
@@ -272,54 +309,102 @@ inline int withEndpoint(ForkShared<UniqueId>& id, int rank, int n, CreateTranspo
   return body(**bootstrap, **endpoint);
 }
 
-/// Every standard case on n processes, one endpoint each (reused across cases).
-inline ForkResult forkCollectives(CreateTransportFn create, int n) {
+/// In this process: n threads, each with its own bootstrap (over 127.0.0.1) and endpoint through `create`,
+/// running body(rank, ...). Returns how many ranks failed.
+inline int runRankThreads(int n, CreateTransportFn create, const TransportOptions& options, const RankBody& body) {
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  if (!id.isOk()) return report(0, "createUniqueId", id.status());
+  std::vector<int> failures(static_cast<size_t>(n), 0);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      BootstrapOptions boot_options;
+      boot_options.timeout_s = 20;
+      auto bootstrap = connectBootstrap(*id, r, n, boot_options);
+      if (!bootstrap.isOk()) {
+        failures[static_cast<size_t>(r)] = report(r, "bootstrap", bootstrap.status());
+        return;
+      }
+      auto endpoint = create(**bootstrap, options);
+      if (!endpoint.isOk()) {
+        failures[static_cast<size_t>(r)] = report(r, "create transport", endpoint.status());
+        return;
+      }
+      failures[static_cast<size_t>(r)] = body(r, **bootstrap, **endpoint) == 0 ? 0 : 1;
+    });
+  }
+  for (auto& t : threads) t.join();
+  int failed = 0;
+  for (int f : failures) failed += f;
+  return failed;
+}
+
+/// n ranks of `t` with `options`: one forked process per rank, or, when the transport needs it or
+/// `as_threads`, n threads of one forked process (then the result has one entry, failed when any rank failed).
+inline ForkResult runRanks(const TransportUnderTest& t, int n, const TransportOptions& options, const RankBody& body,
+                           double timeout_s, bool as_threads = false) {
+  if (t.prepare != nullptr) t.prepare();
+  if (t.ranks_are_threads || as_threads) {
+    return runForked(
+        1, [&](int) -> int { return runRankThreads(n, t.create, options, body); }, timeout_s);
+  }
   ForkShared<UniqueId> id;
   return runForked(
       n,
       [&](int rank) -> int {
-        TransportOptions options;
-        options.timeout_s = 30;
-        return withEndpoint(id, rank, n, create, options, [&](Bootstrap&, DataTransport& endpoint) {
-          if (endpoint.localRanks() != std::vector<int>{rank}) {
-            std::fprintf(stderr, "rank %d: localRanks() is not {%d}\n", rank, rank);
-            return 1;
-          }
-          return runStandardCases(endpoint, rank, n);
+        return withEndpoint(id, rank, n, t.create, options, [&](Bootstrap& bootstrap, DataTransport& endpoint) {
+          return body(rank, bootstrap, endpoint);
         });
+      },
+      timeout_s);
+}
+
+/// Every standard case on n ranks, one endpoint each (reused across cases).
+inline ForkResult forkCollectives(const TransportUnderTest& t, int n) {
+  TransportOptions options;
+  options.timeout_s = 30;
+  return runRanks(
+      t, n, options,
+      [&](int rank, Bootstrap&, DataTransport& endpoint) {
+        if (endpoint.localRanks() != std::vector<int>{rank} || std::string(endpoint.name()) != t.name) {
+          std::fprintf(stderr, "rank %d: localRanks() is not {%d} or name() is not %s\n", rank, rank, t.name);
+          return 1;
+        }
+        return runStandardCases(endpoint, rank, n);
       },
       /*timeout_s=*/120);
 }
 
-/// Rank 0 sends `sent` bytes to rank 1 on channel 0, which receives `received` bytes: rank 1's wait must be
-/// kInvalidArgument containing `expected_text`.
-inline ForkResult forkSizeMismatch(CreateTransportFn create, uint64_t sent, uint64_t received,
-                                   const std::string& expected_text) {
-  ForkShared<UniqueId> id;
-  return runForked(
-      2,
-      [&](int rank) -> int {
-        TransportOptions options;
-        options.timeout_s = 20;
-        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap& bootstrap, DataTransport& t) {
-          std::vector<uint8_t> buffer(128, 1);
-          RankMemory memory{buffer.data(), 64, buffer.data() + 64, 64, nullptr, 0};
-          if (report(rank, "bind", t.bind(rank, memory, ReduceSpec{}))) return 1;
-          if (rank == 0) {
-            auto posted = t.postSend(SendRequest{0, 1, 0, BufferRef{BufferKind::kInput, 0, sent}, {}});
-            if (!posted.isOk()) return report(rank, "postSend", posted.status());
-            if (report(rank, "send", waitFor(t, *posted))) return 1;
-          } else {
-            auto posted = t.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, received}, {}});
-            const Status status = posted.isOk() ? waitFor(t, *posted) : posted.status();
-            if (status.code() != StatusCode::kInvalidArgument ||
-                status.message().find(expected_text) == std::string::npos) {
-              std::fprintf(stderr, "rank 1 got %s\n", status.toString().c_str());
-              return 1;
-            }
+/// Rank 0 sends `sent` bytes to rank 1 on channel 0 and sees the send complete; then rank 1 receives `received`
+/// bytes: its receive must fail with kInvalidArgument containing every text of `expected_texts`.
+inline ForkResult forkSizeMismatch(const TransportUnderTest& t, uint64_t sent, uint64_t received,
+                                   const std::vector<std::string>& expected_texts) {
+  TransportOptions options;
+  options.timeout_s = 20;
+  return runRanks(
+      t, 2, options,
+      [&](int rank, Bootstrap& bootstrap, DataTransport& endpoint) {
+        std::vector<uint8_t> buffer(128, 1);
+        RankMemory memory{buffer.data(), 64, buffer.data() + 64, 64, nullptr, 0};
+        if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{}))) return 1;
+        if (rank == 0) {
+          auto posted = endpoint.postSend(SendRequest{0, 1, 0, BufferRef{BufferKind::kInput, 0, sent}, {}});
+          if (!posted.isOk()) return report(rank, "postSend", posted.status());
+          if (report(rank, "send", waitFor(endpoint, *posted))) return 1;
+          if (report(rank, "barrier", bootstrap.barrier())) return 1;
+        } else {
+          if (report(rank, "barrier", bootstrap.barrier())) return 1;  // the send completed: one matcher, here
+          auto posted = endpoint.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, received}, {}});
+          const Status status = posted.isOk() ? waitFor(endpoint, *posted) : posted.status();
+          bool named = status.code() == StatusCode::kInvalidArgument;
+          for (const std::string& text : expected_texts)
+            named = named && status.message().find(text) != std::string::npos;
+          if (!named) {
+            std::fprintf(stderr, "rank 1 got %s\n", status.toString().c_str());
+            return 1;
           }
-          return report(rank, "barrier", bootstrap.barrier());
-        });
+        }
+        return report(rank, "barrier", bootstrap.barrier());
       },
       /*timeout_s=*/60);
 }
@@ -329,105 +414,104 @@ inline Status bindOutput(DataTransport& t, int rank, std::vector<uint8_t>& buffe
   return t.bind(rank, RankMemory{nullptr, 0, buffer.data(), buffer.size(), nullptr, 0}, ReduceSpec{});
 }
 
-/// Rank 1 waits for a message rank 0 never sends, with a 0.3 s timeout: kTimeout after 0.3..3 s naming
-/// "from rank 0 on channel 5".
-inline ForkResult forkTimeout(CreateTransportFn create) {
-  ForkShared<UniqueId> id;
-  return runForked(
-      2,
-      [&](int rank) -> int {
-        TransportOptions options;
-        options.timeout_s = 0.3;
-        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap& bootstrap, DataTransport& t) {
-          std::vector<uint8_t> buffer(16);
-          if (report(rank, "bind", bindOutput(t, rank, buffer))) return 1;
-          if (rank == 1) {
-            auto posted = t.postRecv(RecvRequest{1, 0, 5, BufferRef{BufferKind::kOutput, 0, 16}, {}});
-            if (!posted.isOk()) return report(rank, "postRecv", posted.status());
-            double waited = 0;
-            const Status status = timedWaitFor(t, *posted, &waited);
-            if (status.code() != StatusCode::kTimeout ||
-                status.message().find("from rank 0 on channel 5") == std::string::npos || waited < 0.29 || waited > 3) {
-              std::fprintf(stderr, "after %.2f s: %s\n", waited, status.toString().c_str());
-              return 1;
-            }
+/// Rank 1 waits for a message rank 0 never sends, with a 0.3 s timeout: kTimeout after 0.3..3 s,
+/// "<name>: rank 1: no completion for ..." naming "from rank 0 on channel 5".
+inline ForkResult forkTimeout(const TransportUnderTest& t) {
+  TransportOptions options;
+  options.timeout_s = 0.3;
+  const std::string prefix = fmt::format("{}: rank 1: no completion for", t.name);
+  return runRanks(
+      t, 2, options,
+      [&](int rank, Bootstrap& bootstrap, DataTransport& endpoint) {
+        std::vector<uint8_t> buffer(16);
+        if (report(rank, "bind", bindOutput(endpoint, rank, buffer))) return 1;
+        if (rank == 1) {
+          auto posted = endpoint.postRecv(RecvRequest{1, 0, 5, BufferRef{BufferKind::kOutput, 0, 16}, {}});
+          if (!posted.isOk()) return report(rank, "postRecv", posted.status());
+          double waited = 0;
+          const Status status = timedWaitFor(endpoint, *posted, &waited);
+          if (status.code() != StatusCode::kTimeout || status.message().rfind(prefix, 0) != 0 ||
+              status.message().find("from rank 0 on channel 5") == std::string::npos || waited < 0.29 || waited > 3) {
+            std::fprintf(stderr, "after %.2f s: %s\n", waited, status.toString().c_str());
+            return 1;
           }
-          return report(rank, "barrier", bootstrap.barrier());
-        });
+        }
+        return report(rank, "barrier", bootstrap.barrier());
       },
       /*timeout_s=*/60);
 }
 
 /// Rank 1 aborts while rank 0 sleeps in a blocking poll for its message: rank 0 gets kRemoteError naming
-/// rank 1 within a second (timeout 30 s); rank 1's later calls return the abort's reason.
-inline ForkResult forkAbort(CreateTransportFn create) {
-  ForkShared<UniqueId> id;
-  return runForked(
-      2,
-      [&](int rank) -> int {
-        TransportOptions options;
-        options.timeout_s = 30;
-        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap&, DataTransport& t) {
-          std::vector<uint8_t> buffer(16);
-          if (report(rank, "bind", bindOutput(t, rank, buffer))) return 1;
-          if (rank == 1) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 is asleep in poll by now
-            t.abort(Status(StatusCode::kInternalError, "test abort"));
-            const Status later = t.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, 1}, {}}).status();
-            if (later.message() != "test abort") return report(rank, "after abort", later);
-            std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // stay alive: rank 0 must see the abort
-            return 0;
-          }
-          auto posted = t.postRecv(RecvRequest{0, 1, 0, BufferRef{BufferKind::kOutput, 0, 16}, {}});
-          if (!posted.isOk()) return report(rank, "postRecv", posted.status());
-          double waited = 0;
-          const Status status = timedWaitFor(t, *posted, &waited);
-          if (status.code() != StatusCode::kRemoteError || status.message().find("rank 1") == std::string::npos ||
-              status.message().find("test abort") == std::string::npos || waited > 1.0) {
-            std::fprintf(stderr, "after %.2f s: %s\n", waited, status.toString().c_str());
-            return 1;
-          }
-          return 0;
-        });
+/// rank 1 and the reason within a second (timeout 30 s), and keeps failing so (sticky); rank 1's later calls
+/// return the abort's reason.
+inline ForkResult forkAbort(const TransportUnderTest& t) {
+  TransportOptions options;
+  options.timeout_s = 30;
+  ForkShared<int> seen;  // rank 0 saw the abort: rank 1 (which must stay alive until then) may go
+  return runRanks(
+      t, 2, options,
+      [&](int rank, Bootstrap&, DataTransport& endpoint) {
+        std::vector<uint8_t> buffer(16);
+        if (report(rank, "bind", bindOutput(endpoint, rank, buffer))) return 1;
+        if (rank == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));  // rank 0 is asleep in poll by now
+          endpoint.abort(Status(StatusCode::kInternalError, "test abort"));
+          const Status later =
+              endpoint.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, 1}, {}}).status();
+          if (later.message() != "test abort") return report(rank, "after abort", later);
+          int done = 0;
+          return seen.wait(&done, 10) ? 0 : report(rank, "waiting for rank 0", internalError("it never saw the abort"));
+        }
+        auto posted = endpoint.postRecv(RecvRequest{0, 1, 0, BufferRef{BufferKind::kOutput, 0, 16}, {}});
+        if (!posted.isOk()) return report(rank, "postRecv", posted.status());
+        double waited = 0;
+        const Status status = timedWaitFor(endpoint, *posted, &waited);
+        seen.publish(1);
+        if (status.code() != StatusCode::kRemoteError || status.message().find("rank 1") == std::string::npos ||
+            status.message().find("test abort") == std::string::npos || waited > 1.0) {
+          std::fprintf(stderr, "after %.2f s: %s\n", waited, status.toString().c_str());
+          return 1;
+        }
+        const Status later = endpoint.postSend(SendRequest{0, 1, 0, BufferRef{BufferKind::kOutput, 0, 1}, {}}).status();
+        if (later.code() != StatusCode::kRemoteError) return report(rank, "a send after the peer aborted", later);
+        return 0;
       },
       /*timeout_s=*/60);
 }
 
-/// Rank `victim` of n is SIGKILLed at its `kill_at`-th send of a ring all-reduce of `count` floats; every
-/// other rank's execute() must return kRemoteError naming "rank <victim>" (timeout 30 s), then abort.
-inline ForkResult forkKilledRank(CreateTransportFn create, int n, int victim, uint64_t count, int kill_at) {
-  ForkShared<UniqueId> id;
-  return runForked(
-      n,
-      [&](int rank) -> int {
-        TransportOptions options;
-        options.timeout_s = 30;
-        return withEndpoint(id, rank, n, create, options, [&](Bootstrap&, DataTransport& endpoint) {
-          const CollectiveCase c{ClassicAlgo::kRing, CollectiveKind::kAllReduce, count, false, 1};
-          Result<Plan> plan = casePlan(c, n);
-          if (!plan.isOk()) return report(rank, "plan", plan.status());
-          const RankPlan& mine = plan->ranks[static_cast<size_t>(rank)];
-          std::vector<uint8_t> input(mine.input_bytes, 0), output(mine.output_bytes),
-              scratch(mine.scratch_bytes + mine.temp_bytes);
-          RankMemory memory{input.data(), input.size(), output.data(), output.size(), scratch.data(), scratch.size()};
-          if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kSum}))) {
-            return 1;
-          }
-          KillingTransport killing(endpoint, rank == victim ? kill_at : -1);
-          Result<ExecResult> run = execute(*plan, killing, ExecOptions{{rank}});
-          if (rank == victim) {
-            std::fprintf(stderr, "rank %d was not killed (fewer than %d sends?)\n", rank, kill_at);
-            return 3;
-          }
-          const Status status = run.status();
-          if (run.isOk() || status.code() != StatusCode::kRemoteError ||
-              status.message().find(fmt::format("rank {}", victim)) == std::string::npos) {
-            std::fprintf(stderr, "rank %d: %s\n", rank, run.isOk() ? "execute succeeded" : status.toString().c_str());
-            return 1;
-          }
-          endpoint.abort(status);  // as a communicator would
-          return 0;
-        });
+/// Rank `victim` of n (processes) is SIGKILLed at its `kill_at`-th send of a ring all-reduce of `count`
+/// floats; every other rank's execute() must return kRemoteError naming "rank <victim>" (timeout 30 s), then
+/// abort.
+inline ForkResult forkKilledRank(const TransportUnderTest& t, int n, int victim, uint64_t count, int kill_at) {
+  TransportOptions options;
+  options.timeout_s = 30;
+  return runRanks(
+      t, n, options,
+      [&](int rank, Bootstrap&, DataTransport& endpoint) {
+        const CollectiveCase c{ClassicAlgo::kRing, CollectiveKind::kAllReduce, count, false, 1};
+        Result<Plan> plan = casePlan(c, n);
+        if (!plan.isOk()) return report(rank, "plan", plan.status());
+        const RankPlan& mine = plan->ranks[static_cast<size_t>(rank)];
+        std::vector<uint8_t> input(mine.input_bytes, 0), output(mine.output_bytes),
+            scratch(mine.scratch_bytes + mine.temp_bytes);
+        RankMemory memory{input.data(), input.size(), output.data(), output.size(), scratch.data(), scratch.size()};
+        if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kSum}))) {
+          return 1;
+        }
+        KillingTransport killing(endpoint, rank == victim ? kill_at : -1);
+        Result<ExecResult> run = execute(*plan, killing, ExecOptions{{rank}});
+        if (rank == victim) {
+          std::fprintf(stderr, "rank %d was not killed (fewer than %d sends?)\n", rank, kill_at);
+          return 3;
+        }
+        const Status status = run.status();
+        if (run.isOk() || status.code() != StatusCode::kRemoteError ||
+            status.message().find(fmt::format("rank {}", victim)) == std::string::npos) {
+          std::fprintf(stderr, "rank %d: %s\n", rank, run.isOk() ? "execute succeeded" : status.toString().c_str());
+          return 1;
+        }
+        endpoint.abort(status);  // as a communicator would
+        return 0;
       },
       /*timeout_s=*/60);
 }
@@ -435,8 +519,8 @@ inline ForkResult forkKilledRank(CreateTransportFn create, int n, int victim, ui
 /// forkKilledRank with rank 2 of 4 SIGKILLed in the middle of a 16 MiB ring all-reduce (at its 20th of 48 sends):
 /// the victim dies by SIGKILL and every other rank's execute() returns kRemoteError naming rank 2, within 15 s
 /// although the timeout is 30 s.
-inline void expectKilledRankFailsPeers(CreateTransportFn create) {
-  const ForkResult result = forkKilledRank(create, 4, 2, 4 << 20, 20);
+inline void expectKilledRankFailsPeers(const TransportUnderTest& t) {
+  const ForkResult result = forkKilledRank(t, 4, 2, 4 << 20, 20);
   ASSERT_EQ(result.ranks.size(), 4u) << result.summary();
   EXPECT_EQ(result.ranks[2].signal, 9) << result.summary();
   for (int r : {0, 1, 3}) EXPECT_TRUE(result.ranks[r].ok()) << result.summary();
@@ -446,101 +530,153 @@ inline void expectKilledRankFailsPeers(CreateTransportFn create) {
 /// Rank 0's send of `bytes` to rank 1 completes before rank 1 posts its receive; rank 0 then stays out of
 /// the transport (in bootstrap barriers) while rank 1 receives: the message must still arrive intact (a
 /// transport whose send completed before its bytes left must move them without being called).
-inline ForkResult forkIdleSender(CreateTransportFn create, const TransportOptions& options, uint64_t bytes) {
-  ForkShared<UniqueId> id;
-  return runForked(
-      2,
-      [&](int rank) -> int {
-        return withEndpoint(id, rank, 2, create, options, [&](Bootstrap& bootstrap, DataTransport& t) {
-          std::vector<uint8_t> input(bytes), output(bytes, 0);
-          for (uint64_t i = 0; i < bytes; ++i) input[i] = static_cast<uint8_t>(i * 13 + 1);
-          RankMemory memory{input.data(), bytes, output.data(), bytes, nullptr, 0};
-          if (report(rank, "bind", t.bind(rank, memory, ReduceSpec{}))) return 1;
-          if (rank == 0) {
-            auto posted = t.postSend(SendRequest{0, 1, 0, BufferRef{BufferKind::kInput, 0, bytes}, {}});
-            if (!posted.isOk()) return report(rank, "postSend", posted.status());
-            if (report(rank, "send", waitFor(t, *posted))) return 1;
-            std::fill(input.begin(), input.end(), 0);  // the send's bytes were copied already
-            if (report(rank, "barrier", bootstrap.barrier())) return 1;
-            return report(rank, "barrier 2", bootstrap.barrier());
-          }
+inline ForkResult forkIdleSender(const TransportUnderTest& t, const TransportOptions& options, uint64_t bytes) {
+  return runRanks(
+      t, 2, options,
+      [&](int rank, Bootstrap& bootstrap, DataTransport& endpoint) {
+        std::vector<uint8_t> input(bytes), output(bytes, 0);
+        for (uint64_t i = 0; i < bytes; ++i) input[i] = static_cast<uint8_t>(i * 13 + 1);
+        RankMemory memory{input.data(), bytes, output.data(), bytes, nullptr, 0};
+        if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{}))) return 1;
+        if (rank == 0) {
+          auto posted = endpoint.postSend(SendRequest{0, 1, 0, BufferRef{BufferKind::kInput, 0, bytes}, {}});
+          if (!posted.isOk()) return report(rank, "postSend", posted.status());
+          if (report(rank, "send", waitFor(endpoint, *posted))) return 1;
+          std::fill(input.begin(), input.end(), 0);  // the send's bytes were copied already
           if (report(rank, "barrier", bootstrap.barrier())) return 1;
-          auto posted = t.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, bytes}, {}});
-          if (!posted.isOk()) return report(rank, "postRecv", posted.status());
-          if (report(rank, "recv", waitFor(t, *posted))) return 1;
-          for (uint64_t i = 0; i < bytes; ++i) {
-            if (output[i] != static_cast<uint8_t>(i * 13 + 1)) {
-              std::fprintf(stderr, "output[%llu] = %d\n", static_cast<unsigned long long>(i), output[i]);
-              return 1;
-            }
-          }
           return report(rank, "barrier 2", bootstrap.barrier());
-        });
+        }
+        if (report(rank, "barrier", bootstrap.barrier())) return 1;
+        auto posted = endpoint.postRecv(RecvRequest{1, 0, 0, BufferRef{BufferKind::kOutput, 0, bytes}, {}});
+        if (!posted.isOk()) return report(rank, "postRecv", posted.status());
+        if (report(rank, "recv", waitFor(endpoint, *posted))) return 1;
+        for (uint64_t i = 0; i < bytes; ++i) {
+          if (output[i] != static_cast<uint8_t>(i * 13 + 1)) {
+            std::fprintf(stderr, "output[%llu] = %d\n", static_cast<unsigned long long>(i), output[i]);
+            return 1;
+          }
+        }
+        return report(rank, "barrier 2", bootstrap.barrier());
       },
       /*timeout_s=*/60);
 }
 
-/// Benchmark (disabled tests): n processes run a ring all-reduce of `bytes` fp32 sum `warmup` times, then
+/// One message of forkSendAheadExchange: `bytes` at `offset` of rank 0's input, into the same range of rank 1's
+/// output, on `channel`.
+struct ExchangeMessage {
+  int channel = 0;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+/// Byte i of rank 0's input in forkSendAheadExchange.
+inline uint8_t exchangeByte(uint64_t i) { return static_cast<uint8_t>(i * 31 + 7); }
+
+/// Two ranks; both buffers end where the last message ends. Rank 0 sends messages[0, early) to rank 1 and waits
+/// until they complete while rank 1 has posted no receive (it waits at a barrier), zeroes their source bytes,
+/// then sends the rest; rank 1 then posts every receive in order, and every byte of its output must be rank 0's
+/// original input (exchangeByte). Then `after(rank, bootstrap, endpoint)` (checks of the transport's own) and a
+/// final barrier on both ranks, so no endpoint goes away while its last sends are in flight.
+inline ForkResult forkSendAheadExchange(const TransportUnderTest& t, const TransportOptions& options,
+                                        const std::vector<ExchangeMessage>& messages, size_t early,
+                                        const RankBody& after) {
+  uint64_t end = 0;
+  for (const ExchangeMessage& m : messages) end = std::max(end, m.offset + m.bytes);
+  return runRanks(
+      t, 2, options,
+      [&](int rank, Bootstrap& bootstrap, DataTransport& endpoint) {
+        std::vector<uint8_t> input(end), output(end, 0);
+        for (uint64_t i = 0; i < end; ++i) input[i] = rank == 0 ? exchangeByte(i) : 0;
+        RankMemory memory{input.data(), end, output.data(), end, nullptr, 0};
+        if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{}))) return 1;
+        const auto post = [&](const ExchangeMessage& m) {
+          return rank == 0 ? endpoint.postSend(
+                                 SendRequest{0, 1, m.channel, BufferRef{BufferKind::kInput, m.offset, m.bytes}, {}})
+                           : endpoint.postRecv(
+                                 RecvRequest{1, 0, m.channel, BufferRef{BufferKind::kOutput, m.offset, m.bytes}, {}});
+        };
+        std::vector<RequestId> ids;
+        if (rank == 0) {
+          for (size_t m = 0; m < early; ++m) {
+            auto posted = post(messages[m]);
+            if (!posted.isOk()) return report(rank, "early send", posted.status());
+            ids.push_back(*posted);
+          }
+          if (report(rank, "early sends", waitForAll(endpoint, ids))) return 1;  // no receive is posted yet
+          for (size_t m = 0; m < early; ++m) {
+            std::fill_n(input.begin() + static_cast<std::ptrdiff_t>(messages[m].offset), messages[m].bytes, 0);
+          }
+          ids.clear();
+        }
+        if (report(rank, "barrier", bootstrap.barrier())) return 1;
+        for (size_t m = rank == 0 ? early : 0; m < messages.size(); ++m) {
+          auto posted = post(messages[m]);
+          if (!posted.isOk()) return report(rank, rank == 0 ? "postSend" : "postRecv", posted.status());
+          ids.push_back(*posted);
+        }
+        if (report(rank, "the rest", waitForAll(endpoint, ids))) return 1;
+        for (uint64_t i = 0; rank == 1 && i < end; ++i) {
+          if (output[i] != exchangeByte(i)) {
+            std::fprintf(stderr, "output[%llu] = %d, expected %d\n", static_cast<unsigned long long>(i), output[i],
+                         exchangeByte(i));
+            return 1;
+          }
+        }
+        if (after(rank, bootstrap, endpoint) != 0) return 1;
+        return report(rank, "final barrier", bootstrap.barrier());
+      },
+      /*timeout_s=*/60);
+}
+
+/// Benchmark (disabled tests): n ranks run a ring all-reduce of `bytes` fp32 sum `warmup` times, then
 /// `iters` timed times between bootstrap barriers; rank 0 prints
 ///   "<name> ring all-reduce <bytes> B x <n> ranks: <us> us, algbw <x> GB/s, busbw <y> GB/s"
 /// with nccl-tests' definitions: algbw = bytes / time, busbw = algbw x 2 (n - 1) / n (GB = 1e9 bytes).
-inline ForkResult forkRingAllReduceBusBw(CreateTransportFn create, const char* name, int n, uint64_t bytes, int warmup,
-                                         int iters) {
-  ForkShared<UniqueId> id;
-  return runForked(
-      n,
-      [&](int rank) -> int {
-        TransportOptions options;
-        options.timeout_s = 120;
-        return withEndpoint(id, rank, n, create, options, [&](Bootstrap& bootstrap, DataTransport& endpoint) {
-          const CollectiveCase c{ClassicAlgo::kRing, CollectiveKind::kAllReduce, bytes / 4, false, 1};
-          Result<Plan> plan = casePlan(c, n);
-          if (!plan.isOk()) return report(rank, "plan", plan.status());
-          const RankPlan& mine = plan->ranks[static_cast<size_t>(rank)];
-          std::vector<float> input(mine.input_bytes / 4), output(mine.output_bytes / 4);
-          for (size_t i = 0; i < input.size(); ++i) input[i] = inputValue(rank, i);
-          std::vector<uint8_t> scratch(mine.scratch_bytes + mine.temp_bytes);
-          RankMemory memory{input.data(),      mine.input_bytes, output.data(),
-                            mine.output_bytes, scratch.data(),   scratch.size()};
-          if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kSum}))) {
+inline ForkResult forkRingAllReduceBusBw(const TransportUnderTest& t, int n, uint64_t bytes, int warmup, int iters) {
+  TransportOptions options;
+  options.timeout_s = 120;
+  return runRanks(
+      t, n, options,
+      [&](int rank, Bootstrap& bootstrap, DataTransport& endpoint) {
+        const CollectiveCase c{ClassicAlgo::kRing, CollectiveKind::kAllReduce, bytes / 4, false, 1};
+        Result<Plan> plan = casePlan(c, n);
+        if (!plan.isOk()) return report(rank, "plan", plan.status());
+        const RankPlan& mine = plan->ranks[static_cast<size_t>(rank)];
+        std::vector<float> input(mine.input_bytes / 4), output(mine.output_bytes / 4);
+        for (size_t i = 0; i < input.size(); ++i) input[i] = inputValue(rank, i);
+        std::vector<uint8_t> scratch(mine.scratch_bytes + mine.temp_bytes);
+        RankMemory memory{input.data(),      mine.input_bytes, output.data(),
+                          mine.output_bytes, scratch.data(),   scratch.size()};
+        if (report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{DataType::kFloat32, ReduceOp::kSum}))) {
+          return 1;
+        }
+        for (int i = 0; i < warmup; ++i) {
+          if (report(rank, "warmup", execute(*plan, endpoint, ExecOptions{{rank}}).status())) return 1;
+        }
+        if (report(rank, "barrier", bootstrap.barrier())) return 1;
+        const auto start = std::chrono::steady_clock::now();
+        for (int i = 0; i < iters; ++i) {
+          if (report(rank, "run", execute(*plan, endpoint, ExecOptions{{rank}}).status())) return 1;
+        }
+        if (report(rank, "barrier", bootstrap.barrier())) return 1;
+        const double us =
+            std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
+        for (size_t j = 0; j < output.size(); ++j) {
+          float want = 0;
+          for (int q = 0; q < n; ++q) want += inputValue(q, j);
+          if (output[j] != want) {
+            std::fprintf(stderr, "rank %d: output[%zu] = %g, expected %g\n", rank, j, output[j], want);
             return 1;
           }
-          for (int i = 0; i < warmup; ++i) {
-            if (report(rank, "warmup", execute(*plan, endpoint, ExecOptions{{rank}}).status())) return 1;
-          }
-          if (report(rank, "barrier", bootstrap.barrier())) return 1;
-          const auto start = std::chrono::steady_clock::now();
-          for (int i = 0; i < iters; ++i) {
-            if (report(rank, "run", execute(*plan, endpoint, ExecOptions{{rank}}).status())) return 1;
-          }
-          if (report(rank, "barrier", bootstrap.barrier())) return 1;
-          const double us =
-              std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count() / iters;
-          for (size_t j = 0; j < output.size(); ++j) {
-            float want = 0;
-            for (int q = 0; q < n; ++q) want += inputValue(q, j);
-            if (output[j] != want) {
-              std::fprintf(stderr, "rank %d: output[%zu] = %g, expected %g\n", rank, j, output[j], want);
-              return 1;
-            }
-          }
-          if (rank == 0) {
-            const double algbw = static_cast<double>(bytes) / us / 1e3;
-            std::printf("%s ring all-reduce %llu B x %d ranks: %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n", name,
-                        static_cast<unsigned long long>(bytes), n, us, algbw, algbw * 2.0 * (n - 1) / n);
-          }
-          return 0;
-        });
+        }
+        if (rank == 0) {
+          const double algbw = static_cast<double>(bytes) / us / 1e3;
+          std::printf("%s ring all-reduce %llu B x %d ranks: %.0f us, algbw %.2f GB/s, busbw %.2f GB/s\n", t.name,
+                      static_cast<unsigned long long>(bytes), n, us, algbw, algbw * 2.0 * (n - 1) / n);
+        }
+        return 0;
       },
       /*timeout_s=*/600);
-}
-
-/// The benchmark of the disabled tests: 4 processes, ring all-reduce of 64 MiB fp32 (2 warm-up, 10 timed runs);
-/// prints rank 0's line.
-inline void runRingAllReduce64MiBBusBw(CreateTransportFn create, const char* name) {
-  const ForkResult result = forkRingAllReduceBusBw(create, name, 4, 64 << 20, 2, 10);
-  EXPECT_TRUE(result.allOk()) << result.summary();
-  if (!result.ranks.empty()) std::printf("%s", result.ranks[0].output.c_str());
 }
 
 }  // namespace braid::testing

@@ -26,8 +26,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "transport/endpoint_common.h"
-#include "transport/local_memory.h"
+#include "common/nonce.h"
+#include "transport/endpoint_base.h"
 
 namespace braid {
 namespace shm {
@@ -85,31 +85,19 @@ Status systemError(const std::string& what) {
   return Status(StatusCode::kSystemError, fmt::format("{}: {}", what, std::strerror(errno)));
 }
 
-uint64_t randomNonce() {
-  std::random_device device;
-  uint64_t value = (static_cast<uint64_t>(device()) << 32) ^ device();
-  value ^= static_cast<uint64_t>(getpid()) * 0x9E3779B97F4A7C15ull;
-  value ^= static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-  return value;
-}
-
-class ShmTransport final : public DataTransport {
+class ShmTransport final : public EndpointBase {
  public:
   ShmTransport(Bootstrap& bootstrap, const TransportOptions& options, const SegmentLayout& layout)
-      : bootstrap_(bootstrap),
-        rank_(bootstrap.rank()),
-        size_(bootstrap.size()),
+      : EndpointBase(Config{"shm", bootstrap.rank(), bootstrap.size(), endpointTimeoutSeconds(options), INT_MAX,
+                            /*progress_thread=*/true, &bootstrap}),
+        bootstrap_(bootstrap),
         layout_(layout),
-        local_ranks_{bootstrap.rank()},
-        memory_(local_ranks_),
-        timeout_s_(endpointTimeoutSeconds(options)),
         spin_(endpointSpinMicroseconds(options, bootstrap.size())),
-        start_(std::chrono::steady_clock::now()),
         segments_(static_cast<size_t>(bootstrap.size())),
         notify_(static_cast<size_t>(bootstrap.size()), 0) {}
 
   ~ShmTransport() override {
-    progress_.stop();
+    progressThread().stop();
     for (Segment& segment : segments_) {
       if (segment.base != nullptr) munmap(segment.base, layout_.total_bytes);
       if (segment.fd >= 0) close(segment.fd);
@@ -140,73 +128,40 @@ class ShmTransport final : public DataTransport {
     return all_mapped;
   }
 
-  const char* name() const override { return "shm"; }
-  const std::vector<int>& localRanks() const override { return local_ranks_; }
-
-  Status bind(int rank, const RankMemory& memory, ReduceSpec reduce) override {
-    ProgressThread::CallGuard guard(progress_);
-    return memory_.bind(rank, memory, reduce);
-  }
-
-  Result<RequestId> postSend(const SendRequest& request) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(checkRequestEnds("shm", rank_, size_, request.rank, request.peer, request.channel, "send"));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(request.rank, request.src, "send src"));
+  // A message larger than the whole ring is copied privately so the send completes before its receive is posted.
+  Status startSend(const SendRequest& request, const uint8_t* src, RequestId id) override {
     BRAID_ASSIGN_OR_RETURN(Conn * conn, connection(/*outgoing=*/true, request.peer, request.channel));
-    const RequestId id = next_id_++;
     Op op;
     op.id = id;
-    op.ptr = src;
+    op.ptr = const_cast<uint8_t*>(src);
     op.bytes = request.src.bytes;
     if (op.bytes > static_cast<uint64_t>(layout_.fifo_depth) * layout_.slot_bytes) {
-      // Larger than the whole ring: keep a private copy so the send completes before the receive is posted.
       op.owned.assign(src, src + op.bytes);
       op.ptr = op.owned.data();
       op.reported = true;
-      completed_.push_back(id);
+      complete(id);
       ++private_streams_;
-      if (!progress_.running()) progress_.start([this] { progressLoop(); });
-      progress_.wake();
+      ProgressThread& progress = progressThread();
+      if (!progress.running()) progress.start([this] { progressLoop(); });
+      progress.wake();
     }
     conn->ops.push_back(std::move(op));
-    BRAID_RETURN_IF_ERROR(progressAndNotify(*conn));
-    return id;
+    return progressAndNotify(*conn);
   }
 
-  Result<RequestId> postRecv(const RecvRequest& request) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(checkRequestEnds("shm", rank_, size_, request.rank, request.peer, request.channel, "recv"));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(request.rank, request.dst, "recv dst"));
+  Status startRecv(const RecvRequest& request, uint8_t* dst, RequestId id) override {
     BRAID_ASSIGN_OR_RETURN(Conn * conn, connection(/*outgoing=*/false, request.peer, request.channel));
-    const RequestId id = next_id_++;
     Op op;
     op.id = id;
     op.ptr = dst;
     op.bytes = request.dst.bytes;
     conn->ops.push_back(std::move(op));
-    BRAID_RETURN_IF_ERROR(progressAndNotify(*conn));
-    return id;
+    return progressAndNotify(*conn);
   }
 
-  Result<RequestId> postLocal(const LocalRequest& request) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(memory_.run(request));
-    const RequestId id = next_id_++;
-    completed_.push_back(id);
-    return id;
-  }
+  Status progress() override { return progressAll(); }
 
-  Status poll(std::vector<Completion>* done, bool block) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(fail(progressAll()));
-    if (!completed_.empty() || !block) {
-      drain(done);
-      return Status::ok();
-    }
+  Status waitForCompletion() override {
     if (pendingOps() == 0) {
       return internalError(fmt::format("shm: rank {}: blocking poll with no request outstanding", rank_));
     }
@@ -222,44 +177,30 @@ class ShmTransport final : public DataTransport {
       first = false;
       seen = now;
       spun = progressAll();
-      return !spun.isOk() || !completed_.empty();
+      return !spun.isOk() || hasCompletions();
     });
-    if (stopped) {
-      BRAID_RETURN_IF_ERROR(fail(std::move(spun)));
-      drain(done);
-      return Status::ok();
-    }
-    BlockingWait wait(timeout_s_, kWaitSliceMs, &last_peer_check_);
+    if (stopped) return spun;
+    BlockingWait wait = beginWait(kWaitSliceMs);
     while (true) {
       const uint32_t seen = shared(own.doorbell).load(std::memory_order_seq_cst);
       shared(own.waiters).fetch_add(1, std::memory_order_seq_cst);
       Status status = progressAll();
       wait.tick();
       // bootstrap.checkPeers() costs a system call: at most once per wait slice.
-      if (status.isOk() && completed_.empty()) status = peerFailures(wait.peerCheckDue());
-      if (status.isOk() && completed_.empty() && wait.expired()) status = timeoutStatus(wait.waitedSeconds());
-      if (!status.isOk() || !completed_.empty()) {
+      if (status.isOk() && !hasCompletions()) status = peerFailures(wait.peerCheckDue());
+      if (status.isOk() && !hasCompletions() && wait.expired()) status = timeoutStatus(wait.waitedSeconds());
+      if (!status.isOk() || hasCompletions()) {
         shared(own.waiters).fetch_sub(1, std::memory_order_seq_cst);
-        BRAID_RETURN_IF_ERROR(fail(std::move(status)));
-        drain(done);
-        return Status::ok();
+        return status;
       }
       futexWait(&own.doorbell, seen, wait.sleepMs());
       shared(own.waiters).fetch_sub(1, std::memory_order_seq_cst);
     }
   }
 
-  double nowUs() const override {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
-  }
-
-  void abort(const Status& why) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (failed_.isOk()) {
-      failed_ = why.isOk() ? Status(StatusCode::kInternalError, fmt::format("shm: rank {} aborted", rank_)) : why;
-    }
-    // The bootstrap's abort frame (with the reason) goes out first, so a peer woken by the flag finds it.
-    bootstrap_.abort(failed_.toString());
+  // The bootstrap's abort frame (with the reason) goes out first, so a peer woken by the flag finds it.
+  void tellPeersOfAbort(const Status& reason) override {
+    bootstrap_.abort(reason.toString());
     if (segments_[static_cast<size_t>(rank_)].base != nullptr) {
       shared(header(rank_).failed).store(1, std::memory_order_seq_cst);
     }
@@ -274,9 +215,10 @@ class ShmTransport final : public DataTransport {
   // returned and nobody calls poll(). While such sends remain and the owner has been out of the transport for
   // ProgressThread::kOwnerIdle, this thread moves them on, sleeping on this rank's doorbell in between.
   void progressLoop() {
-    std::unique_lock<std::mutex> lock(progress_.mutex());
+    ProgressThread& progress = progressThread();
+    std::unique_lock<std::mutex> lock(progress.mutex());
     SegmentHeader& own = header(rank_);
-    while (progress_.waitForWork(lock, [this] { return private_streams_ > 0 && failed_.isOk(); })) {
+    while (progress.waitForWork(lock, [this] { return private_streams_ > 0 && !failed(); })) {
       const uint32_t seen = shared(own.doorbell).load(std::memory_order_seq_cst);
       shared(own.waiters).fetch_add(1, std::memory_order_seq_cst);
       (void)fail(progressAll());  // an error surfaces at the owner's next call
@@ -452,7 +394,7 @@ class ShmTransport final : public DataTransport {
       if (op.reported) {
         --private_streams_;
       } else {
-        completed_.push_back(op.id);
+        complete(op.id);
       }
       c.ops.pop_front();
     }
@@ -491,7 +433,7 @@ class ShmTransport final : public DataTransport {
         notify_[static_cast<size_t>(c.peer)] = 1;
       }
       if (op.done < op.bytes || op.fragments == 0) return Status::ok();
-      completed_.push_back(op.id);
+      complete(op.id);
       c.ops.pop_front();
     }
     return Status::ok();
@@ -544,7 +486,7 @@ class ShmTransport final : public DataTransport {
     for (int p = 0; p < size_ && aborted < 0; ++p) {
       if (p != rank_ && shared(header(p).failed).load(std::memory_order_acquire) != 0) aborted = p;
     }
-    if (aborted >= 0 || check_bootstrap) BRAID_RETURN_IF_ERROR(bootstrapPeerFailure(bootstrap_, "shm", rank_));
+    if (aborted >= 0 || check_bootstrap) BRAID_RETURN_IF_ERROR(bootstrapFailure());
     if (aborted >= 0) {
       return Status(StatusCode::kRemoteError,
                     fmt::format("shm: rank {} failed (it aborted); rank {} stops waiting for it", aborted, rank_));
@@ -573,7 +515,7 @@ class ShmTransport final : public DataTransport {
             op.bytes - op.done, c->peer, c->channel, head - tail, c->ops.size());
       }
     }
-    return noCompletionTimeout("shm", rank_, waited_s, what);
+    return timeoutError(waited_s, what);
   }
 
   size_t pendingOps() const {
@@ -582,35 +524,15 @@ class ShmTransport final : public DataTransport {
     return n;
   }
 
-  void drain(std::vector<Completion>* done) {
-    if (!completed_.empty()) drainCompletions(completed_, nowUs(), done);
-  }
-
-  // Errors other than bad arguments of one call leave the endpoint failed: later calls return them.
-  Status fail(Status status) {
-    if (!status.isOk() && failed_.isOk()) failed_ = status;
-    return status;
-  }
-
   Bootstrap& bootstrap_;
-  const int rank_;
-  const int size_;
   const SegmentLayout layout_;
-  const std::vector<int> local_ranks_;
-  LocalMemory memory_;
-  const double timeout_s_;
   SpinGovernor spin_;  // endpointSpinMicroseconds, adaptive
-  const std::chrono::steady_clock::time_point start_;
-  ProgressThread progress_;  // its mutex guards everything below; held by every public call and the progress thread
-  int private_streams_ = 0;  // privately buffered sends still streaming
-  std::chrono::steady_clock::time_point last_peer_check_;  // epoch: the first blocking wait checks at once
-  std::vector<Segment> segments_;                          // by rank; this rank's own segment at rank_
+  // Everything below is guarded by progressThread().mutex(), held by every public call and the progress thread.
+  int private_streams_ = 0;        // privately buffered sends still streaming
+  std::vector<Segment> segments_;  // by rank; this rank's own segment at rank_
   std::unordered_map<uint64_t, std::unique_ptr<Conn>> conns_;
   std::vector<Conn*> all_conns_;  // in creation order
   std::vector<char> notify_;      // peers whose doorbell to ring after this progress pass
-  std::vector<RequestId> completed_;
-  RequestId next_id_ = 1;
-  Status failed_;
 };
 
 }  // namespace

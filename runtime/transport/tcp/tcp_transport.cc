@@ -19,11 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "bootstrap/bootstrap_internal.h"
-#include "bootstrap/socket.h"
-#include "transport/endpoint_common.h"
+#include "common/nonce.h"
+#include "socket/socket.h"
+#include "transport/endpoint_base.h"
 #include "transport/factory.h"
-#include "transport/local_memory.h"
 
 namespace braid {
 namespace {
@@ -60,24 +59,20 @@ std::string sizeText(uint64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
-class TcpTransport final : public DataTransport {
+class TcpTransport final : public EndpointBase {
  public:
-  TcpTransport(Bootstrap& bootstrap, double timeout_s)
-      : bootstrap_(&bootstrap),
-        rank_(bootstrap.rank()),
-        size_(bootstrap.size()),
-        timeout_s_(timeout_s),
-        ranks_{bootstrap.rank()},
-        memory_(ranks_),
-        conns_(bootstrap.size()),
-        start_(net::Clock::now()) {
+  TcpTransport(Bootstrap& bootstrap, const TransportOptions& options)
+      : EndpointBase(Config{"tcp", bootstrap.rank(), bootstrap.size(), endpointTimeoutSeconds(options), INT_MAX,
+                            /*progress_thread=*/false, &bootstrap}),
+        bootstrap_(&bootstrap),
+        conns_(bootstrap.size()) {
     for (int p = 0; p < size_; ++p) conns_[p].peer = p;
   }
 
   ~TcpTransport() override {
     for (Conn& conn : conns_) {
       if (!conn.fd.valid()) continue;
-      if (conn.state == Conn::kOpen && !halfWritten(conn) && error_.isOk()) {
+      if (conn.state == Conn::kOpen && !halfWritten(conn) && !failed()) {
         // Tell the peer this is a normal close, then read what is left so close() sends FIN, not RST.
         FrameHeader header;
         header.type = static_cast<uint32_t>(FrameType::kClose);
@@ -106,7 +101,7 @@ class TcpTransport final : public DataTransport {
     Result<Fd> listener = net::listenOn(&mine);
     // Even a rank that cannot listen takes part in the all-gather (port 0), so its peers fail fast.
     std::vector<Listing> listings(size_);
-    listings[rank_] = Listing{mine.ip, listener.isOk() ? mine.port : uint16_t{0}, 0, bootstrap_internal::randomNonce()};
+    listings[rank_] = Listing{mine.ip, listener.isOk() ? mine.port : uint16_t{0}, 0, randomNonce()};
     const Status gathered = bootstrap_->allGather(listings.data(), sizeof(Listing));
     if (!listener.isOk()) {
       return Status(listener.status().code(), fmt::format("rank {}: tcp: {}", rank_, listener.status().message()));
@@ -127,29 +122,28 @@ class TcpTransport final : public DataTransport {
       BRAID_RETURN_IF_ERROR(net::writeAll(fd.get(), &hello, sizeof(hello), deadline, what));
       conns_[p].fd = std::move(fd);
     }
-    int waiting = size_ - 1 - rank_;
-    while (waiting > 0) {
-      const std::string what = fmt::format("rank {}: tcp listener {}", rank_, mine.toString());
-      Result<Fd> accepted = net::acceptOne(listener->get(), deadline, what);
-      if (!accepted.isOk()) {
-        if (accepted.status().code() != StatusCode::kTimeout) return accepted.status();
-        std::vector<int> absent;
-        for (int p = rank_ + 1; p < size_; ++p)
-          if (!conns_[p].fd.valid()) absent.push_back(p);
-        std::string names;
-        for (size_t i = 0; i < absent.size() && i < 8; ++i) names += (i ? ", " : "") + describePeer(absent[i]);
-        return Status(StatusCode::kTimeout,
-                      fmt::format("{}: no connection within {} s from {}", what, timeout_s_, names));
-      }
-      Hello hello{};
-      if (!net::readAll(accepted->get(), &hello, sizeof(hello), deadline, what).isOk()) continue;
+    const std::string what = fmt::format("rank {}: tcp listener {}", rank_, mine.toString());
+    const auto take = [&](const void* bytes, Fd& fd) {
+      Hello hello;
+      std::memcpy(&hello, bytes, sizeof(hello));
       if (hello.magic != kHelloMagic || hello.token != listings[rank_].token || hello.size != size_ ||
           hello.rank <= rank_ || hello.rank >= size_ || conns_[hello.rank].fd.valid()) {
-        continue;  // not a peer of this endpoint
+        return false;  // not a peer of this endpoint
       }
-      conns_[hello.rank].fd = std::move(accepted).value();
-      --waiting;
-    }
+      conns_[hello.rank].fd = std::move(fd);
+      return true;
+    };
+    const auto never_connected = [&] {
+      std::string names;
+      int listed = 0;
+      for (int p = rank_ + 1; p < size_ && listed < 8; ++p) {
+        if (!conns_[p].fd.valid()) names += (listed++ > 0 ? ", " : "") + describePeer(p);
+      }
+      return Status(StatusCode::kTimeout,
+                    fmt::format("{}: no connection within {} s from {}", what, timeout_s_, names));
+    };
+    BRAID_RETURN_IF_ERROR(
+        net::acceptMesh(listener->get(), deadline, what, size_ - 1 - rank_, sizeof(Hello), take, never_connected));
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       conns_[p].staging.resize(tcp::kStagingBytes);
@@ -157,20 +151,10 @@ class TcpTransport final : public DataTransport {
     return Status::ok();
   }
 
-  const char* name() const override { return "tcp"; }
-  const std::vector<int>& localRanks() const override { return ranks_; }
-
-  Status bind(int rank, const RankMemory& memory, ReduceSpec reduce) override {
-    return memory_.bind(rank, memory, reduce);
-  }
-
-  Result<RequestId> postSend(const SendRequest& request) override {
-    BRAID_RETURN_IF_ERROR(error_);
-    BRAID_RETURN_IF_ERROR(checkRequestPeer("tcp", rank_, size_, request.rank, request.peer, "send"));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(request.rank, request.src, "send src"));
+ private:
+  Status startSend(const SendRequest& request, const uint8_t* src, RequestId id) override {
     Conn& conn = conns_[request.peer];
     BRAID_RETURN_IF_ERROR(closedPeer(conn, "send to"));
-    const RequestId id = next_id_++;
     OutMessage message;
     message.id = id;
     message.header.type = static_cast<uint32_t>(FrameType::kData);
@@ -179,38 +163,27 @@ class TcpTransport final : public DataTransport {
     message.data = src;
     conn.out.push_back(std::move(message));
     if (conn.out.size() == 1) writeConn(conn);  // try at once: small messages leave here
-    BRAID_RETURN_IF_ERROR(error_);
-    return id;
+    return failure();
   }
 
-  Result<RequestId> postRecv(const RecvRequest& request) override {
-    BRAID_RETURN_IF_ERROR(error_);
-    BRAID_RETURN_IF_ERROR(checkRequestPeer("tcp", rank_, size_, request.rank, request.peer, "recv"));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(request.rank, request.dst, "recv dst"));
+  Status startRecv(const RecvRequest& request, uint8_t* dst, RequestId id) override {
     Conn& conn = conns_[request.peer];
-    const RequestId id = next_id_++;
     Channel& channel = conn.channels[request.channel];
     channel.recvs.push_back(PendingRecv{id, dst, request.dst.bytes});
     BRAID_RETURN_IF_ERROR(match(conn, request.channel, channel));
     if (!channel.recvs.empty()) BRAID_RETURN_IF_ERROR(closedPeer(conn, "receive from"));
-    return id;
+    return Status::ok();
   }
 
-  Result<RequestId> postLocal(const LocalRequest& request) override {
-    BRAID_RETURN_IF_ERROR(error_);
-    BRAID_RETURN_IF_ERROR(memory_.run(request));
-    const RequestId id = next_id_++;
-    completions_.push_back(Completion{id, nowUs()});
-    return id;
-  }
-
-  Status poll(std::vector<Completion>* done, bool block) override {
-    BRAID_RETURN_IF_ERROR(error_);
+  Status progress() override {
     progressAll(nullptr);
-    BRAID_RETURN_IF_ERROR(error_);
-    if (!completions_.empty() || !block) return deliver(done);
-    const Deadline deadline = Deadline::after(timeout_s_);
-    auto last_check = net::Clock::now();
+    return failure();
+  }
+
+  // Sleeps in poll(2) on the sockets, waking at least every kPeerCheckMs to ask the bootstrap about failed peers
+  // (a peer may have failed without a word on our sockets: it aborted through its bootstrap).
+  Status waitForCompletion() override {
+    BlockingWait wait = beginWait(tcp::kPeerCheckMs);
     std::vector<pollfd> fds;
     std::vector<int> who;
     std::vector<bool> active(size_, false);
@@ -222,37 +195,23 @@ class TcpTransport final : public DataTransport {
         fds.push_back(pollfd{conn.fd.get(), static_cast<short>(POLLIN | (conn.out.empty() ? 0 : POLLOUT)), 0});
         who.push_back(conn.peer);
       }
-      const int ready = ::poll(fds.data(), fds.size(), std::min(deadline.remainingMs(), tcp::kPeerCheckMs));
+      const int ready = ::poll(fds.data(), fds.size(), wait.sleepMs());
       if (ready > 0) {
         std::fill(active.begin(), active.end(), false);
         for (size_t i = 0; i < fds.size(); ++i)
           if (fds[i].revents != 0) active[who[i]] = true;
         progressAll(&active);
-        BRAID_RETURN_IF_ERROR(error_);
-        if (!completions_.empty()) return deliver(done);
+        BRAID_RETURN_IF_ERROR(failure());
+        if (hasCompletions()) return Status::ok();
       }
-      const auto now = net::Clock::now();
-      if (ready <= 0 || now - last_check >= std::chrono::milliseconds(tcp::kPeerCheckMs)) {
-        // A peer may have failed without a word on our sockets (it aborted through its bootstrap).
-        last_check = now;
-        const Status peers = bootstrap_->checkPeers();
-        if (!peers.isOk()) {
-          fail(Status(StatusCode::kRemoteError,
-                      fmt::format("rank {}: tcp: the bootstrap reports a failed peer: {}", rank_, peers.message())));
-          return error_;
-        }
-      }
-      if (deadline.expired()) return Status(StatusCode::kTimeout, describeWaiting());
+      wait.tick();
+      const bool due = wait.peerCheckDue();
+      if (ready <= 0 || due) BRAID_RETURN_IF_ERROR(bootstrapFailure());
+      if (wait.expired()) return timeoutError(wait.waitedSeconds(), describeWaiting());
     }
   }
 
-  double nowUs() const override {
-    return std::chrono::duration<double, std::micro>(net::Clock::now() - start_).count();
-  }
-
-  void abort(const Status& why) override {
-    const Status reason = why.isOk() ? Status(StatusCode::kInternalError, "aborted") : why;
-    if (error_.isOk()) error_ = reason;
+  void tellPeersOfAbort(const Status& reason) override {
     if (aborted_) return;
     aborted_ = true;
     const std::string text = reason.toString().substr(0, kMaxControlBytes);
@@ -277,7 +236,6 @@ class TcpTransport final : public DataTransport {
     bootstrap_->abort(fmt::format("rank {}: {}", rank_, reason.toString()));
   }
 
- private:
   struct PendingRecv {
     RequestId id;
     uint8_t* dst;
@@ -336,27 +294,17 @@ class TcpTransport final : public DataTransport {
                                                         what, describePeer(conn.peer)));
   }
 
-  void fail(Status status) {
-    if (error_.isOk()) error_ = std::move(status);
-  }
-
-  Status deliver(std::vector<Completion>* done) {
-    done->insert(done->end(), completions_.begin(), completions_.end());
-    completions_.clear();
-    return Status::ok();
-  }
-
   void markDead(Conn& conn, const std::string& why) {
     conn.eof = true;
     if (conn.state == Conn::kOpen) {
       conn.state = Conn::kDead;
-      fail(Status(StatusCode::kRemoteError,
-                  fmt::format("rank {}: tcp: connection to {} {}", rank_, describePeer(conn.peer), why)));
+      (void)fail(Status(StatusCode::kRemoteError,
+                        fmt::format("rank {}: tcp: connection to {} {}", rank_, describePeer(conn.peer), why)));
     } else if (conn.state == Conn::kClosed) {
       // EOF after a close frame: normal. Anything still waiting on that peer can never complete.
       bool waiting = !conn.out.empty();
       for (const auto& [channel, queue] : conn.channels) waiting = waiting || !queue.recvs.empty();
-      if (waiting) fail(closedPeer(conn, "waiting on"));
+      if (waiting) (void)fail(closedPeer(conn, "waiting on"));
     }
   }
 
@@ -366,7 +314,7 @@ class TcpTransport final : public DataTransport {
       if (!conn.fd.valid() || (active != nullptr && !(*active)[conn.peer])) continue;
       if (!conn.out.empty()) writeConn(conn);
       readConn(conn);
-      if (!error_.isOk()) return;
+      if (failed()) return;
     }
   }
 
@@ -403,7 +351,7 @@ class TcpTransport final : public DataTransport {
         front.done += take;
         left -= take;
         if (front.done < total) break;
-        if (front.id != 0) completions_.push_back(Completion{front.id, nowUs()});
+        if (front.id != 0) complete(front.id);
         conn.out.pop_front();
       }
     }
@@ -418,13 +366,12 @@ class TcpTransport final : public DataTransport {
         const Status wrong = invalidArgument(
             fmt::format("rank {} -> rank {} channel {}: a message of {} bytes matched a receive of {} bytes", conn.peer,
                         rank_, channel_id, message.bytes, recv.bytes));
-        fail(wrong);
-        return wrong;
+        return fail(wrong);
       }
       if (recv.bytes > 0) std::memcpy(recv.dst, message.data.get(), recv.bytes);
       channel.messages.pop_front();
       channel.recvs.pop_front();
-      completions_.push_back(Completion{recv.id, nowUs()});
+      complete(recv.id);
     }
     return Status::ok();
   }
@@ -443,7 +390,7 @@ class TcpTransport final : public DataTransport {
       if (channel.messages.empty() && !channel.recvs.empty()) {
         const PendingRecv recv = channel.recvs.front();
         if (recv.bytes != h.bytes) {
-          fail(invalidArgument(
+          (void)fail(invalidArgument(
               fmt::format("rank {} -> rank {} channel {}: a message of {} bytes matched a receive of {} bytes",
                           conn.peer, rank_, h.channel, h.bytes, recv.bytes)));
         } else {
@@ -458,9 +405,9 @@ class TcpTransport final : public DataTransport {
         if (h.bytes > 0) {
           conn.unexpected->data.reset(new (std::nothrow) uint8_t[h.bytes]);
           if (conn.unexpected->data == nullptr) {
-            fail(Status(StatusCode::kSystemError,
-                        fmt::format("rank {}: tcp: cannot buffer a message of {} from rank {} on channel {}", rank_,
-                                    sizeText(h.bytes), conn.peer, h.channel)));
+            (void)fail(Status(StatusCode::kSystemError,
+                              fmt::format("rank {}: tcp: cannot buffer a message of {} from rank {} on channel {}",
+                                          rank_, sizeText(h.bytes), conn.peer, h.channel)));
           }
         }
         conn.target = conn.unexpected->data.get();
@@ -484,7 +431,7 @@ class TcpTransport final : public DataTransport {
     switch (static_cast<FrameType>(h.type)) {
       case FrameType::kData:
         if (conn.direct_id != 0) {
-          completions_.push_back(Completion{conn.direct_id, nowUs()});
+          complete(conn.direct_id);
         } else if (conn.unexpected != nullptr) {
           conn.unexpected->complete = true;
           Channel& channel = conn.channels[h.channel];
@@ -494,9 +441,9 @@ class TcpTransport final : public DataTransport {
       case FrameType::kAbort:
         if (conn.state == Conn::kOpen) {
           conn.state = Conn::kAborted;
-          fail(Status(StatusCode::kRemoteError,
-                      fmt::format("rank {}: tcp: {} aborted: {}", rank_, describePeer(conn.peer),
-                                  std::string(conn.control.begin(), conn.control.end()))));
+          (void)fail(Status(StatusCode::kRemoteError,
+                            fmt::format("rank {}: tcp: {} aborted: {}", rank_, describePeer(conn.peer),
+                                        std::string(conn.control.begin(), conn.control.end()))));
         }
         break;
       case FrameType::kClose:
@@ -557,7 +504,7 @@ class TcpTransport final : public DataTransport {
       } else {
         consume(conn, conn.staging.data(), static_cast<size_t>(got));
       }
-      if (!error_.isOk()) return;
+      if (failed()) return;
     }
   }
 
@@ -584,28 +531,18 @@ class TcpTransport final : public DataTransport {
       }
     }
     if (listed > 8) waiting += fmt::format("; ... ({} in all)", listed);
-    if (waiting.empty()) waiting = "nothing is outstanding";
-    return fmt::format("rank {}: tcp: no transfer completed for {} s; waiting for: {}", rank_, timeout_s_, waiting);
+    return waiting.empty() ? "nothing (no send or receive outstanding)" : waiting;
   }
 
   Bootstrap* bootstrap_;
-  const int rank_;
-  const int size_;
-  const double timeout_s_;
-  const std::vector<int> ranks_;
-  LocalMemory memory_;
   std::vector<Conn> conns_;  // by peer rank; conns_[rank_] has no socket
-  std::vector<Completion> completions_;
-  RequestId next_id_ = 1;
-  Status error_;  // sticky: the first failure
-  bool aborted_ = false;
-  net::Clock::time_point start_;
+  bool aborted_ = false;     // abort frames were sent
 };
 
 }  // namespace
 
 Result<std::unique_ptr<DataTransport>> createTcpTransport(Bootstrap& bootstrap, const TransportOptions& options) {
-  auto transport = std::make_unique<TcpTransport>(bootstrap, endpointTimeoutSeconds(options));
+  auto transport = std::make_unique<TcpTransport>(bootstrap, options);
   BRAID_RETURN_IF_ERROR(transport->connect());
   return std::unique_ptr<DataTransport>(std::move(transport));
 }

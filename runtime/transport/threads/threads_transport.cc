@@ -23,8 +23,7 @@
 #include <tuple>
 #include <utility>
 
-#include "transport/endpoint_common.h"
-#include "transport/local_memory.h"
+#include "transport/endpoint_base.h"
 
 namespace braid {
 namespace {
@@ -83,6 +82,7 @@ class World {
 
   int numRanks() const { return num_ranks_; }
   size_t fifoDepth() const { return fifo_depth_; }
+  Clock::time_point epoch() const { return epoch_; }
   double nowUs() const { return std::chrono::duration<double, std::micro>(Clock::now() - epoch_).count(); }
   Inbox& inbox(int rank) { return *inboxes_[static_cast<size_t>(rank)]; }
 
@@ -173,14 +173,12 @@ Staging acquireStaging(Connection& conn, uint64_t bytes) {  // conn.mu held
   return staging;
 }
 
-class ThreadsTransport final : public DataTransport {
+class ThreadsTransport final : public EndpointBase {
  public:
   ThreadsTransport(std::shared_ptr<World> world, int rank, const TransportOptions& options)
-      : world_(std::move(world)),
-        rank_(rank),
-        local_ranks_{rank},
-        memory_(local_ranks_),
-        timeout_s_(endpointTimeoutSeconds(options)),
+      : EndpointBase(Config{"threads", rank, world->numRanks(), endpointTimeoutSeconds(options), kMaxChannel,
+                            /*progress_thread=*/false, /*bootstrap=*/nullptr, world->epoch()}),
+        world_(std::move(world)),
         spin_(endpointSpinMicroseconds(options, world_->numRanks())),
         send_conns_(static_cast<size_t>(world_->numRanks())),
         recv_conns_(static_cast<size_t>(world_->numRanks())) {}
@@ -194,22 +192,9 @@ class ThreadsTransport final : public DataTransport {
     }
   }
 
-  const char* name() const override { return "threads"; }
-  const std::vector<int>& localRanks() const override { return local_ranks_; }
-  double nowUs() const override { return world_->nowUs(); }
-
-  Status bind(int rank, const RankMemory& memory, ReduceSpec reduce) override {
-    BRAID_RETURN_IF_ERROR(failureStatus());
-    return memory_.bind(rank, memory, reduce);
-  }
-
-  Result<RequestId> postSend(const SendRequest& request) override {
-    BRAID_RETURN_IF_ERROR(failureStatus());
-    BRAID_RETURN_IF_ERROR(checkRequestEnds("threads", rank_, world_->numRanks(), request.rank, request.peer,
-                                           request.channel, "send", kMaxChannel));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(rank_, request.src, "send src"));
+ private:
+  Status startSend(const SendRequest& request, const uint8_t* src, RequestId id) override {
     const uint64_t bytes = request.src.bytes;
-    const RequestId id = next_id_++;
     Connection& conn = *connectionTo(send_conns_, request.peer, request.channel, true);
     std::unique_lock<std::mutex> lock(conn.mu);
     if (!conn.recvs.empty()) {  // the receive is posted: copy straight into its dst
@@ -222,8 +207,8 @@ class ThreadsTransport final : public DataTransport {
       if (bytes > 0) std::memcpy(recv.dst, src, bytes);
       lock.unlock();
       world_->complete(request.peer, recv.id);
-      ready_.push_back(Completion{id, world_->nowUs()});
-      return id;
+      complete(id);
+      return Status::ok();
     }
     if (conn.sends.size() < world_->fifoDepth()) {  // room in the FIFO: stage a copy, the send is done
       Message message;
@@ -233,29 +218,24 @@ class ThreadsTransport final : public DataTransport {
       if (bytes > 0) std::memcpy(message.staging.data.get(), src, bytes);
       conn.sends.push_back(std::move(message));
       lock.unlock();
-      ready_.push_back(Completion{id, world_->nowUs()});
-      return id;
+      complete(id);
+      return Status::ok();
     }
     Message message;  // no room: the receiver copies from src when it posts the receive
     message.src = src;
     message.bytes = bytes;
     message.send_id = id;
     conn.sends.push_back(std::move(message));
-    return id;
+    return Status::ok();
   }
 
-  Result<RequestId> postRecv(const RecvRequest& request) override {
-    BRAID_RETURN_IF_ERROR(failureStatus());
-    BRAID_RETURN_IF_ERROR(checkRequestEnds("threads", rank_, world_->numRanks(), request.rank, request.peer,
-                                           request.channel, "recv", kMaxChannel));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(rank_, request.dst, "recv dst"));
+  Status startRecv(const RecvRequest& request, uint8_t* dst, RequestId id) override {
     const uint64_t bytes = request.dst.bytes;
-    const RequestId id = next_id_++;
     Connection& conn = *connectionTo(recv_conns_, request.peer, request.channel, false);
     std::unique_lock<std::mutex> lock(conn.mu);
     if (conn.sends.empty()) {
       conn.recvs.push_back(PostedRecv{dst, bytes, id});
-      return id;
+      return Status::ok();
     }
     Message& front = conn.sends.front();
     if (front.bytes != bytes) {
@@ -269,8 +249,8 @@ class ThreadsTransport final : public DataTransport {
       conn.sends.pop_front();
       lock.unlock();
       world_->complete(request.peer, send_id);
-      ready_.push_back(Completion{id, world_->nowUs()});
-      return id;
+      complete(id);
+      return Status::ok();
     }
     Staging staging = std::move(front.staging);
     conn.sends.pop_front();
@@ -291,77 +271,66 @@ class ThreadsTransport final : public DataTransport {
     lock.lock();
     conn.pool.push_back(std::move(staging));
     lock.unlock();
-    ready_.push_back(Completion{id, world_->nowUs()});
-    return id;
-  }
-
-  Result<RequestId> postLocal(const LocalRequest& request) override {
-    BRAID_RETURN_IF_ERROR(failureStatus());
-    if (request.rank != rank_) {
-      return invalidArgument(
-          fmt::format("local: rank {} is not driven by this threads endpoint (rank {})", request.rank, rank_));
-    }
-    BRAID_RETURN_IF_ERROR(memory_.run(request));
-    const RequestId id = next_id_++;
-    ready_.push_back(Completion{id, world_->nowUs()});
-    return id;
-  }
-
-  Status poll(std::vector<Completion>* done, bool block) override {
-    BRAID_RETURN_IF_ERROR(failureStatus());
-    const size_t before = done->size();
-    done->insert(done->end(), ready_.begin(), ready_.end());
-    ready_.clear();
-    Inbox& in = world_->inbox(rank_);
-    if (block && done->size() == before) {
-      // Spinning (SpinGovernor) on the inbox's arrival count; the mutex below then finds what arrived.
-      spin_.spin([&] { return in.arrived.load(std::memory_order_acquire) != 0 || world_->failed(); });
-    }
-    std::unique_lock<std::mutex> lock(in.mu);
-    if (in.done.empty() && done->size() == before && block) {
-      const auto deadline =
-          Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
-      while (in.done.empty() && !world_->failed()) {
-        if (in.cv.wait_until(lock, deadline) == std::cv_status::timeout && in.done.empty() && !world_->failed()) {
-          lock.unlock();
-          return Status(StatusCode::kTimeout, fmt::format("rank {}: no completion for {:g} s; waiting on {}", rank_,
-                                                          timeout_s_, waitingOn()));
-        }
-      }
-    }
-    done->insert(done->end(), in.done.begin(), in.done.end());
-    in.done.clear();
-    in.arrived.store(0, std::memory_order_relaxed);
-    lock.unlock();
-    if (done->size() == before) return failureStatus();  // woken by a failure
+    complete(id);
     return Status::ok();
   }
 
-  void abort(const Status& why) override {
-    if (own_failure_.isOk()) {
-      own_failure_ = why.isOk() ? internalError(fmt::format("rank {}: aborted", rank_)) : why;
+  // Takes what peers' threads delivered to the inbox.
+  Status progress() override {
+    Inbox& in = world_->inbox(rank_);
+    if (in.arrived.load(std::memory_order_acquire) == 0) return Status::ok();
+    std::lock_guard<std::mutex> lock(in.mu);
+    takeInbox(in);
+    return Status::ok();
+  }
+
+  // Spins (SpinGovernor) on the inbox's arrival count, then sleeps on its condition variable until something
+  // arrives, the world fails or the timeout passes.
+  Status waitForCompletion() override {
+    Inbox& in = world_->inbox(rank_);
+    spin_.spin([&] { return in.arrived.load(std::memory_order_acquire) != 0 || world_->failed(); });
+    std::unique_lock<std::mutex> lock(in.mu);
+    const auto deadline =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+    while (in.done.empty() && !world_->failed()) {
+      if (in.cv.wait_until(lock, deadline) == std::cv_status::timeout && in.done.empty() && !world_->failed()) {
+        lock.unlock();
+        return timeoutError(timeout_s_, waitingOn());
+      }
     }
-    world_->fail(rank_, own_failure_);
+    const bool arrived = !in.done.empty();
+    takeInbox(in);
+    lock.unlock();
+    return arrived ? Status::ok() : currentFailure();  // woken by a failure
+  }
+
+  void takeInbox(Inbox& in) {  // in.mu held
+    for (const Completion& c : in.done) complete(c);
+    in.done.clear();
+    in.arrived.store(0, std::memory_order_relaxed);
+  }
+
+  void tellPeersOfAbort(const Status& reason) override {
+    world_->fail(rank_, reason);
     withdraw();
   }
 
- private:
-  // Non-ok when this endpoint or another rank failed; the first time, this rank's requests are withdrawn.
-  Status failureStatus() {
-    if (!own_failure_.isOk()) return own_failure_;
-    if (!world_->failed()) return Status::ok();
-    if (remote_failure_.isOk()) {
+  // The first time this rank sees the world failed (another rank's failure, or its own as recorded there), it
+  // keeps that failure and withdraws its requests.
+  Status currentFailure() override {
+    if (!saw_world_failure_ && world_->failed()) {
+      saw_world_failure_ = true;
       const auto [rank, why] = world_->failure();
-      remote_failure_ = rank == rank_
-                            ? why
-                            : Status(StatusCode::kRemoteError, fmt::format("rank {} failed: {}", rank, why.toString()));
+      (void)fail(rank == rank_
+                     ? why
+                     : Status(StatusCode::kRemoteError, fmt::format("rank {} failed: {}", rank, why.toString())));
       withdraw();
     }
-    return remote_failure_;
+    return failure();
   }
 
   Status failWith(Status status) {
-    own_failure_ = status;
+    (void)fail(status);
     world_->fail(rank_, status);
     withdraw();
     return status;
@@ -402,7 +371,7 @@ class ThreadsTransport final : public DataTransport {
     return removed;
   }
 
-  // "recv from rank 1 channel 0, send to rank 3 channel 0 (2 waiting for room in the FIFO of 8)".
+  // "receive from rank 1 on channel 0, send to rank 3 on channel 0 (2 waiting for room in the FIFO of 8: ...)".
   std::string waitingOn() {
     std::string text;
     int listed = 0;
@@ -410,14 +379,14 @@ class ThreadsTransport final : public DataTransport {
       std::lock_guard<std::mutex> lock(conn->mu);
       std::string item;
       if (conn->receiver == rank_ && !conn->recvs.empty()) {
-        item = fmt::format("recv from rank {} channel {}", conn->sender, conn->channel);
+        item = fmt::format("receive from rank {} on channel {}", conn->sender, conn->channel);
         if (conn->recvs.size() > 1) item += fmt::format(" ({} posted)", conn->recvs.size());
       } else if (conn->sender == rank_) {
         size_t pending = 0;
         for (const Message& m : conn->sends) pending += m.staged ? 0 : 1;
         if (pending > 0) {
           item = fmt::format(
-              "send to rank {} channel {} ({} waiting for room in the FIFO of {}: rank {} posted no "
+              "send to rank {} on channel {} ({} waiting for room in the FIFO of {}: rank {} posted no "
               "receive)",
               conn->receiver, conn->channel, pending, world_->fifoDepth(), conn->receiver);
         }
@@ -433,17 +402,10 @@ class ThreadsTransport final : public DataTransport {
   }
 
   std::shared_ptr<World> world_;
-  const int rank_;
-  const std::vector<int> local_ranks_;
-  LocalMemory memory_;
-  const double timeout_s_;
-  SpinGovernor spin_;  // endpointSpinMicroseconds, adaptive
-  RequestId next_id_ = 1;
-  std::vector<Completion> ready_;                     // finished by this thread, reported at the next poll
+  SpinGovernor spin_;                                 // endpointSpinMicroseconds, adaptive
   std::vector<std::vector<Connection*>> send_conns_;  // [peer][channel]
   std::vector<std::vector<Connection*>> recv_conns_;  // [peer][channel]
-  Status own_failure_;                                // abort() or a mismatch found here
-  Status remote_failure_;                             // another rank's failure, as reported here
+  bool saw_world_failure_ = false;                    // currentFailure() took the world's failure
 };
 
 // Worlds being set up over a bootstrap, by the key rank 0 drew; entries are erased once every rank joined.

@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -24,10 +23,8 @@
 #include <unordered_set>
 #include <vector>
 
-#include "common/env.h"
-#include "common/text.h"
-#include "transport/endpoint_common.h"
-#include "transport/local_memory.h"
+#include "common/log.h"
+#include "transport/endpoint_base.h"
 #endif
 
 namespace braid {
@@ -85,17 +82,13 @@ Status ucxError(StatusCode code, const std::string& what, ucs_status_t status) {
   return Status(code, fmt::format("{}: {}", what, ucs_status_string(status)));
 }
 
-class UcxTransport final : public DataTransport {
+class UcxTransport final : public EndpointBase {
  public:
   UcxTransport(Bootstrap& bootstrap, const TransportOptions& options)
-      : bootstrap_(bootstrap),
-        rank_(bootstrap.rank()),
-        size_(bootstrap.size()),
+      : EndpointBase(Config{"ucx", bootstrap.rank(), bootstrap.size(), endpointTimeoutSeconds(options), INT_MAX,
+                            /*progress_thread=*/true, &bootstrap}),
+        bootstrap_(bootstrap),
         fifo_depth_(std::max(1, options.fifo_depth)),
-        local_ranks_{bootstrap.rank()},
-        memory_(local_ranks_),
-        timeout_s_(endpointTimeoutSeconds(options)),
-        start_(std::chrono::steady_clock::now()),
         peers_(static_cast<size_t>(bootstrap.size())),
         endpoints_(static_cast<size_t>(bootstrap.size()), nullptr),
         peer_failure_(static_cast<size_t>(bootstrap.size())),
@@ -104,7 +97,7 @@ class UcxTransport final : public DataTransport {
   }
 
   ~UcxTransport() override {
-    progress_.stop();
+    progressThread().stop();
     teardown();
   }
 
@@ -137,12 +130,11 @@ class UcxTransport final : public DataTransport {
         params.field_mask &=
             ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
         status = ucp_ep_create(worker_, &params, endpoint);
-        const std::string debug = lowerCase(envString("BRAID_DEBUG"));
-        if (status == UCS_OK && (debug == "info" || debug == "warn")) {
-          std::fprintf(stderr,
-                       "braid: ucx: rank %d: no transport in UCX_TLS handles peer failures towards rank %d; connected "
-                       "without (a dead peer is reported through the bootstrap)\n",
-                       rank_, p);
+        if (status == UCS_OK) {
+          BRAID_LOG_RANK(kInfo, rank_,
+                         "ucx: no transport in UCX_TLS handles peer failures towards rank {}; connected without (a "
+                         "dead peer is reported through the bootstrap)",
+                         p);
         }
       }
       if (status != UCS_OK) {
@@ -152,42 +144,27 @@ class UcxTransport final : public DataTransport {
       }
     }
     BRAID_RETURN_IF_ERROR(agreeOnSetup(bootstrap_, mine, "ucx", "connect its UCX endpoints"));
-    progress_.start([this] { progressLoop(); });
+    progressThread().start([this] { progressLoop(); });
     return Status::ok();
   }
 
-  const char* name() const override { return "ucx"; }
-  const std::vector<int>& localRanks() const override { return local_ranks_; }
-
-  Status bind(int rank, const RankMemory& memory, ReduceSpec reduce) override {
-    ProgressThread::CallGuard guard(progress_);
-    return memory_.bind(rank, memory, reduce);
-  }
-
-  Result<RequestId> postSend(const SendRequest& request) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "send"));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * src, memory_.resolve(request.rank, request.src, "send src"));
+ private:
+  Status startSend(const SendRequest& request, const uint8_t* src, RequestId id) override {
+    BRAID_RETURN_IF_ERROR(checkTagFields(request.peer, request.channel, "send"));
     BRAID_RETURN_IF_ERROR(peerUsable(request.peer));
     SendConn& conn = sendConn(request.peer, request.channel);
-    const RequestId id = next_id_++;
     conn.pending.push_back(PendingSend{id, src, request.src.bytes});
     ++waiting_on_[static_cast<size_t>(request.peer)];
-    BRAID_RETURN_IF_ERROR(fail(issue(conn)));
-    return id;
+    return fail(issue(conn));
   }
 
-  Result<RequestId> postRecv(const RecvRequest& request) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(checkEnds(request.rank, request.peer, request.channel, "recv"));
-    BRAID_ASSIGN_OR_RETURN(uint8_t * dst, memory_.resolve(request.rank, request.dst, "recv dst"));
+  Status startRecv(const RecvRequest& request, uint8_t* dst, RequestId id) override {
+    BRAID_RETURN_IF_ERROR(checkTagFields(request.peer, request.channel, "recv"));
     BRAID_RETURN_IF_ERROR(peerUsable(request.peer));
     uint64_t& sequence = recv_sequence_[connKey(request.peer, request.channel)];
     auto op = std::make_unique<RecvOp>();
     op->self = this;
-    op->id = next_id_++;
+    op->id = id;
     op->peer = request.peer;
     op->channel = request.channel;
     op->bytes = request.dst.bytes;
@@ -207,75 +184,44 @@ class UcxTransport final : public DataTransport {
           fmt::format("ucx: rank {}: receive from rank {} on channel {}", rank_, request.peer, request.channel),
           UCS_PTR_STATUS(result)));
     }
-    const RequestId id = op->id;
     RecvOp* raw = op.get();
     ++waiting_on_[static_cast<size_t>(request.peer)];
     recvs_.emplace(raw, std::move(op));
     if (!raw->finished) raw->request = result;
-    return id;
+    return Status::ok();
   }
 
-  Result<RequestId> postLocal(const LocalRequest& request) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(memory_.run(request));
-    const RequestId id = next_id_++;
-    completed_.push_back(id);
-    return id;
-  }
-
-  Status poll(std::vector<Completion>* done, bool block) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (!failed_.isOk()) return failed_;
-    BRAID_RETURN_IF_ERROR(fail(progress()));
-    if (!completed_.empty() || !block) {
-      drain(done);
-      return Status::ok();
-    }
+  Status waitForCompletion() override {
     if (recvs_.empty() && pendingSends() == 0) {
       return internalError(fmt::format("ucx: rank {}: blocking poll with no request outstanding", rank_));
     }
-    BlockingWait wait(timeout_s_, kWaitSliceMs, &last_peer_check_);
+    BlockingWait wait = beginWait(kWaitSliceMs);
     while (true) {
       Status status = progress();
       wait.tick();
-      if (status.isOk() && completed_.empty()) status = peerFailures(wait.peerCheckDue());
-      if (status.isOk() && completed_.empty() && wait.expired()) status = timeoutStatus(wait.waitedSeconds());
-      if (!status.isOk()) return fail(std::move(status));
-      if (!completed_.empty()) {
-        drain(done);
-        return Status::ok();
-      }
+      if (status.isOk() && !hasCompletions()) status = peerFailures(wait.peerCheckDue());
+      if (status.isOk() && !hasCompletions() && wait.expired()) status = timeoutStatus(wait.waitedSeconds());
+      if (!status.isOk() || hasCompletions()) return status;
       const ucs_status_t armed = ucp_worker_arm(worker_);
       if (armed == UCS_ERR_BUSY) continue;  // events arrived meanwhile: progress again
       if (armed != UCS_OK) {
-        return fail(ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_worker_arm", rank_), armed));
+        return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_worker_arm", rank_), armed);
       }
       pollfd fd{event_fd_, POLLIN, 0};
       ::poll(&fd, 1, wait.sleepMs());
     }
   }
 
-  double nowUs() const override {
-    return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start_).count();
-  }
+  void tellPeersOfAbort(const Status& reason) override { bootstrap_.abort(reason.toString()); }
 
-  void abort(const Status& why) override {
-    ProgressThread::CallGuard guard(progress_);
-    if (failed_.isOk()) {
-      failed_ = why.isOk() ? Status(StatusCode::kInternalError, fmt::format("ucx: rank {} aborted", rank_)) : why;
-    }
-    bootstrap_.abort(failed_.toString());
-  }
-
- private:
   // Background progress: ucp sends the executor already saw complete still need this worker to progress
   // (wireup, TCP transmission, rendezvous) after execute() returned, when nobody calls poll(). While sends
   // are in flight and the owner has been out of the transport for ProgressThread::kOwnerIdle, this thread
   // progresses the worker, sleeping on its event fd in between; otherwise it sleeps on a condition variable.
   void progressLoop() {
-    std::unique_lock<std::mutex> lock(progress_.mutex());
-    while (progress_.waitForWork(lock, [this] { return !in_flight_.empty() && failed_.isOk(); })) {
+    ProgressThread& progress_thread = progressThread();
+    std::unique_lock<std::mutex> lock(progress_thread.mutex());
+    while (progress_thread.waitForWork(lock, [this] { return !in_flight_.empty() && !failed(); })) {
       (void)fail(progress());  // an error surfaces at the owner's next call
       if (in_flight_.empty() || ucp_worker_arm(worker_) != UCS_OK) continue;
       lock.unlock();
@@ -346,7 +292,7 @@ class UcxTransport final : public DataTransport {
     ucp_worker_params_t worker_params{};
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     worker_params.thread_mode =
-        UCS_THREAD_MODE_SERIALIZED;  // the owner and the progress thread, under progress_.mutex()
+        UCS_THREAD_MODE_SERIALIZED;  // the owner and the progress thread, under progressThread().mutex()
     status = ucp_worker_create(context_, &worker_params, &worker_);
     if (status != UCS_OK) {
       worker_ = nullptr;
@@ -366,8 +312,8 @@ class UcxTransport final : public DataTransport {
     return Status::ok();
   }
 
-  Status checkEnds(int rank, int peer, int channel, const char* what) const {
-    BRAID_RETURN_IF_ERROR(checkRequestEnds("ucx", rank_, size_, rank, peer, channel, what));
+  // The tag's fields (ucx_transport.h) hold channels < 2^16 and ranks < 2^20: kUnsupported beyond.
+  Status checkTagFields(int peer, int channel, const char* what) const {
     if (channel >= (1 << kChannelBits) || size_ > (1 << kRankBits)) {
       return unsupported(
           fmt::format("ucx: rank {}: {} with peer {} on channel {} of {} ranks: tags hold channels < "
@@ -426,20 +372,20 @@ class UcxTransport final : public DataTransport {
                         fmt::format("ucx: rank {}: send to rank {} on channel {}", rank_, conn.peer, conn.channel),
                         UCS_PTR_STATUS(result));
       }
-      completed_.push_back(pending.id);
+      complete(pending.id);
       if (result == nullptr) {  // done at once: the bounce buffer is free again
         conn.spare.push_back(std::move(send->buffer));
       } else {
         ++conn.in_flight;
         InFlightSend* raw = send.get();
         in_flight_.emplace(raw, std::move(send));
-        progress_.wake();
+        progressThread().wake();
       }
     }
     return Status::ok();
   }
 
-  Status progress() {
+  Status progress() override {
     while (ucp_worker_progress(worker_) != 0) {
     }
     Status status = Status::ok();
@@ -484,7 +430,7 @@ class UcxTransport final : public DataTransport {
               fmt::format("ucx: rank {} -> rank {} channel {}: a message of {} bytes matched a receive of {} bytes",
                           op->peer, rank_, op->channel, op->info.length, op->bytes));
         } else {
-          completed_.push_back(op->id);
+          complete(op->id);
         }
       }
       recvs_.erase(op);
@@ -512,7 +458,7 @@ class UcxTransport final : public DataTransport {
     for (int p = 0; p < size_ && failed < 0; ++p) {
       if (waiting_on_[static_cast<size_t>(p)] > 0 && !peer_failure_[static_cast<size_t>(p)].isOk()) failed = p;
     }
-    if (failed >= 0 || check_bootstrap) BRAID_RETURN_IF_ERROR(bootstrapPeerFailure(bootstrap_, "ucx", rank_));
+    if (failed >= 0 || check_bootstrap) BRAID_RETURN_IF_ERROR(bootstrapFailure());
     if (failed < 0) return Status::ok();
     const auto now = std::chrono::steady_clock::now();
     if (!endpoint_failure_seen_) endpoint_failure_seen_ = now;
@@ -537,16 +483,7 @@ class UcxTransport final : public DataTransport {
         break;
       }
     }
-    return noCompletionTimeout("ucx", rank_, waited_s, what);
-  }
-
-  void drain(std::vector<Completion>* done) {
-    if (!completed_.empty()) drainCompletions(completed_, nowUs(), done);
-  }
-
-  Status fail(Status status) {
-    if (!status.isOk() && failed_.isOk()) failed_ = status;
-    return status;
+    return timeoutError(waited_s, what);
   }
 
   // Waits (progressing) until `done` or `seconds` passed.
@@ -570,7 +507,7 @@ class UcxTransport final : public DataTransport {
   // (ucp_worker_destroy with a send still queued to a dead peer asserts in ucp_ep_destroy_base).
   void teardown() {
     if (worker_ != nullptr) {
-      if (recvs_.empty() && failed_.isOk()) {
+      if (recvs_.empty() && !failed()) {
         const double grace_s = std::min(timeout_s_, 10.0);
         progressUntil([&] { return sendsSettled(); }, grace_s);
         ucp_request_param_t params{};
@@ -619,17 +556,10 @@ class UcxTransport final : public DataTransport {
   }
 
   Bootstrap& bootstrap_;
-  const int rank_;
-  const int size_;
   const int fifo_depth_;
-  const std::vector<int> local_ranks_;
-  LocalMemory memory_;
-  const double timeout_s_;
-  const std::chrono::steady_clock::time_point start_;
   std::optional<std::chrono::steady_clock::time_point> endpoint_failure_seen_;  // see peerFailures()
-  std::chrono::steady_clock::time_point last_peer_check_;  // epoch: the first blocking wait checks at once
-  // Its mutex guards the worker and everything below; held by every public call and the progress thread.
-  ProgressThread progress_;
+  // progressThread().mutex() guards the worker and everything below; held by every public call and the progress
+  // thread.
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   ucp_address_t* address_ = nullptr;
@@ -645,10 +575,7 @@ class UcxTransport final : public DataTransport {
   std::unordered_map<RecvOp*, std::unique_ptr<RecvOp>> recvs_;
   std::vector<InFlightSend*> finished_sends_;  // filled by callbacks during ucp_worker_progress
   std::vector<RecvOp*> finished_recvs_;
-  std::vector<RequestId> completed_;
-  RequestId next_id_ = 1;
   uint8_t dummy_ = 0;  // buffer of zero-byte messages
-  Status failed_;
 };
 
 }  // namespace

@@ -1,62 +1,86 @@
-// Builds a ring all-gather for 5 ranks through the installed API and verifies it, then synthesizes an all-gather
-// for a 4-GPU ring topology (the synthesizer library with Z3), then runs an all-reduce on 3 ranks (threads of this
-// process) through the C API.
+// Links braid::braid_comm alone. Runs an all-reduce on 2 ranks (threads of this process) through the C API; with
+// an argument (a folder of MSCCL XML / Braid JSON files written offline), runs a second one through the C++ API
+// with that folder as the algorithm directory and checks the call runs an algorithm from it.
 #include <atomic>
 #include <cstdio>
+#include <memory>
+#include <string>
 #include <thread>
 #include <vector>
 
-#include "braid/algorithm.h"
 #include "braid/braid.h"
-#include "braid/classic.h"
-#include "braid/synthesize.h"
-#include "braid/topology.h"
+#include "braid/comm.h"
 
-int main() {
-  braid::ClassicRequest req;
-  req.algo = braid::ClassicAlgo::kRing;
-  req.spec.kind = braid::CollectiveKind::kAllGather;
-  req.spec.num_ranks = 5;
-  braid::Result<braid::Algorithm> algo = braid::buildClassic(req);
-  if (!algo) {
-    std::printf("build failed: %s\n", algo.status().toString().c_str());
-    return 1;
-  }
-  braid::VerifyReport report = braid::verify(*algo);
-  std::printf("%s ranks=%d verified=%d\n", algo->name.c_str(), algo->num_ranks, report.ok ? 1 : 0);
-  if (!report.ok) return 1;
+namespace {
 
-  braid::Topology ring;
-  ring.name = "ring4";
-  const int node = ring.addNode("node0");
-  int gpu[4];
-  for (int& g : gpu) g = ring.addVertex(braid::VertexKind::kGpu, node);
-  for (int i = 0; i < 4; ++i) ring.addDuplexLink(gpu[i], gpu[(i + 1) % 4], braid::LinkKind::kNvlink, 20, 0.7);
-  braid::SynthesisRequest synth;
-  synth.topology = &ring;
-  synth.collective = braid::CollectiveKind::kAllGather;
-  synth.time_limit_s = 10;
-  braid::Result<braid::SynthesisResult> result = braid::synthesize(synth);
-  if (!result) {
-    std::printf("synthesis failed: %s\n", result.status().toString().c_str());
-    return 1;
-  }
-  std::printf("%s ranks=%d synthesized\n", result->algorithm.name.c_str(), result->algorithm.num_ranks);
+constexpr int kRanks = 2;
 
-  braidComm_t comms[3] = {};
-  if (braidCommInitAll(comms, 3, nullptr) != braidSuccess) return 1;
+// 1000 doubles per rank, rank r holding (r + 1) * (i + 1): the sum over 2 ranks is 3 * (i + 1).
+bool checkSum(const std::vector<double>& x) {
+  for (size_t i = 0; i < x.size(); ++i)
+    if (x[i] != 3.0 * static_cast<double>(i + 1)) return false;
+  return true;
+}
+
+std::vector<double> input(int rank) {
+  std::vector<double> x(1000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = (rank + 1.0) * static_cast<double>(i + 1);
+  return x;
+}
+
+int cApiAllReduce() {
+  braidComm_t comms[kRanks] = {};
+  if (braidCommInitAll(comms, kRanks, nullptr) != braidSuccess) return 1;
   std::atomic<int> wrong{0};
   std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
+  for (int r = 0; r < kRanks; ++r) {
     threads.emplace_back([&, r] {
-      std::vector<double> x(1000, r + 1.0);  // 1 + 2 + 3 = 6 everywhere
+      std::vector<double> x = input(r);
       if (braidAllReduce(x.data(), x.data(), x.size(), braidDouble, braidSum, comms[r], nullptr) != braidSuccess)
         ++wrong;
-      for (double v : x) wrong += v != 6.0;
+      if (!checkSum(x)) ++wrong;
     });
   }
   for (auto& t : threads) t.join();
   for (braidComm_t c : comms) braidCommDestroy(c);
-  std::printf("allreduce on 3 ranks: %s\n", wrong == 0 ? "ok" : "wrong");
+  std::printf("allreduce on %d ranks: %s\n", kRanks, wrong == 0 ? "ok" : "wrong");
   return wrong == 0 ? 0 : 1;
+}
+
+int offlineAlgorithmAllReduce(const std::string& dir) {
+  braid::Result<braid::UniqueId> id = braid::createUniqueId("127.0.0.1:0");
+  if (!id.isOk()) return 1;
+  braid::CommOptions options;
+  options.transport = "threads";
+  options.algo_dir = dir;
+  std::atomic<int> wrong{0};
+  std::vector<std::string> sources(kRanks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) {
+    threads.emplace_back([&, r] {
+      auto comm = braid::Communicator::create(*id, r, kRanks, options);
+      if (!comm.isOk()) {
+        std::printf("rank %d: %s\n", r, comm.status().toString().c_str());
+        ++wrong;
+        return;
+      }
+      std::vector<double> send = input(r), recv(send.size());
+      auto choice = (*comm)->choose(braid::CollectiveKind::kAllReduce, send.size() * sizeof(double), false);
+      if (choice.isOk()) sources[r] = choice->algorithm + " from " + choice->source;
+      const braid::Status status =
+          (*comm)->allReduce(send.data(), recv.data(), send.size(), braid::DataType::kFloat64, braid::ReduceOp::kSum);
+      if (!status.isOk() || !checkSum(recv)) ++wrong;
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::printf("allreduce with %s: %s\n", sources[0].c_str(), wrong == 0 ? "ok" : "wrong");
+  return wrong == 0 && sources[0].find("BRAID_ALGO_DIR") != std::string::npos ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (cApiAllReduce() != 0) return 1;
+  if (argc > 1 && offlineAlgorithmAllReduce(argv[1]) != 0) return 1;
+  return 0;
 }

@@ -1,0 +1,88 @@
+// What `braid synth` and `braid demo` print and write about a synthesis (cli/synth_cmd.cc,
+// cli/demo_cmd.cc): progress lines, the stage table, the comparison table (compare.h), the provenance the
+// algorithm file carries and the JSON report (docs/cli.md "braid synth" gives its schema).
+// Units: bytes, microseconds, seconds.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/synthesize.h"
+#include "braid/topology.h"
+#include "report/compare.h"
+
+namespace braid::cli {
+
+/// One progress line: "[<prefix> 3.2s] routing: bisection 4/10, 812 vars, 2301 constraints, z3 1.4s, best
+/// 1234.5 us" (problem size, solver time and makespan only when known).
+std::string formatProgress(const std::string& prefix, const SynthesisProgress& progress);
+
+/// Prints progress lines to a stream once `quiet_s` seconds have passed since it was made, then at most one
+/// line per `interval_s` (a new stage is always printed). Use callback() as SynthesisRequest::progress.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(std::string prefix, std::ostream& out, double quiet_s = 2.0, double interval_s = 0.5);
+  void report(const SynthesisProgress& progress);
+  std::function<void(const SynthesisProgress&)> callback();
+  bool printedAny() const { return printed_any_; }
+  double elapsedSeconds() const;
+
+ private:
+  std::string prefix_;
+  std::ostream& out_;
+  double quiet_s_;
+  double interval_s_;
+  std::chrono::steady_clock::time_point start_;
+  std::chrono::steady_clock::time_point last_;
+  std::string last_stage_;
+  bool printed_any_ = false;
+};
+
+/// The stage table: name, seconds, variables, constraints, status, makespan (us), one stage per line.
+std::string stageTable(const std::vector<StageReport>& stages);
+
+/// The comparison table, one row per (block, size): size, Braid us (protocol), NCCL us and its choice, NCCL ring
+/// us, cut bound us, routed bound us, speedup vs NCCL, vs ring, Braid/cut, Braid/routed (the bounds of
+/// boundLabels(): the cut bound holds for any algorithm, the routed bound for algorithms following Braid's routes).
+/// With `labels` the first column names each block (the demo's collective column). Notes and the bound legend
+/// (boundLegend) are not included.
+std::string comparisonTable(const std::vector<std::pair<std::string, const Comparison*>>& blocks, bool labels);
+
+/// Records a comparison in the algorithm's provenance: predicted_us per size, lower_bound_us = the routed bound at
+/// the largest size, and extra "nccl_us.<bytes>", "nccl_choice.<bytes>", "nccl_ring_us.<bytes>", "bound_us.<bytes>"
+/// (routed bound), "cut_bound_us.<bytes>" (cut bound), "lower_bound_valid_for" (what the routed bound holds for).
+void recordComparison(const Comparison& comparison, Provenance* provenance);
+
+/// Everything the JSON report holds.
+struct SynthReport {
+  const Topology* topology = nullptr;
+  CollectiveKind collective = CollectiveKind::kAllGather;
+  const SynthesisResult* result = nullptr;
+  const Comparison* comparison = nullptr;  // nullptr: not compared (broadcast, reduce)
+  bool sketch_given = false;               // false: derived
+  double time_limit_s = 0;
+  std::string output;  // the algorithm file written, empty when none
+  std::string output_format;
+  std::vector<std::string> notes;  // command-level notes (beside the synthesizer's and the comparison's)
+};
+
+/// What each bound field means, as JSON: {"<field>": {"name", "what", "valid_for"}, ...} over boundLabels(), keyed
+/// by BoundLabel::field (or ::bound_field, `braid bound`'s names, when `bound_command_fields`); for all-reduce also
+/// "all_reduce": the reduce-scatter + all-gather note.
+nlohmann::ordered_json boundLabelsJson(CollectiveKind collective, bool bound_command_fields);
+
+/// The report as JSON: synthesis_seconds, verified, collective, ranks, topology, sketch {source, name, derived,
+/// yaml}, chunkup, costing_size_bytes, model_makespan_us, stages[], algorithm {...}, bounds (boundLabelsJson, when
+/// compared), sizes[] (size_bytes, predicted_us, nccl_us, nccl_choice, nccl_ring_us, cut_bound_us, route_bound_us,
+/// latency_bound_us, bound_us, speedup_vs_nccl, speedup_vs_ring, ratio_to_cut_bound, ratio_to_bound, ...), notes[].
+nlohmann::ordered_json synthReportJson(const SynthReport& report);
+
+}  // namespace braid::cli

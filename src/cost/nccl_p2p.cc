@@ -1,0 +1,313 @@
+// NCCL 2.28's point-to-point paths (nccl::p2pRelays) and its all-to-all built on them (nccl::buildP2pAllToAll).
+//
+// NCCL runs all-to-all as grouped ncclSend/ncclRecv, one connection per pair, and picks the path of each pair as
+// its topology code does (nccl@2.28.9 src/graph/paths.cc; restated here, not copied):
+//   * NVB. ncclTopoSetPaths builds every GPU's paths by a breadth-first search that may pass through one GPU, and
+//     only over NVLink ("Set 1 hop NVLink as NVB"); it replaces a path when the new one is wider. So two GPUs
+//     without an NVLink between them, but each NVLink-linked to a third GPU, get a PATH_NVB path through that GPU
+//     whenever it is wider than their PCIe / inter-socket path, and ncclTopoCheckP2p returns that GPU as the
+//     intermediate rank: the P2P transport (src/transport/p2p.cc) places the connection's buffer in the
+//     intermediate GPU's memory, the sender writes it over NVLink and the receiver reads it over NVLink.
+//     NCCL_NVB_DISABLE=0 by default.
+//   * PXN. Across nodes the sender uses the NIC of the local GPU that has the peer's device index (the peer's rail;
+//     ncclTopoGetNetDev with NCCL_P2P_PXN_LEVEL=2, its default, and NCCL_PXN_DISABLE=0). When that NIC's own GPU
+//     (ncclTopoGetLocalGpu) is NVLink-connected to the sender (path NVL) and reaches the NIC through PCIe switches
+//     only (path PIX or PXB), that GPU becomes the proxy rank: the sender writes over NVLink into its memory and it
+//     sends through the NIC (src/transport/net.cc sendSetup; the receiver always receives on its own NIC).
+// In the IR the intermediate GPU receives the pair's data into scratch and forwards it, which moves the bytes over
+// the same links as NCCL's intermediate buffer does (sender -> intermediate -> receiver).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "braid/program_builder.h"
+#include "cost/nccl_internal.h"
+
+namespace braid::nccl {
+namespace {
+
+using algos::Loc;
+using algos::ProgramBuilder;
+using algos::StepRef;
+
+// The route's links are all NVLink (directly or through NVSwitches): NCCL's PATH_NVL.
+bool allNvlink(const Topology& t, const std::optional<Route>& r) {
+  if (!r || r->links.empty()) return false;
+  for (int l : r->links) {
+    if (t.links[l].kind != LinkKind::kNvlink) return false;
+  }
+  return true;
+}
+
+// The route is one NVLink link, GPU to GPU: the only hop NCCL's path search lets a path take next to a GPU it
+// passes through.
+bool oneNvlinkHop(const Topology& t, const std::optional<Route>& r) {
+  return r && r->links.size() == 1 && t.links[r->links[0]].kind == LinkKind::kNvlink;
+}
+
+// NVB: the intermediate GPU for s -> d on one node, or -1. The widest two-hop NVLink path wins when it is wider
+// than the direct route; ties go to the widest last hop (the breadth-first search starts at the destination with
+// its links sorted widest first, ncclTopoSort), then to the lowest rank.
+int nvbRelay(const Topology& t, const std::vector<std::optional<Route>>& routes, int n, int s, int d) {
+  const std::optional<Route>& direct = routes[static_cast<size_t>(s) * n + d];
+  if (allNvlink(t, direct)) return -1;
+  const double direct_bw = direct ? direct->bandwidth_gbps : 0;
+  int best = -1;
+  double best_bw = direct_bw, best_last = 0;
+  const int node = t.vertices[t.gpuVertex(s)].node;
+  for (int vid : t.nodes[node].gpus) {
+    const int m = t.vertices[vid].rank;
+    if (m == s || m == d) continue;
+    const std::optional<Route>& first = routes[static_cast<size_t>(s) * n + m];
+    const std::optional<Route>& last = routes[static_cast<size_t>(m) * n + d];
+    if (!oneNvlinkHop(t, first) || !oneNvlinkHop(t, last)) continue;
+    const double bw = std::min(first->bandwidth_gbps, last->bandwidth_gbps);
+    if (bw > best_bw + 1e-9 || (best >= 0 && bw >= best_bw - 1e-9 && last->bandwidth_gbps > best_last + 1e-9)) {
+      best = m;
+      best_bw = bw;
+      best_last = last->bandwidth_gbps;
+    }
+  }
+  return best;
+}
+
+// ncclTopoGetLocalGpu: the NIC's own GPU — among the node's GPUs nearest to the NIC (widest route, then nearest
+// path type), the first whose traffic NIC it is, else the first of them. -1 when no GPU reaches it.
+int nicLocalGpu(const Topology& t, int node, int nic, int* path_type) {
+  std::vector<int> nearest;
+  double best_bw = -1;
+  int best_type = kPathDis;
+  for (int vid : t.nodes[node].gpus) {
+    const int g = t.vertices[vid].rank;
+    std::optional<Route> r = gpuNicRoute(t, g, nic);
+    if (!r) continue;
+    const int type = pathTypeOf(gpuNicPathClass(t, *r));
+    if (r->bandwidth_gbps > best_bw + 1e-9 || (r->bandwidth_gbps >= best_bw - 1e-9 && type < best_type)) {
+      nearest.clear();
+      best_bw = r->bandwidth_gbps;
+      best_type = type;
+    }
+    if (r->bandwidth_gbps >= best_bw - 1e-9 && type == best_type) nearest.push_back(g);
+  }
+  if (nearest.empty()) return -1;
+  *path_type = best_type;
+  for (int g : nearest) {
+    const std::vector<int> own = nearestNics(t, g);
+    if (!own.empty() && own[0] == nic) return g;
+  }
+  return nearest.front();
+}
+
+// PXN: the proxy GPU for s -> d across nodes, or -1 (s sends through its own NIC).
+int pxnRelay(const Topology& t, const std::vector<std::optional<Route>>& routes, int n, int s, int d) {
+  const int src_node = t.vertices[t.gpuVertex(s)].node;
+  const Node& dst_node = t.nodes[t.vertices[t.gpuVertex(d)].node];
+  const auto pos = std::find(dst_node.gpus.begin(), dst_node.gpus.end(), t.gpuVertex(d));
+  const size_t index = static_cast<size_t>(pos - dst_node.gpus.begin());
+  const Node& here = t.nodes[src_node];
+  if (index >= here.gpus.size()) return -1;  // no local GPU with the peer's device index
+  const std::vector<int> nics = nearestNics(t, t.vertices[here.gpus[index]].rank);
+  if (nics.empty()) return -1;
+  int type = kPathDis;
+  const int proxy = nicLocalGpu(t, src_node, nics[0], &type);
+  if (proxy < 0 || proxy == s || type > kPathPxb) return -1;
+  return allNvlink(t, routes[static_cast<size_t>(s) * n + proxy]) ? proxy : -1;
+}
+
+}  // namespace
+
+std::vector<int> p2pRelays(const Topology& t) {
+  const int n = t.numGpus();
+  const std::vector<std::optional<Route>> routes = allGpuRoutes(t);
+  std::vector<int> relay(static_cast<size_t>(n) * n, -1);
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) {
+      if (s == d) continue;
+      const int sv = t.gpuVertex(s), dv = t.gpuVertex(d);
+      const int sn = t.vertices[sv].node, dn = t.vertices[dv].node;
+      if (sn < 0 || dn < 0) continue;
+      relay[static_cast<size_t>(s) * n + d] = sn == dn ? nvbRelay(t, routes, n, s, d) : pxnRelay(t, routes, n, s, d);
+    }
+  }
+  return relay;
+}
+
+namespace {
+
+// The all-to-all on channel k. Rank r talks to peer p on one threadblock (send and receive peer p) for every
+// connection r <-> p that a first hop uses, in two phases:
+//   A  r's own chunk for p, then p's own chunk for r;
+//   B  r's chunks that p relays (to their destinations) and p's chunks that r relays (into r's scratch),
+//      alternating.
+// Then every relay forwards each chunk it holds on a send-only threadblock of its own channel (channels after the
+// K plain ones), to a receive-only threadblock at the destination; a forward waits only on its phase-B receive,
+// which waits on nothing but its sender. Sends and receives of one direction are emitted in the same order on both
+// ends. In place, a chunk that lands in a rank's buffer waits for the send that read that slot.
+class P2pChannel {
+ public:
+  /// `origins[m * n + d]`: the ranks whose chunks for d relay m forwards, ascending; forward f of them runs on
+  /// channel forward_base + f.
+  P2pChannel(ProgramBuilder& b, const std::vector<int>& relay, const std::vector<std::vector<int>>& origins,
+             int channels, int k, int forward_base)
+      : b_(b), relay_(relay), origins_(origins), n_(b.numRanks()), K_(channels), k_(k), forward_base_(forward_base) {
+    tb_.assign(static_cast<size_t>(n_) * n_, -1);
+    sent_.assign(static_cast<size_t>(n_) * n_, StepRef{});
+    held_.assign(static_cast<size_t>(n_) * n_, StepRef{});
+    slot_.assign(static_cast<size_t>(n_) * n_, -1);
+  }
+
+  /// `scratch_next[r]`: the next free scratch chunk of rank r (shared by all channels).
+  void build(std::vector<int>& scratch_next) {
+    openThreadblocks();
+    for (int r = 0; r < n_; ++r) {
+      for (int i = 1; i < n_; ++i) phaseA(r, (r + i) % n_);
+    }
+    for (int r = 0; r < n_; ++r) {
+      for (int i = 1; i < n_; ++i) phaseB(r, (r + i) % n_, scratch_next);
+    }
+    for (int r = 0; r < n_; ++r) {
+      for (int d = 0; d < n_; ++d) forwards(r, d);
+    }
+  }
+
+ private:
+  int relayOf(int s, int d) const { return relay_[idx(s, d)]; }
+  size_t idx(int a, int b) const { return static_cast<size_t>(a) * n_ + b; }
+  int tb(int r, int p) const { return tb_[idx(r, p)]; }
+
+  // Threadblocks in the order the plain direct exchange creates them (rank, then peer r+1, r+2, ...), so a
+  // topology without relays gets exactly that program.
+  void openThreadblocks() {
+    std::vector<bool> used(static_cast<size_t>(n_) * n_, false);
+    for (int s = 0; s < n_; ++s) {
+      for (int d = 0; d < n_; ++d) {
+        if (s == d) continue;
+        const int m = relayOf(s, d);
+        for (auto [a, c] :
+             m < 0 ? std::vector<std::pair<int, int>>{{s, d}} : std::vector<std::pair<int, int>>{{s, m}, {m, d}}) {
+          used[idx(a, c)] = used[idx(c, a)] = true;
+        }
+      }
+    }
+    for (int r = 0; r < n_; ++r) {
+      for (int i = 1; i < n_; ++i) {
+        const int p = (r + i) % n_;
+        if (used[idx(r, p)]) tb_[idx(r, p)] = b_.newTb(r, p, p, k_);
+      }
+    }
+  }
+
+  Loc chunk(int r, int peer) const { return b_.in(r, peer * K_ + k_); }
+
+  void phaseA(int r, int p) {
+    if (tb(r, p) < 0) return;
+    if (relayOf(r, p) < 0) sent_[idx(r, p)] = b_.send(r, tb(r, p), chunk(r, p), 1);
+    if (relayOf(p, r) < 0) b_.recv(r, tb(r, p), b_.out(r, p * K_ + k_), 1);
+  }
+
+  // Emits sends[0], recvs[0], sends[1], recvs[1], ...: the two ends of a connection alternate, so neither
+  // fills the other's FIFO with a run of sends while the other does the same (MSCCL runs each step one slice per
+  // loop iteration; a run of sends longer than the FIFO depth on both ends would never drain).
+  static void alternate(const std::vector<std::function<void()>>& sends,
+                        const std::vector<std::function<void()>>& recvs) {
+    for (size_t i = 0; i < std::max(sends.size(), recvs.size()); ++i) {
+      if (i < sends.size()) sends[i]();
+      if (i < recvs.size()) recvs[i]();
+    }
+  }
+
+  void phaseB(int r, int p, std::vector<int>& scratch_next) {
+    if (tb(r, p) < 0) return;
+    std::vector<std::function<void()>> sends, recvs;
+    for (int i = 1; i < n_; ++i) {
+      const int d = (r + i) % n_;
+      if (d == p || relayOf(r, d) != p) continue;
+      sends.push_back([this, r, p, d] { sent_[idx(r, d)] = b_.send(r, tb(r, p), chunk(r, d), 1); });
+    }
+    for (int i = 1; i < n_; ++i) {
+      const int d = (p + i) % n_;
+      if (d == r || relayOf(p, d) != r) continue;
+      recvs.push_back([this, r, p, d, &scratch_next] {
+        const int slot = scratch_next[r]++;
+        slot_[idx(p, d)] = slot;
+        held_[idx(p, d)] = b_.recv(r, tb(r, p), ProgramBuilder::scratch(slot), 1);
+      });
+    }
+    alternate(sends, recvs);
+  }
+
+  // Relay r forwards to d every chunk it holds for d, each on its own channel: NCCL's intermediate GPU (NVB) and
+  // proxy (PXN) move every pair on its own connection, concurrently, not one after another.
+  void forwards(int r, int d) {
+    const std::vector<int>& from = origins_[idx(r, d)];
+    for (size_t f = 0; f < from.size(); ++f) {
+      const int s = from[f];
+      const int channel = forward_base_ + static_cast<int>(f);
+      b_.send(r, b_.newTb(r, d, -1, channel), ProgramBuilder::scratch(slot_[idx(s, d)]), 1, {held_[idx(s, d)]});
+      const Loc dst = b_.out(d, s * K_ + k_);
+      std::vector<StepRef> deps;
+      if (b_.same(dst, chunk(d, s))) deps.push_back(sent_[idx(d, s)]);
+      b_.recv(d, b_.newTb(d, -1, r, channel), dst, 1, deps);
+    }
+  }
+
+  ProgramBuilder& b_;
+  const std::vector<int>& relay_;
+  const std::vector<std::vector<int>>& origins_;
+  const int n_, K_, k_, forward_base_;
+  std::vector<int> tb_;        // [r][p]: r's threadblock for peer p on this channel, -1 if none
+  std::vector<StepRef> sent_;  // [r][d]: the step that sends r's chunk for d out of r
+  std::vector<StepRef> held_;  // [s][d]: the relay's receive of s's chunk for d
+  std::vector<int> slot_;      // [s][d]: the relay's scratch chunk holding it
+};
+
+}  // namespace
+
+Status buildP2pAllToAll(algos::ProgramBuilder& b, const std::vector<int>& relay, int channels) {
+  const int n = b.numRanks();
+  if (static_cast<int>(relay.size()) != n * n) {
+    return internalError(fmt::format("p2p relays: {} entries for {} ranks", relay.size(), n));
+  }
+  for (int r = 0; r < n; ++r) {
+    const Loc src = b.in(r, r * channels);
+    const Loc dst = b.out(r, r * channels);
+    if (!b.same(src, dst)) b.copy(r, b.newTb(r, -1, -1, 0), src, dst, channels);
+  }
+  // In place a rank's chunk for p shares its slot with p's chunk for it. When p's chunk comes straight in (phase
+  // A) but the rank's own goes out through a relay (phase B, later), the arrival would overwrite it unsent, so
+  // such a pair goes straight in both directions.
+  std::vector<int> paths = relay;
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) {
+      const size_t sd = static_cast<size_t>(s) * n + d, ds = static_cast<size_t>(d) * n + s;
+      if (s != d && paths[sd] >= 0 && relay[ds] < 0 && b.same(b.in(s, d * channels), b.out(s, d * channels))) {
+        paths[sd] = -1;
+      }
+    }
+  }
+  std::vector<std::vector<int>> origins(static_cast<size_t>(n) * n);
+  size_t most = 0;
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) {
+      const int m = s == d ? -1 : paths[static_cast<size_t>(s) * n + d];
+      if (m < 0) continue;
+      std::vector<int>& from = origins[static_cast<size_t>(m) * n + d];
+      from.push_back(s);
+      most = std::max(most, from.size());
+    }
+  }
+  std::vector<int> scratch_next(n, 0);
+  for (int k = 0; k < channels; ++k) {
+    const int forward_base = channels + k * static_cast<int>(most);
+    P2pChannel(b, paths, origins, channels, k, forward_base).build(scratch_next);
+  }
+  return Status::ok();
+}
+
+}  // namespace braid::nccl
