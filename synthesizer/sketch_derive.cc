@@ -112,12 +112,12 @@ void chooseIntranodeLinks(Derivation& d) {
   bool nvlink_connected = has_nvswitch;
   if (has_nvlink && !has_nvswitch) {
     std::set<int> seen = {0};
-    std::vector<int> todo = {0};
-    while (!todo.empty()) {
-      const int a = todo.back();
-      todo.pop_back();
+    std::vector<int> frontier = {0};
+    while (!frontier.empty()) {
+      const int a = frontier.back();
+      frontier.pop_back();
       for (const auto& [x, y] : nvlink_pairs) {
-        if (x == a && seen.insert(y).second) todo.push_back(y);
+        if (x == a && seen.insert(y).second) frontier.push_back(y);
       }
     }
     nvlink_connected = static_cast<int>(seen.size()) == gpn;
