@@ -112,6 +112,14 @@ int runAlgo(const AlgoOptions& opt) {
   if (opt.topology.empty() && opt.num_ranks < 1) {
     return fail(kUsageError, "give the number of ranks with -n N (N >= 1) or a --topology");
   }
+  // An N-rank classic algorithm holds about N chunks on each of N ranks; the verifier checks at most 2^22 chunk
+  // cells over all ranks, so beyond 2048 ranks nothing could be verified (and building would take minutes).
+  constexpr int kMaxRanks = 2048;
+  if (opt.num_ranks > kMaxRanks) {
+    return fail(kUsageError, fmt::format("-n {}: at most {} ranks (N ranks hold N x N chunks; the verifier checks at "
+                                         "most 2^22)",
+                                         opt.num_ranks, kMaxRanks));
+  }
 
   std::optional<Topology> topology;
   if (!opt.topology.empty()) {

@@ -19,6 +19,7 @@
 #include "braid/collective.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "common/text.h"
 #include "report/compare.h"
 #include "report/synth_report.h"
 
@@ -171,7 +172,7 @@ int runBound(const BoundOptions& opt) {
     out["bounds"] = boundLabelsJson(*kind, true);
     out["cut"] = nlohmann::ordered_json::array();
     for (int v : cut) out["cut"].push_back(t.vertices[v].name);
-    std::cout << out.dump(2) << "\n";
+    std::cout << dumpJson(out, 2) << "\n";
     return 0;
   }
   std::cout << fmt::format("# braid bound: {} on {} ({} GPUs, {} node(s))\n", collectiveName(*kind), t.name,

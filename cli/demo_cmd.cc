@@ -57,122 +57,116 @@ int runDemo(const DemoOptions& opt) {
     std::cerr << fmt::format("braid demo: --time-limit: {} must be a positive number of seconds\n", opt.time_limit_s);
     return 2;
   }
-  try {
-    Result<Topology> topo = loadTopologyOrShipped(opt.topology);
-    if (!topo) {
-      std::cerr << "braid demo: " << topo.status().message() << "\n";
-      return 1;
-    }
-    std::cout << briefTopology(*topo) << "\n";
-
-    std::error_code ec;
-    std::filesystem::create_directories(opt.out_dir, ec);
-    if (ec) {
-      std::cerr << fmt::format("braid demo: cannot create {}: {}\n", opt.out_dir, ec.message());
-      return 1;
-    }
-    std::cout << fmt::format(
-        "Synthesizing all-gather, all-reduce and all-to-all for {} ({} GPUs) with sketches derived from the "
-        "topology, at most {:.0f} s of solver time each (progress on stderr after 2 s)\n",
-        topo->name, topo->numGpus(), opt.time_limit_s);
-
-    int failures = 0;
-    std::vector<Outcome> outcomes;
-    for (CollectiveKind coll : {CollectiveKind::kAllGather, CollectiveKind::kAllReduce, CollectiveKind::kAllToAll}) {
-      Outcome outcome{coll, std::nullopt, std::nullopt};
-      const std::string name = collectiveName(coll);
-      ProgressPrinter progress(name, std::cerr);
-      SynthesisRequest request;
-      request.topology = &*topo;
-      request.collective = coll;
-      request.time_limit_s = opt.time_limit_s;
-      request.progress = progress.callback();
-      Result<SynthesisResult> synthesized = synthesize(request);
-      if (!synthesized) {
-        std::cerr << fmt::format("braid demo: {}: {}\n", name, synthesized.status().message());
-        ++failures;
-        outcomes.push_back(std::move(outcome));
-        continue;
-      }
-      SynthesisResult& result = *synthesized;
-      // synthesize() verifies what it returns; the demo checks again, as `braid verify` would.
-      VerifyReport verified = verify(result.algorithm);
-      if (!verified.ok) {
-        std::cerr << fmt::format("braid demo: {} FAILED verification:\n{}\n", result.algorithm.name,
-                                 verified.toString());
-        ++failures;
-        outcomes.push_back(std::move(outcome));
-        continue;
-      }
-      Result<Comparison> compared = compareAlgorithm(result.algorithm, *topo, coll, demoSizes());
-      if (!compared) {
-        std::cerr << fmt::format("braid demo: {}: comparison: {}\n", name, compared.status().message());
-        ++failures;
-      } else {
-        recordComparison(*compared, &result.algorithm.provenance);
-        outcome.comparison = std::move(*compared);
-      }
-      const std::filesystem::path base =
-          std::filesystem::path(opt.out_dir) / fmt::format("{}_{}_braid", topo->name, name);
-      const std::string xml = base.string() + ".xml";
-      const std::string json = base.string() + ".json";
-      Status st = writeFileAtomic(xml, writeMscclXml(result.algorithm));
-      if (st) st = writeFileAtomic(json, writeAlgorithmJson(result.algorithm));
-      if (!st) {
-        std::cerr << "braid demo: " << st.message() << "\n";
-        ++failures;
-      }
-      const Algorithm& a = result.algorithm;
-      std::cout << fmt::format(
-          "{:<10} chunkup {} -> {} chunks, {} channel(s), {} threadblocks, {} steps, synthesized in {:.1f} s  "
-          "VERIFIED -> {}\n",
-          name, result.sketch.chunkup, a.num_chunks, a.num_channels, a.numThreadblocks(), a.numSteps(), result.seconds,
-          xml);
-      for (const StageReport& s : result.stages) {
-        std::cout << fmt::format("    {:<22} {:>7.2f} s  {}\n", s.name, s.seconds, s.status);
-      }
-      outcome.result = std::move(result);
-      outcomes.push_back(std::move(outcome));
-    }
-
-    std::vector<std::pair<std::string, const Comparison*>> blocks;
-    for (const Outcome& o : outcomes) {
-      if (o.comparison) blocks.emplace_back(collectiveName(o.collective), &*o.comparison);
-    }
-    if (!blocks.empty()) {
-      std::cout << fmt::format(
-          "\nSimulated on {} (Braid's simulator; float, out-of-place). NCCL = NCCL's own choice (its tuning model), "
-          "NCCL ring = NCCL's ring with its best protocol; vs = NCCL time / Braid time; Braid/cut and Braid/routed = "
-          "Braid time / that bound:\n",
-          topo->name);
-      const bool any_all_reduce = std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) {
-        return o.comparison && o.collective == CollectiveKind::kAllReduce;
-      });
-      for (const std::string& line :
-           boundLegend(any_all_reduce ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather)) {
-        std::cout << "  " << line << "\n";
-      }
-      std::cout << comparisonTable(blocks, true);
-      std::vector<std::string> printed;
-      auto note = [&](const std::string& text) {
-        if (std::find(printed.begin(), printed.end(), text) == printed.end()) printed.push_back(text);
-      };
-      for (const auto& [label, comparison] : blocks) {
-        for (const std::string& n : comparison->notes) note(n);
-        for (const SizeComparison& s : comparison->sizes) {
-          for (const std::string& n : s.notes) note(fmt::format("{} {}: {}", label, formatSize(s.size_bytes), n));
-        }
-      }
-      for (const std::string& n : printed) std::cout << "  note: " << n << "\n";
-    }
-    std::cout << (failures == 0
-                      ? fmt::format("\nAll {} algorithms VERIFIED; written to {}/\n", outcomes.size(), opt.out_dir)
-                      : fmt::format("\n{} of {} collectives FAILED\n", failures, outcomes.size()));
-    return failures == 0 ? 0 : 1;
-  } catch (const std::exception& e) {
-    std::cerr << "braid demo: internal error: " << e.what() << "\n";
+  Result<Topology> topo = loadTopologyOrShipped(opt.topology);
+  if (!topo) {
+    std::cerr << "braid demo: " << topo.status().message() << "\n";
     return 1;
   }
+  std::cout << briefTopology(*topo) << "\n";
+
+  std::error_code ec;
+  std::filesystem::create_directories(opt.out_dir, ec);
+  if (ec) {
+    std::cerr << fmt::format("braid demo: cannot create {}: {}\n", opt.out_dir, ec.message());
+    return 1;
+  }
+  std::cout << fmt::format(
+      "Synthesizing all-gather, all-reduce and all-to-all for {} ({} GPUs) with sketches derived from the "
+      "topology, at most {:.0f} s of solver time each (progress on stderr after 2 s)\n",
+      topo->name, topo->numGpus(), opt.time_limit_s);
+
+  int failures = 0;
+  std::vector<Outcome> outcomes;
+  for (CollectiveKind coll : {CollectiveKind::kAllGather, CollectiveKind::kAllReduce, CollectiveKind::kAllToAll}) {
+    Outcome outcome{coll, std::nullopt, std::nullopt};
+    const std::string name = collectiveName(coll);
+    ProgressPrinter progress(name, std::cerr);
+    SynthesisRequest request;
+    request.topology = &*topo;
+    request.collective = coll;
+    request.time_limit_s = opt.time_limit_s;
+    request.progress = progress.callback();
+    Result<SynthesisResult> synthesized = synthesize(request);
+    if (!synthesized) {
+      std::cerr << fmt::format("braid demo: {}: {}\n", name, synthesized.status().message());
+      ++failures;
+      outcomes.push_back(std::move(outcome));
+      continue;
+    }
+    SynthesisResult& result = *synthesized;
+    // synthesize() verifies what it returns; the demo checks again, as `braid verify` would.
+    VerifyReport verified = verify(result.algorithm);
+    if (!verified.ok) {
+      std::cerr << fmt::format("braid demo: {} FAILED verification:\n{}\n", result.algorithm.name, verified.toString());
+      ++failures;
+      outcomes.push_back(std::move(outcome));
+      continue;
+    }
+    Result<Comparison> compared = compareAlgorithm(result.algorithm, *topo, coll, demoSizes());
+    if (!compared) {
+      std::cerr << fmt::format("braid demo: {}: comparison: {}\n", name, compared.status().message());
+      ++failures;
+    } else {
+      recordComparison(*compared, &result.algorithm.provenance);
+      outcome.comparison = std::move(*compared);
+    }
+    const std::filesystem::path base =
+        std::filesystem::path(opt.out_dir) / fmt::format("{}_{}_braid", topo->name, name);
+    const std::string xml = base.string() + ".xml";
+    const std::string json = base.string() + ".json";
+    Status st = writeFileAtomic(xml, writeMscclXml(result.algorithm));
+    if (st) st = writeFileAtomic(json, writeAlgorithmJson(result.algorithm));
+    if (!st) {
+      std::cerr << "braid demo: " << st.message() << "\n";
+      ++failures;
+    }
+    const Algorithm& a = result.algorithm;
+    std::cout << fmt::format(
+        "{:<10} chunkup {} -> {} chunks, {} channel(s), {} threadblocks, {} steps, synthesized in {:.1f} s  "
+        "VERIFIED -> {}\n",
+        name, result.sketch.chunkup, a.num_chunks, a.num_channels, a.numThreadblocks(), a.numSteps(), result.seconds,
+        xml);
+    for (const StageReport& s : result.stages) {
+      std::cout << fmt::format("    {:<22} {:>7.2f} s  {}\n", s.name, s.seconds, s.status);
+    }
+    outcome.result = std::move(result);
+    outcomes.push_back(std::move(outcome));
+  }
+
+  std::vector<std::pair<std::string, const Comparison*>> blocks;
+  for (const Outcome& o : outcomes) {
+    if (o.comparison) blocks.emplace_back(collectiveName(o.collective), &*o.comparison);
+  }
+  if (!blocks.empty()) {
+    std::cout << fmt::format(
+        "\nSimulated on {} (Braid's simulator; float, out-of-place). NCCL = NCCL's own choice (its tuning model), "
+        "NCCL ring = NCCL's ring with its best protocol; vs = NCCL time / Braid time; Braid/cut and Braid/routed = "
+        "Braid time / that bound:\n",
+        topo->name);
+    const bool any_all_reduce = std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) {
+      return o.comparison && o.collective == CollectiveKind::kAllReduce;
+    });
+    for (const std::string& line :
+         boundLegend(any_all_reduce ? CollectiveKind::kAllReduce : CollectiveKind::kAllGather)) {
+      std::cout << "  " << line << "\n";
+    }
+    std::cout << comparisonTable(blocks, true);
+    std::vector<std::string> printed;
+    auto note = [&](const std::string& text) {
+      if (std::find(printed.begin(), printed.end(), text) == printed.end()) printed.push_back(text);
+    };
+    for (const auto& [label, comparison] : blocks) {
+      for (const std::string& n : comparison->notes) note(n);
+      for (const SizeComparison& s : comparison->sizes) {
+        for (const std::string& n : s.notes) note(fmt::format("{} {}: {}", label, formatSize(s.size_bytes), n));
+      }
+    }
+    for (const std::string& n : printed) std::cout << "  note: " << n << "\n";
+  }
+  std::cout << (failures == 0
+                    ? fmt::format("\nAll {} algorithms VERIFIED; written to {}/\n", outcomes.size(), opt.out_dir)
+                    : fmt::format("\n{} of {} collectives FAILED\n", failures, outcomes.size()));
+  return failures == 0 ? 0 : 1;
 }
 
 }  // namespace

@@ -1,6 +1,55 @@
-#include <cstdio>
+// The `braid` executable: registers every subcommand and is the one place where an exception that escapes a
+// command (a dependency's parse or type error, an allocation failure, a filesystem error) becomes an error line
+// and exit status 1, never an abort.
+#include <exception>
+#include <filesystem>
+#include <iostream>
+#include <new>
+#include <string>
+#include <vector>
 
 #include "cli/commands.h"
+
+namespace {
+
+/// "topo import": the names of the subcommands that were given, outermost first; *innermost the last of them.
+std::string commandName(CLI::App& app, CLI::App** innermost) {
+  std::string name;
+  CLI::App* at = &app;
+  for (;;) {
+    const std::vector<CLI::App*> given = at->get_subcommands();
+    if (given.empty()) break;
+    at = given.front();
+    name += (name.empty() ? "" : " ") + at->get_name();
+  }
+  *innermost = at;
+  return name;
+}
+
+/// The values of the command's options that name existing files ("a.yaml, b.xml"): the inputs an error was
+/// probably reading. Empty when none does.
+std::string inputsOf(const CLI::App& cmd) {
+  std::string out;
+  for (const CLI::Option* option : cmd.get_options()) {
+    for (const std::string& value : option->results()) {
+      std::error_code ec;
+      if (value.empty() || value == "-" || !std::filesystem::is_regular_file(value, ec)) continue;
+      out += (out.empty() ? "" : ", ") + value;
+    }
+  }
+  return out;
+}
+
+int reportEscaped(CLI::App& app, const std::string& what) {
+  CLI::App* cmd = &app;
+  const std::string name = commandName(app, &cmd);
+  const std::string inputs = inputsOf(*cmd);
+  std::cerr << "braid" << (name.empty() ? "" : " " + name)
+            << ": error: " << (inputs.empty() ? "" : "while reading " + inputs + ": ") << what << "\n";
+  return 1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"braid: synthesize, verify and run collective-communication algorithms"};
@@ -14,11 +63,18 @@ int main(int argc, char** argv) {
   braid::cli::registerBoundCommand(app, &exit_code);
   braid::cli::registerSimulateCommand(app, &exit_code);
   braid::cli::registerSynthCommand(app, &exit_code);
+  // The subcommands run inside parse() (their callbacks), so this also catches what a command lets escape.
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
+  } catch (const std::bad_alloc&) {
+    return reportEscaped(app, "out of memory (the input asks for more than this machine can allocate)");
+  } catch (const std::exception& e) {  // nlohmann, yaml-cpp, pugixml, std::filesystem, std::length_error ...
+    return reportEscaped(app, e.what());
+  } catch (...) {
+    return reportEscaped(app, "an unknown exception");
   }
   return exit_code;
 }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "braid/simulate.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "common/text.h"
 #include "report/compare.h"
 #include "report/html_report.h"
 #include "report/synth_report.h"
@@ -504,7 +506,7 @@ std::string jsonReport(const SimulateReport& report) {
   j["avg_busbw_gbps"] = averageBusbw(report);
   j["timeline_size_bytes"] = report.timeline ? Json(report.timeline->size_bytes) : Json(nullptr);
   j["notes"] = report.notes;
-  return j.dump(2) + "\n";
+  return dumpJson(j, 2) + "\n";
 }
 
 // ---- the command ----------------------------------------------------------------------------------------
@@ -526,6 +528,13 @@ int runSimulate(const SimulateCmdOptions& opt) {
       return fail(kUsageError,
                   fmt::format("-e/--maxbytes: '{}' is not a size (bytes, or a number with K, M or G)", opt.max_bytes));
     }
+    for (const auto& [flag, text, bytes] : {std::tuple{"-b/--minbytes", opt.min_bytes, *min_bytes},
+                                            std::tuple{"-e/--maxbytes", opt.max_bytes, *max_bytes}}) {
+      if (bytes > kMaxSimulatedBytes) {
+        return fail(kUsageError, fmt::format("{}: {} is more than {} bytes (256G), the largest size simulated", flag,
+                                             text, kMaxSimulatedBytes));
+      }
+    }
     if (*min_bytes > *max_bytes) {
       return fail(kUsageError, fmt::format("-b {} ({} bytes) is larger than -e {} ({} bytes)", opt.min_bytes,
                                            *min_bytes, opt.max_bytes, *max_bytes));
@@ -545,12 +554,21 @@ int runSimulate(const SimulateCmdOptions& opt) {
                     fmt::format("--protocol: unknown protocol '{}': expected Simple, LL or LL128", opt.protocol));
       }
     }
-    if (opt.instances < 1) return fail(kUsageError, fmt::format("--instances: {} must be at least 1", opt.instances));
+    if (opt.instances < 1 || opt.instances > kMaxInstances) {
+      return fail(kUsageError, fmt::format("--instances: {} must be between 1 and {} (NCCL's MAXCHANNELS for MSCCL: "
+                                           "instances x channels must fit in it)",
+                                           opt.instances, kMaxInstances));
+    }
     std::optional<uint64_t> timeline_request;
     if (!opt.timeline_size.empty()) {
       timeline_request = parseNcclTestsSize(opt.timeline_size);
       if (!timeline_request) {
         return fail(kUsageError, fmt::format("--timeline-size: '{}' is not a size", opt.timeline_size));
+      }
+      if (*timeline_request > kMaxSimulatedBytes) {
+        return fail(kUsageError, fmt::format("--timeline-size: {} is more than {} bytes (256G), the largest size "
+                                             "simulated",
+                                             opt.timeline_size, kMaxSimulatedBytes));
       }
     }
     std::optional<CollectiveKind> coll;

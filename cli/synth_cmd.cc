@@ -23,6 +23,7 @@
 #include "braid/taccl.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "common/text.h"
 #include "report/compare.h"
 #include "report/synth_report.h"
 
@@ -177,6 +178,10 @@ int runSynth(const SynthCmdOptions& opt) {
           return fail(kUsageError,
                       fmt::format("--sizes: '{}' is not a size (bytes, or a number with K, M or G)", item));
         }
+        if (*parsed > kMaxSimulatedBytes) {
+          return fail(kUsageError, fmt::format("--sizes: {} is more than {} bytes (256G), the largest size simulated",
+                                               item, kMaxSimulatedBytes));
+        }
         sizes.push_back(*parsed);
       }
       if (sizes.empty()) return fail(kUsageError, "--sizes: no size given (e.g. 1K,1M,256M)");
@@ -287,7 +292,7 @@ int runSynth(const SynthCmdOptions& opt) {
     report.notes = notes;
     const bool json_to_stdout = opt.json == "-";
     if (!opt.json.empty()) {
-      const std::string text = synthReportJson(report).dump(2) + "\n";
+      const std::string text = dumpJson(synthReportJson(report), 2) + "\n";
       if (json_to_stdout) {
         std::cout << text;
       } else {
@@ -329,8 +334,6 @@ int runSynth(const SynthCmdOptions& opt) {
     return 0;
   } catch (const CmdError& e) {
     return fail(e.code(), e.message());
-  } catch (const std::exception& e) {
-    return fail(kFailure, fmt::format("internal error: {}", e.what()));
   }
 }
 

@@ -16,6 +16,7 @@
 #include "braid/algorithm.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "common/text.h"
 
 namespace braid::cli {
 namespace {
@@ -168,7 +169,7 @@ void printJson(const std::string& file, const Algorithm& a, const VerifyReport& 
     j["topology"] = t;
   }
   j["ok"] = ok;
-  std::cout << j.dump(2, ' ', false, Json::error_handler_t::replace) << "\n";
+  std::cout << dumpJson(j, 2) << "\n";
 }
 
 int runVerify(const VerifyCmdOptions& opt) {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -13,7 +14,7 @@
 #include "braid/executor.h"
 #include "braid/plan.h"
 #include "braid/transports.h"
-#include "comm/pareto.h"
+#include "comm/pareto_exchange.h"
 #include "comm/selection.h"
 #include "common/env.h"
 #include "common/log.h"
@@ -68,14 +69,77 @@ uint64_t bytesOf(uint64_t a, uint64_t b, uint64_t c, bool* overflow) {
   return abc;
 }
 
+// Which calls the call check covers (BRAID_CALL_CHECK, src/common/env.cc).
+enum class CallCheck { kRooted, kAll, kOff };
+
+Result<CallCheck> parseCallCheck(const std::string& value) {
+  if (value == "rooted") return CallCheck::kRooted;
+  if (value == "all") return CallCheck::kAll;
+  if (value == "off") return CallCheck::kOff;
+  return invalidArgument(fmt::format("BRAID_CALL_CHECK={}: not one of rooted, all, off", value));
+}
+
+// The call check (comm/README.md): before any data moves, every rank sends every other rank one record of its
+// call on kCallCheckChannel and receives one from each, so every rank sees every rank's call and all reach the
+// same verdict. Fixed size, whatever the call, so a record always matches its receive.
+constexpr uint32_t kCallRecordMagic = 0x4252434b;  // "BRCK"
+constexpr int32_t kAllToAllvKind = 100;            // CallRecord::kind of allToAllv (not a CollectiveKind)
+constexpr int32_t kVerdictKind = 101;              // the second round of allToAllv: a pair's disagreement
+
+struct CallRecord {
+  uint32_t magic = kCallRecordMagic;
+  int32_t kind = 0;      // CollectiveKind, kAllToAllvKind or kVerdictKind
+  uint64_t count = 0;    // elements as passed (0 for allToAllv); verdict: 1 when a pair disagrees
+  int32_t type = 0;      // DataType
+  int32_t op = -1;       // ReduceOp of reducing collectives, else -1
+  int32_t root = -1;     // broadcast and reduce, else -1; verdict: the sending rank of the pair
+  int32_t peer = -1;     // verdict: the receiving rank of the pair
+  uint64_t sends = 0;    // allToAllv: bytes the writer sends to the record's receiver
+  uint64_t expects = 0;  // allToAllv: bytes the writer expects from the record's receiver
+};
+static_assert(sizeof(CallRecord) == 48);
+
+const char* callName(int32_t kind) {
+  if (kind == kAllToAllvKind) return "alltoallv";
+  return collectiveName(static_cast<CollectiveKind>(kind));
+}
+
+// "rank 1 called broadcast with root 1, rank 0 with root 0" (the first field in which `other` differs from
+// `first`), or "" when they agree.
+std::string describeDisagreement(int first_rank, const CallRecord& first, int other_rank, const CallRecord& other) {
+  const char* name = callName(other.kind);
+  if (other.kind != first.kind)
+    return fmt::format("rank {} called {}, rank {} {}", other_rank, name, first_rank, callName(first.kind));
+  if (other.type != first.type) {
+    return fmt::format("rank {} called {} with datatype {}, rank {} with datatype {}", other_rank, name,
+                       dataTypeName(static_cast<DataType>(other.type)), first_rank,
+                       dataTypeName(static_cast<DataType>(first.type)));
+  }
+  if (other.count != first.count) {
+    return fmt::format("rank {} called {} with count {}, rank {} with count {}", other_rank, name, other.count,
+                       first_rank, first.count);
+  }
+  if (other.root != first.root) {
+    return fmt::format("rank {} called {} with root {}, rank {} with root {}", other_rank, name, other.root, first_rank,
+                       first.root);
+  }
+  if (other.op != first.op) {
+    return fmt::format("rank {} called {} with op {}, rank {} with op {}", other_rank, name,
+                       reduceOpName(static_cast<ReduceOp>(other.op)), first_rank,
+                       reduceOpName(static_cast<ReduceOp>(first.op)));
+  }
+  return "";
+}
+
 class CommImpl final : public Communicator {
  public:
   CommImpl(std::unique_ptr<Bootstrap> bootstrap, std::unique_ptr<DataTransport> transport,
-           std::unique_ptr<AlgorithmCatalog> catalog, bool allow_fallback)
+           std::unique_ptr<AlgorithmCatalog> catalog, bool allow_fallback, CallCheck call_check)
       : bootstrap_(std::move(bootstrap)),
         transport_(std::move(transport)),
         catalog_(std::move(catalog)),
         allow_fallback_(allow_fallback),
+        call_check_(call_check),
         rank_(bootstrap_->rank()),
         size_(bootstrap_->size()),
         debug_(logEnabled(LogLevel::kInfo)) {}
@@ -195,10 +259,103 @@ class CommImpl final : public Communicator {
   Status run(Call& c) {
     if (!failed_.isOk()) return failed_;
     BRAID_RETURN_IF_ERROR(check(c));
+    BRAID_RETURN_IF_ERROR(checkCall(c));
     if (c.size == 0) return Status::ok();  // every rank has count 0: nothing moves (as NCCL)
     Status status = runChosen(c);
     if (!status.isOk()) fail(status);
     return status;
+  }
+
+  // The record of call `c` (every rank writes the same one for the same call).
+  static CallRecord recordOf(const Call& c) {
+    CallRecord record;
+    record.kind = static_cast<int32_t>(c.kind);
+    record.count = c.count;
+    record.type = static_cast<int32_t>(c.type);
+    const bool reduces = c.kind == CollectiveKind::kAllReduce || c.kind == CollectiveKind::kReduceScatter ||
+                         c.kind == CollectiveKind::kReduce;
+    if (reduces) record.op = static_cast<int32_t>(c.op);
+    if (c.kind == CollectiveKind::kBroadcast || c.kind == CollectiveKind::kReduce) record.root = c.root;
+    return record;
+  }
+
+  Status checkCall(const Call& c) {
+    const bool rooted = c.kind == CollectiveKind::kBroadcast || c.kind == CollectiveKind::kReduce;
+    if (call_check_ == CallCheck::kOff || (call_check_ == CallCheck::kRooted && !rooted)) return Status::ok();
+    const CallRecord mine = recordOf(c);
+    BRAID_RETURN_IF_ERROR(exchangeRecords([&](int) { return mine; }));
+    return agreement(collectiveName(c.kind));
+  }
+
+  // One round of the call check: record(p) goes to every peer p, and check_in_[q] receives peer q's record to this
+  // rank (check_in_[rank_] = record(rank_)). A transport error fails the communicator (as any call's); nothing else
+  // is left outstanding: every rank posts n-1 sends and n-1 receives of one record each.
+  Status exchangeRecords(const std::function<CallRecord(int peer)>& record) {
+    const size_t n = static_cast<size_t>(size_);
+    check_in_.resize(n);
+    check_out_.resize(n);
+    for (int p = 0; p < size_; ++p) check_out_[p] = record(p);
+    check_in_[rank_] = check_out_[rank_];
+    if (size_ == 1) return Status::ok();
+    // Scratch holds [in records | out records].
+    check_memory_.resize(2 * n * sizeof(CallRecord));
+    std::memcpy(check_memory_.data() + n * sizeof(CallRecord), check_out_.data(), n * sizeof(CallRecord));
+    Status status = [&]() -> Status {
+      RankMemory memory;
+      memory.scratch = check_memory_.data();
+      memory.scratch_bytes = check_memory_.size();
+      BRAID_RETURN_IF_ERROR(transport_->bind(rank_, memory, ReduceSpec{}));
+      constexpr uint64_t kRecord = sizeof(CallRecord);
+      for (int k = 1; k < size_; ++k) {
+        const int from = (rank_ - k + size_) % size_;
+        BRAID_RETURN_IF_ERROR(transport_
+                                  ->postRecv(RecvRequest{rank_, from, kCallCheckChannel,
+                                                         BufferRef{BufferKind::kScratch, from * kRecord, kRecord}})
+                                  .status());
+      }
+      for (int k = 1; k < size_; ++k) {
+        const int to = (rank_ + k) % size_;
+        BRAID_RETURN_IF_ERROR(transport_
+                                  ->postSend(SendRequest{rank_, to, kCallCheckChannel,
+                                                         BufferRef{BufferKind::kScratch, (n + to) * kRecord, kRecord}})
+                                  .status());
+      }
+      size_t left = 2 * (n - 1);
+      while (left > 0) {
+        check_done_.clear();
+        BRAID_RETURN_IF_ERROR(transport_->poll(&check_done_, /*block=*/true));
+        left -= std::min(left, check_done_.size());
+      }
+      return Status::ok();
+    }();
+    if (!status.isOk()) {
+      fail(status);
+      return status;
+    }
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      std::memcpy(&check_in_[p], check_memory_.data() + p * sizeof(CallRecord), sizeof(CallRecord));
+      if (check_in_[p].magic != kCallRecordMagic) {
+        const Status garbled(StatusCode::kInternalError,
+                             fmt::format("rank {}: the call check record from rank {} is garbled", rank_, p));
+        fail(garbled);
+        return garbled;
+      }
+    }
+    return Status::ok();
+  }
+
+  // After exchangeRecords: kInvalidArgument naming the first rank whose call differs from rank 0's (the same
+  // message on every rank), ok when all agree. Nothing is left behind: the communicator stays usable.
+  Status agreement(const char* name) const {
+    for (int p = 1; p < size_; ++p) {
+      const std::string differs = describeDisagreement(0, check_in_[0], p, check_in_[p]);
+      if (!differs.empty()) {
+        return invalidArgument(
+            fmt::format("{} on rank {}: the ranks' calls do not match: {}; no rank ran it", name, rank_, differs));
+      }
+    }
+    return Status::ok();
   }
 
   void fail(const Status& status) {
@@ -367,6 +524,7 @@ class CommImpl final : public Communicator {
   std::unique_ptr<DataTransport> transport_;
   std::unique_ptr<AlgorithmCatalog> catalog_;
   bool allow_fallback_ = true;
+  CallCheck call_check_ = CallCheck::kRooted;
   int rank_ = 0;
   int size_ = 0;
   bool debug_ = false;
@@ -375,6 +533,10 @@ class CommImpl final : public Communicator {
   std::map<int, std::vector<uint8_t>> scratch_;  // 0: plan scratch, 1: reduce non-root output, 2-4: staging
   std::set<std::tuple<int, uint64_t, bool, int>> logged_;
   std::map<std::vector<uint64_t>, std::unique_ptr<Plan>> alltoallv_plans_;
+  std::vector<CallRecord> check_in_;   // the call check: every rank's record to this rank
+  std::vector<CallRecord> check_out_;  // this rank's record to every rank
+  std::vector<uint8_t> check_memory_;  // the transport's view of both
+  std::vector<Completion> check_done_;
 };
 
 // All-to-all(v) as one direct exchange (MPI_Alltoallv's semantics): a send threadblock and a receive
@@ -412,6 +574,40 @@ Status CommImpl::allToAllv(const void* send, const size_t* send_counts, const si
   }
   if (rangesOverlap(send, in_bytes, recv, out_bytes))
     return invalidArgument(fmt::format("alltoallv on rank {}: send and receive buffers overlap", rank_));
+  // The call check, then the pairs' byte counts: a second round tells every rank of any pair that disagrees.
+  if (call_check_ != CallCheck::kOff) {
+    CallRecord base;
+    base.kind = kAllToAllvKind;
+    base.type = static_cast<int32_t>(type);
+    BRAID_RETURN_IF_ERROR(exchangeRecords([&](int p) {
+      CallRecord record = base;
+      record.sends = send_counts[p] * esz;
+      record.expects = recv_counts[p] * esz;
+      return record;
+    }));
+    BRAID_RETURN_IF_ERROR(agreement("alltoallv"));
+    CallRecord mine;
+    mine.kind = kVerdictKind;
+    for (int q = 0; q < size_ && mine.count == 0; ++q) {
+      if (q != rank_ && check_in_[q].sends != check_out_[q].expects) {
+        mine.count = 1;
+        mine.root = q;
+        mine.peer = rank_;
+        mine.sends = check_in_[q].sends;
+        mine.expects = check_out_[q].expects;
+      }
+    }
+    BRAID_RETURN_IF_ERROR(exchangeRecords([&](int) { return mine; }));
+    for (int p = 0; p < size_; ++p) {
+      const CallRecord& v = check_in_[p];
+      if (v.kind == kVerdictKind && v.count != 0) {
+        return invalidArgument(fmt::format(
+            "alltoallv on rank {}: rank {} sends {} bytes to rank {}, rank {} expects {} bytes from rank {}; no rank "
+            "ran it",
+            rank_, v.root, v.sends, v.peer, v.peer, v.expects, v.root));
+      }
+    }
+  }
   std::vector<uint64_t> key;
   key.reserve(4 * size_ + 1);
   key.push_back(esz);
@@ -531,6 +727,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Boots
     return invalidArgument(
         fmt::format("BRAID_TRANSPORT={}: unknown transport (auto, threads, shm, tcp, ucx)", transport_name));
   }
+  BRAID_ASSIGN_OR_RETURN(CallCheck call_check, parseCallCheck(envString("BRAID_CALL_CHECK")));
   TransportOptions transport_options;
   transport_options.timeout_s = options.timeout_s;
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<DataTransport> transport,
@@ -569,7 +766,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Boots
                    catalog->synthesized().size());
   }
   return std::unique_ptr<Communicator>(
-      new CommImpl(std::move(bootstrap), std::move(transport), std::move(catalog), options.allow_fallback));
+      new CommImpl(std::move(bootstrap), std::move(transport), std::move(catalog), options.allow_fallback, call_check));
 }
 
 Result<std::unique_ptr<Communicator>> Communicator::create(const UniqueId& id, int rank, int size,

@@ -3,8 +3,9 @@
 // Topology: 128 DGX H100 nodes (the shipped dgx-h100 template: 8 GPUs on NVSwitch, 8 NICs, PCIe switches,
 // 2 sockets) on a two-level fat tree of 400 Gb/s links, 16 nodes per leaf, 8 spines. Algorithm:
 // buildClassic(ring) all-reduce on 1024 ranks (rank order). For 1 MiB, 64 MiB and 1 GiB it prints the wall
-// time of lowering, of execute + simulated transport, and their total, the number of messages and events,
-// and the simulated time and bus bandwidth. Exits 1 when any single size takes 10 s or more (or fails).
+// time of lowering (simulationPlan: the plan simulate() runs), of execute + simulated transport, and their
+// total, the number of messages and events, and the simulated time and bus bandwidth. Exits 1 when any single
+// size takes 10 s or more (or fails).
 //
 //   sim_benchmark [--nodes N] [--protocol Simple|LL|LL128]
 #include <fmt/format.h>
@@ -104,18 +105,20 @@ int main(int argc, char** argv) {
   bool ok = true;
   for (uint64_t size : {uint64_t{1} << 20, uint64_t{64} << 20, uint64_t{1} << 30}) {
     const auto start = Clock::now();
-    braid::LowerOptions lower;
-    lower.size_bytes = size;
-    lower.protocol = protocol;
-    lower.slice_bytes = model.slice_bytes[p];
-    braid::Result<braid::Plan> plan = braid::lowerAlgorithm(*alg, lower);
+    braid::SimOptions options;
+    options.size_bytes = size;
+    options.protocol = protocol;
+    options.model = model;
+    braid::Result<braid::Plan> plan = braid::simulationPlan(*alg, options);
     if (!plan.isOk()) {
       std::fprintf(stderr, "lower %llu: %s\n", static_cast<unsigned long long>(size), plan.status().toString().c_str());
       return 1;
     }
     const double lower_s = secondsSince(start);
     const auto exec_start = Clock::now();
-    braid::SimTransport transport(*topo, model);
+    braid::SimModel plan_model = model;
+    plan_model.fifo_depth = plan->fifo_depth;  // as simulate(): raised by the FIFO rule when it shrank the slices
+    braid::SimTransport transport(*topo, plan_model);
     braid::Result<braid::ExecResult> exec = braid::execute(*plan, transport);
     const double exec_s = secondsSince(exec_start);
     const double total_s = secondsSince(start);

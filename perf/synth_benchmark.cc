@@ -5,12 +5,20 @@
 //   synthesis time: dgx1-v100 all-gather < 10 s; dgx2-x2 all-gather, all-reduce, all-to-all < 60 s each;
 //                   ndv2-x4 all-gather < 60 s;
 //   quality at 256 MiB: dgx1-v100 all-gather <= 1.05 x the lower bound; ndv2-x2 all-gather and all-reduce >= 1.5x
-//                   faster than NCCL's ring; ndv2-x4 all-gather and all-reduce >= 1.2x.
-// Usage: synth_benchmark [--topologies a,b,...] [--collectives allgather,...] [--time-limit S] [--sizes 1K,1M,256M]
+//                   faster than NCCL's ring; ndv2-x4 all-gather and all-reduce >= 1.2x;
+//   wall clock: every synthesis returns (an algorithm, or "no algorithm within the time limit") within the time
+//                   limit + 5 s. Each row says what came back: optimal (every solver stage proved its optimum, or the
+//                   1 % gap), best-so-far (a stage stopped at the time limit with its best), none (kTimeout).
+// Usage: synth_benchmark [--all] [--topologies a,b,...] [--collectives allgather,...] [--time-limit S]
+//                        [--sizes 1K,1M,256M]
+//   --all: every shipped topology (the .yaml files of the first topology directory, src/common/paths.h) x
+//          allgather, reducescatter, allreduce, alltoall.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -20,6 +28,7 @@
 
 #include "braid/synthesize.h"
 #include "braid/topology.h"
+#include "common/paths.h"
 #include "report/compare.h"
 
 namespace {
@@ -52,6 +61,33 @@ const std::vector<Limit>& limits() {
   return l;
 }
 
+constexpr double kWallSlackSeconds = 5;  // a synthesis may overrun its time limit by this much
+
+/// The shipped topologies' names: the .yaml files of the first search directory that has any.
+std::vector<std::string> shippedTopologies() {
+  for (const std::string& dir : braid::topologySearchDirs()) {
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
+    }
+    if (!names.empty()) {
+      std::sort(names.begin(), names.end());
+      return names;
+    }
+  }
+  return {};
+}
+
+/// "best-so-far" when a stage stopped at the time limit with its best, else "optimal".
+std::string resultStatus(const braid::SynthesisResult& result) {
+  for (const braid::StageReport& stage : result.stages) {
+    if (stage.status.find("time limit") != std::string::npos || stage.status.find("no time left") != std::string::npos)
+      return "best-so-far";
+  }
+  return "optimal";
+}
+
 std::string fmtOpt(const std::optional<double>& v, const char* spec = "{:.2f}") {
   return v ? fmt::format(fmt::runtime(spec), *v) : std::string("-");
 }
@@ -74,7 +110,14 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (arg == "--topologies") {
+    if (arg == "--all") {
+      topologies = shippedTopologies();
+      collectives = {"allgather", "reducescatter", "allreduce", "alltoall"};
+      if (topologies.empty()) {
+        std::cerr << "synth_benchmark: no shipped topologies found (BRAID_TOPOLOGY_DIR)\n";
+        return 2;
+      }
+    } else if (arg == "--topologies") {
       topologies = split(value());
     } else if (arg == "--collectives") {
       collectives = split(value());
@@ -83,7 +126,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--time-limit") {
       time_limit = std::stod(value());
     } else {
-      std::cerr << "usage: synth_benchmark [--topologies a,b] [--collectives allgather,allreduce,alltoall] "
+      std::cerr << "usage: synth_benchmark [--all] [--topologies a,b] [--collectives allgather,allreduce,alltoall] "
                    "[--time-limit S] [--sizes 1K,1M,256M]\n";
       return 2;
     }
@@ -98,7 +141,8 @@ int main(int argc, char** argv) {
     sizes.push_back(*v);
   }
 
-  int failures = 0;
+  int failures = 0, over_wall = 0, none = 0;
+  double worst_wall = 0;
   std::vector<std::string> verdicts;
   fmt::print(
       "# Braid synthesis benchmark: derived sketch, time limit {} s per synthesis; times in us (Braid's "
@@ -109,7 +153,8 @@ int main(int argc, char** argv) {
   for (const std::string& line : braid::cli::boundLegend(braid::CollectiveKind::kAllReduce)) {
     fmt::print("# {}\n", line);
   }
-  fmt::print("{:<12} {:<10} {:>5} {:>8} {:>6}", "topology", "collective", "ranks", "synth s", "chunk");
+  fmt::print("# wall s = synthesize()'s wall-clock time; status: optimal, best-so-far (time limit hit), none\n");
+  fmt::print("{:<12} {:<13} {:>5} {:>7} {:<11} {:>6}", "topology", "collective", "ranks", "wall s", "status", "chunk");
   for (const std::string& s : size_texts) {
     fmt::print(" | {:>6} {:>10} {:>8} {:>8} {:>7} {:>7}", s, "Braid us", "vs NCCL", "vs ring", "/cut", "/routed");
   }
@@ -131,21 +176,37 @@ int main(int argc, char** argv) {
       req.topology = &*topo;
       req.collective = *coll;
       req.time_limit_s = time_limit;
+      const auto t0 = std::chrono::steady_clock::now();
       braid::Result<braid::SynthesisResult> result = braid::synthesize(req);
-      if (!result) {
-        fmt::print("{:<12} {:<10} {:>5} FAILED: {}\n", name, coll_name, topo->numGpus(), result.status().message());
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      worst_wall = std::max(worst_wall, wall);
+      if (wall > time_limit + kWallSlackSeconds) {
+        verdicts.push_back(fmt::format("FAIL {} {} returned after {:.2f} s > time limit {} s + {} s", name, coll_name,
+                                       wall, time_limit, kWallSlackSeconds));
         ++failures;
+        ++over_wall;
+      }
+      if (!result) {
+        const bool timed_out = result.status().code() == braid::StatusCode::kTimeout;
+        fmt::print("{:<12} {:<13} {:>5} {:>7.2f} {:<11} {}\n", name, coll_name, topo->numGpus(), wall,
+                   timed_out ? "none" : "FAILED", result.status().message());
+        std::fflush(stdout);
+        if (timed_out) {
+          ++none;
+        } else {
+          ++failures;
+        }
         continue;
       }
       braid::Result<braid::cli::Comparison> cmp = braid::cli::compareAlgorithm(result->algorithm, *topo, *coll, sizes);
       if (!cmp) {
-        fmt::print("{:<12} {:<10} {:>5} compare FAILED: {}\n", name, coll_name, topo->numGpus(),
+        fmt::print("{:<12} {:<13} {:>5} compare FAILED: {}\n", name, coll_name, topo->numGpus(),
                    cmp.status().message());
         ++failures;
         continue;
       }
-      fmt::print("{:<12} {:<10} {:>5} {:>8.2f} {:>6}", name, coll_name, topo->numGpus(), result->seconds,
-                 result->sketch.chunkup);
+      fmt::print("{:<12} {:<13} {:>5} {:>7.2f} {:<11} {:>6}", name, coll_name, topo->numGpus(), wall,
+                 resultStatus(*result), result->sketch.chunkup);
       for (const braid::cli::SizeComparison& row : cmp->sizes) {
         fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f} {:>7.3f}", "", row.predicted_us,
                    fmtOpt(row.speedup_vs_nccl), fmtOpt(row.speedup_vs_ring), row.ratio_to_cut_bound,
@@ -182,6 +243,9 @@ int main(int argc, char** argv) {
       }
     }
   }
+  verdicts.push_back(fmt::format("{} every synthesis returned within the time limit {} s + {} s (slowest {:.2f} s){}",
+                                 over_wall == 0 ? "PASS" : "FAIL", time_limit, kWallSlackSeconds, worst_wall,
+                                 none ? fmt::format("; {} returned no algorithm", none) : std::string()));
   for (const std::string& v : verdicts) fmt::print("# {}\n", v);
   fmt::print("# {} failure(s)\n", failures);
   return failures == 0 ? 0 : 1;

@@ -10,6 +10,7 @@ PACKAGES=(
   liblemon-dev libboost-graph-dev coinor-libclp-dev libglpk-dev
   libucx-dev ucx-utils libgloo-dev libopenmpi-dev openmpi-bin
   librsvg2-bin python3 chromium
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

@@ -221,22 +221,31 @@ void Emitter::indices(const Chunk& chunk, Unit* u) const {
   }
 }
 
+namespace {
+
+std::string chunkName(const ChunkProblem& problem, int k) {
+  const Chunk& ch = problem.chunks[k];
+  return ch.dest >= 0 ? fmt::format("chunk {} (owner {}, dest {}, piece {})", k, ch.owner, ch.dest, ch.piece)
+                      : fmt::format("chunk {} (owner {}, piece {})", k, ch.owner, ch.piece);
+}
+
+}  // namespace
+
+Status Emitter::phaseError(bool reversed, const std::string& what) const {
+  return invalidArgument(fmt::format("lowering {}: {} schedule: {}", collectiveName(req_.collective),
+                                     reversed ? "reverse" : "forward", what));
+}
+
 Status Emitter::addPhase(int phase, const LogicalTopology& logical, const ChunkProblem& problem,
                          const Schedule& schedule, bool reversed) {
-  const char* part = reversed ? "reverse" : "forward";
-  auto fail = [&](const std::string& what) {
-    return invalidArgument(fmt::format("lowering {}: {} schedule: {}", collectiveName(req_.collective), part, what));
-  };
-  const int num_chunks = static_cast<int>(problem.chunks.size());
-  const int num_links = static_cast<int>(logical.links.size());
   const int base = static_cast<int>(units_.size());
   for (const Chunk& chunk : problem.chunks) {
     if (chunk.id != static_cast<int>(&chunk - problem.chunks.data()) || chunk.owner < 0 || chunk.owner >= n_ ||
         chunk.piece < 0 || chunk.piece >= c_ ||
         (problem.kind == CollectiveKind::kAllToAll &&
          (chunk.dest < 0 || chunk.dest >= n_ || chunk.dest == chunk.owner))) {
-      return fail(fmt::format("chunk {} (owner {}, dest {}, piece {}) is malformed", chunk.id, chunk.owner, chunk.dest,
-                              chunk.piece));
+      return phaseError(reversed, fmt::format("chunk {} (owner {}, dest {}, piece {}) is malformed", chunk.id,
+                                              chunk.owner, chunk.dest, chunk.piece));
     }
     Unit u;
     u.phase = phase;
@@ -247,98 +256,11 @@ Status Emitter::addPhase(int phase, const LogicalTopology& logical, const ChunkP
     indices(chunk, &u);
     units_.push_back(u);
   }
-  auto chunkName = [&](int k) {
-    const Chunk& ch = problem.chunks[k];
-    return ch.dest >= 0 ? fmt::format("chunk {} (owner {}, dest {}, piece {})", k, ch.owner, ch.dest, ch.piece)
-                        : fmt::format("chunk {} (owner {}, piece {})", k, ch.owner, ch.piece);
-  };
+  BRAID_RETURN_IF_ERROR(checkTransfers(logical, problem, schedule, reversed));
+  std::vector<int> group_of;
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<int>> groups,
+                         messageGroups(static_cast<int>(logical.links.size()), schedule, reversed, &group_of));
   const auto& transfers = schedule.transfers;
-  const int num_transfers = static_cast<int>(transfers.size());
-  for (int t = 0; t < num_transfers; ++t) {
-    const Transfer& x = transfers[t];
-    if (x.chunk < 0 || x.chunk >= num_chunks) return fail(fmt::format("transfer {} names chunk {}", t, x.chunk));
-    if (x.link < 0 || x.link >= num_links) return fail(fmt::format("transfer {} names link {}", t, x.link));
-    if (!(x.end_us >= x.start_us) || !std::isfinite(x.start_us) || !std::isfinite(x.end_us)) {
-      return fail(fmt::format("transfer {} of {} runs from {} to {} us", t, chunkName(x.chunk), x.start_us, x.end_us));
-    }
-  }
-  // All-gather view: every chunk leaves its owner along a tree (a path for all-to-all).
-  std::vector<std::vector<int>> received(num_chunks, std::vector<int>(n_, 0));
-  for (int t = 0; t < num_transfers; ++t) {
-    const Transfer& x = transfers[t];
-    const LogicalLink& l = logical.links[x.link];
-    const int owner = problem.chunks[x.chunk].owner;
-    if (l.dst == owner) return fail(fmt::format("transfer {} sends {} back to its owner", t, chunkName(x.chunk)));
-    if (++received[x.chunk][l.dst] > 1) {
-      return fail(fmt::format("rank {} receives {} more than once", l.dst, chunkName(x.chunk)));
-    }
-  }
-  for (int t = 0; t < num_transfers; ++t) {
-    const Transfer& x = transfers[t];
-    const LogicalLink& l = logical.links[x.link];
-    if (l.src != problem.chunks[x.chunk].owner && received[x.chunk][l.src] == 0) {
-      return fail(fmt::format("rank {} sends {} on link {} ({} -> {}) but never receives it", l.src, chunkName(x.chunk),
-                              x.link, l.src, l.dst));
-    }
-  }
-  for (const Chunk& chunk : problem.chunks) {
-    for (int target : chunk.targets) {
-      if (target < 0 || target >= n_ || received[chunk.id][target] != 1) {
-        return fail(fmt::format("rank {} never receives {}", target, chunkName(chunk.id)));
-      }
-    }
-    if (reversed) {  // reductions need every rank's contribution
-      for (int r = 0; r < n_; ++r) {
-        if (r != chunk.owner && received[chunk.id][r] != 1) {
-          return fail(
-              fmt::format("rank {} is not in the tree of {}: its input would not be reduced", r, chunkName(chunk.id)));
-        }
-      }
-    }
-  }
-  // Link orders and groups.
-  std::vector<int> position(num_transfers, -1);
-  if (static_cast<int>(schedule.link_order.size()) > num_links) return fail("link_order lists more links than exist");
-  for (int l = 0; l < static_cast<int>(schedule.link_order.size()); ++l) {
-    const auto& order = schedule.link_order[l];
-    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
-      const int t = order[i];
-      if (t < 0 || t >= num_transfers || transfers[t].link != l || position[t] >= 0) {
-        return fail(fmt::format("link_order of link {} lists transfer {} that is not on it or listed twice", l, t));
-      }
-      position[t] = i;
-    }
-  }
-  for (int t = 0; t < num_transfers; ++t) {
-    if (position[t] < 0) return fail(fmt::format("transfer {} is in no link_order", t));
-  }
-  std::vector<int> group_of(num_transfers, -1);
-  std::vector<std::vector<int>> groups = schedule.groups;
-  for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
-    if (groups[g].empty()) return fail(fmt::format("group {} is empty", g));
-    std::vector<int> pos;
-    for (int t : groups[g]) {
-      if (t < 0 || t >= num_transfers || group_of[t] >= 0) {
-        return fail(fmt::format("group {} lists transfer {} that does not exist or is in another group", g, t));
-      }
-      if (transfers[t].link != transfers[groups[g][0]].link) {
-        return fail(fmt::format("group {} mixes links {} and {}", g, transfers[groups[g][0]].link, transfers[t].link));
-      }
-      group_of[t] = g;
-      pos.push_back(position[t]);
-    }
-    std::sort(pos.begin(), pos.end());
-    if (pos.back() - pos.front() + 1 != static_cast<int>(pos.size())) {
-      return fail(
-          fmt::format("group {} is not a run of consecutive transfers of link {}", g, transfers[groups[g][0]].link));
-    }
-  }
-  for (int t = 0; t < num_transfers; ++t) {
-    if (group_of[t] < 0) {
-      group_of[t] = static_cast<int>(groups.size());
-      groups.push_back({t});
-    }
-  }
   double horizon = schedule.makespan_us;
   for (const Transfer& x : transfers) horizon = std::max(horizon, x.end_us);
   // Messages, per link in send order (reversed: the reverse of the link order).
@@ -371,6 +293,111 @@ Status Emitter::addPhase(int phase, const LogicalTopology& logical, const ChunkP
     }
   }
   return Status::ok();
+}
+
+Status Emitter::checkTransfers(const LogicalTopology& logical, const ChunkProblem& problem, const Schedule& schedule,
+                               bool reversed) const {
+  auto fail = [&](const std::string& what) { return phaseError(reversed, what); };
+  const int num_chunks = static_cast<int>(problem.chunks.size());
+  const int num_links = static_cast<int>(logical.links.size());
+  const auto& transfers = schedule.transfers;
+  const int num_transfers = static_cast<int>(transfers.size());
+  for (int t = 0; t < num_transfers; ++t) {
+    const Transfer& x = transfers[t];
+    if (x.chunk < 0 || x.chunk >= num_chunks) return fail(fmt::format("transfer {} names chunk {}", t, x.chunk));
+    if (x.link < 0 || x.link >= num_links) return fail(fmt::format("transfer {} names link {}", t, x.link));
+    if (!(x.end_us >= x.start_us) || !std::isfinite(x.start_us) || !std::isfinite(x.end_us)) {
+      return fail(
+          fmt::format("transfer {} of {} runs from {} to {} us", t, chunkName(problem, x.chunk), x.start_us, x.end_us));
+    }
+  }
+  // All-gather view: every chunk leaves its owner along a tree (a path for all-to-all).
+  std::vector<std::vector<int>> received(num_chunks, std::vector<int>(n_, 0));
+  for (int t = 0; t < num_transfers; ++t) {
+    const Transfer& x = transfers[t];
+    const LogicalLink& l = logical.links[x.link];
+    const int owner = problem.chunks[x.chunk].owner;
+    if (l.dst == owner) {
+      return fail(fmt::format("transfer {} sends {} back to its owner", t, chunkName(problem, x.chunk)));
+    }
+    if (++received[x.chunk][l.dst] > 1) {
+      return fail(fmt::format("rank {} receives {} more than once", l.dst, chunkName(problem, x.chunk)));
+    }
+  }
+  for (int t = 0; t < num_transfers; ++t) {
+    const Transfer& x = transfers[t];
+    const LogicalLink& l = logical.links[x.link];
+    if (l.src != problem.chunks[x.chunk].owner && received[x.chunk][l.src] == 0) {
+      return fail(fmt::format("rank {} sends {} on link {} ({} -> {}) but never receives it", l.src,
+                              chunkName(problem, x.chunk), x.link, l.src, l.dst));
+    }
+  }
+  for (const Chunk& chunk : problem.chunks) {
+    for (int target : chunk.targets) {
+      if (target < 0 || target >= n_ || received[chunk.id][target] != 1) {
+        return fail(fmt::format("rank {} never receives {}", target, chunkName(problem, chunk.id)));
+      }
+    }
+    if (reversed) {  // reductions need every rank's contribution
+      for (int r = 0; r < n_; ++r) {
+        if (r != chunk.owner && received[chunk.id][r] != 1) {
+          return fail(fmt::format("rank {} is not in the tree of {}: its input would not be reduced", r,
+                                  chunkName(problem, chunk.id)));
+        }
+      }
+    }
+  }
+  return Status::ok();
+}
+
+Result<std::vector<std::vector<int>>> Emitter::messageGroups(int num_links, const Schedule& schedule, bool reversed,
+                                                             std::vector<int>* group_of) const {
+  auto fail = [&](const std::string& what) { return phaseError(reversed, what); };
+  const auto& transfers = schedule.transfers;
+  const int num_transfers = static_cast<int>(transfers.size());
+  std::vector<int> position(num_transfers, -1);
+  if (static_cast<int>(schedule.link_order.size()) > num_links) return fail("link_order lists more links than exist");
+  for (int l = 0; l < static_cast<int>(schedule.link_order.size()); ++l) {
+    const auto& order = schedule.link_order[l];
+    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+      const int t = order[i];
+      if (t < 0 || t >= num_transfers || transfers[t].link != l || position[t] >= 0) {
+        return fail(fmt::format("link_order of link {} lists transfer {} that is not on it or listed twice", l, t));
+      }
+      position[t] = i;
+    }
+  }
+  for (int t = 0; t < num_transfers; ++t) {
+    if (position[t] < 0) return fail(fmt::format("transfer {} is in no link_order", t));
+  }
+  group_of->assign(num_transfers, -1);
+  std::vector<std::vector<int>> groups = schedule.groups;
+  for (int g = 0; g < static_cast<int>(groups.size()); ++g) {
+    if (groups[g].empty()) return fail(fmt::format("group {} is empty", g));
+    std::vector<int> pos;
+    for (int t : groups[g]) {
+      if (t < 0 || t >= num_transfers || (*group_of)[t] >= 0) {
+        return fail(fmt::format("group {} lists transfer {} that does not exist or is in another group", g, t));
+      }
+      if (transfers[t].link != transfers[groups[g][0]].link) {
+        return fail(fmt::format("group {} mixes links {} and {}", g, transfers[groups[g][0]].link, transfers[t].link));
+      }
+      (*group_of)[t] = g;
+      pos.push_back(position[t]);
+    }
+    std::sort(pos.begin(), pos.end());
+    if (pos.back() - pos.front() + 1 != static_cast<int>(pos.size())) {
+      return fail(
+          fmt::format("group {} is not a run of consecutive transfers of link {}", g, transfers[groups[g][0]].link));
+    }
+  }
+  for (int t = 0; t < num_transfers; ++t) {
+    if ((*group_of)[t] < 0) {
+      (*group_of)[t] = static_cast<int>(groups.size());
+      groups.push_back({t});
+    }
+  }
+  return groups;
 }
 
 void Emitter::orderPairs() {

@@ -19,164 +19,207 @@ bool Emitter::chainsUneven(const std::pair<int, int>& pair, int k) const {
   return *std::max_element(load.begin(), load.end()) > fair;
 }
 
+namespace {
+
+// Positions where the buffer ranges of `op` stop being contiguous.
+void breaksOf(const Op& op, std::set<int>* breaks) {
+  for (const std::vector<SLoc>* list : {&op.src, &op.dst}) {
+    for (size_t i = 1; i < list->size(); ++i) {
+      if ((*list)[i].buf != (*list)[i - 1].buf || (*list)[i].idx != (*list)[i - 1].idx + 1) {
+        breaks->insert(static_cast<int>(i));
+      }
+    }
+  }
+}
+
+}  // namespace
+
 Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
                                  std::set<std::pair<int, int>>* split_into_paired) {
+  assignChannels();
+  Draft draft = startDraft();
+  for (int r = 0; r < n_; ++r) {
+    draft.tbs[r] = rankThreadblocks(r, draft);
+    placeOps(r, &draft);
+  }
+  fuse(&draft);
+  BRAID_RETURN_IF_ERROR(resolveDependencies(&draft));
+  layoutScratch(&draft);
+  const std::vector<std::set<int>> msg_breaks = messageBreaks(draft);
+  BRAID_ASSIGN_OR_RETURN(Algorithm algorithm, emitSteps(draft, msg_breaks, split_into_paired));
+  *tbs_out = std::move(draft.tbs);
+  return algorithm;
+}
+
+void Emitter::assignChannels() {
   for (Message& m : msgs_) {
     const Spread& sp = spread_.at({m.from, m.to});
     m.channel = sp.base + (sp.round_robin ? m.seq : chainOf(m)) % sp.channels;
   }
-  if (req_.level_channels) {
-    // Tree levels on separate channels: the depth of each (phase, chunk, rank) in its chunk's tree.
-    std::map<std::tuple<int, int, int>, int> parent;
-    auto addTree = [&](int phase, const LogicalTopology* lt, const Schedule* s) {
-      if (!lt || !s) return;
-      for (const Transfer& t : s->transfers) parent[{phase, t.chunk, lt->links[t.link].dst}] = lt->links[t.link].src;
-    };
-    addTree(kPhaseGather, req_.forward_logical, req_.forward);
-    addTree(kPhaseReduce, req_.reverse_logical, req_.reverse);
-    auto depth = [&](int phase, int chunk, int rank) {
-      int d = 0;
-      for (auto it = parent.find({phase, chunk, rank}); it != parent.end() && d < 64;
-           it = parent.find({phase, chunk, it->second}))
-        ++d;
-      return d;
-    };
-    int max_ch = 0;
-    for (const Message& m : msgs_) max_ch = std::max(max_ch, m.channel + 1);
-    for (Message& m : msgs_) {
-      const LogicalTopology* lt = m.phase == kPhaseGather ? req_.forward_logical : req_.reverse_logical;
-      const int chunk = units_[data_[m.units[0]]].chunk;
-      const int level = depth(m.phase, chunk, lt->links[m.link].src);
-      m.channel = std::min(kMaxChannels - 1, m.channel + max_ch * level);
-    }
-  }
-  std::vector<Op> ops = ops_;
-  const int num_ops = static_cast<int>(ops.size());
-  std::vector<int> alias(num_ops, -1);
-  auto resolve = [&](int op) {
-    while (alias[op] >= 0) op = alias[op];
-    return op;
+  if (!req_.level_channels) return;
+  // Tree levels on separate channels: the depth of each (phase, chunk, rank) in its chunk's tree.
+  std::map<std::tuple<int, int, int>, int> parent;
+  auto addTree = [&](int phase, const LogicalTopology* lt, const Schedule* s) {
+    if (!lt || !s) return;
+    for (const Transfer& t : s->transfers) parent[{phase, t.chunk, lt->links[t.link].dst}] = lt->links[t.link].src;
   };
-  std::vector<std::vector<int>> rank_ops(n_);
-  for (int o = 0; o < num_ops; ++o) rank_ops[ops[o].rank].push_back(o);
-  for (auto& list : rank_ops) {
-    std::sort(list.begin(), list.end(), [&](int a, int b) { return ops[a].key < ops[b].key; });
+  addTree(kPhaseGather, req_.forward_logical, req_.forward);
+  addTree(kPhaseReduce, req_.reverse_logical, req_.reverse);
+  auto depth = [&](int phase, int chunk, int rank) {
+    int d = 0;
+    for (auto it = parent.find({phase, chunk, rank}); it != parent.end() && d < 64;
+         it = parent.find({phase, chunk, it->second}))
+      ++d;
+    return d;
+  };
+  int max_ch = 0;
+  for (const Message& m : msgs_) max_ch = std::max(max_ch, m.channel + 1);
+  for (Message& m : msgs_) {
+    const LogicalTopology* lt = m.phase == kPhaseGather ? req_.forward_logical : req_.reverse_logical;
+    const int chunk = units_[data_[m.units[0]]].chunk;
+    const int level = depth(m.phase, chunk, lt->links[m.link].src);
+    m.channel = std::min(kMaxChannels - 1, m.channel + max_ch * level);
   }
+}
 
-  // Threadblocks: pair a receive connection with the send connection it forwards most chunks to.
-  std::vector<std::vector<TbDesc>> tbs(n_);
-  std::vector<int> op_tb(num_ops, -1);
-  for (int r = 0; r < n_; ++r) {
-    std::set<std::pair<int, int>> sends, recvs;       // (channel, peer)
-    std::map<std::tuple<int, int, int>, int> weight;  // (channel, recv peer, send peer) -> forwarded chunks
-    for (int o : rank_ops[r]) {
-      const Op& op = ops[o];
-      if (op.send_msg >= 0) {
-        const Message& sm = msgs_[op.send_msg];
-        sends.insert({sm.channel, sm.to});
-        for (const auto& member : op.deps) {
-          for (int d : member) {
-            if (ops[d].recv_msg < 0) continue;
-            const Message& rm = msgs_[ops[d].recv_msg];
-            if (rm.channel == sm.channel) ++weight[{sm.channel, rm.from, sm.to}];
-          }
-        }
-      }
-      if (op.recv_msg >= 0) recvs.insert({msgs_[op.recv_msg].channel, msgs_[op.recv_msg].from});
-    }
-    std::vector<std::pair<int, std::tuple<int, int, int>>> candidates;
-    if (req_.pair_connections) {
-      for (const auto& [key, w] : weight) candidates.push_back({-w, key});
-    }
-    std::sort(candidates.begin(), candidates.end());
-    std::set<std::pair<int, int>> paired_sends, paired_recvs;
-    std::vector<TbDesc>& list = tbs[r];
-    for (const auto& [neg, key] : candidates) {
-      const auto [ch, q, p] = key;
-      if (paired_sends.count({ch, p}) || paired_recvs.count({ch, q}) || solo_recv_.count({q, r})) continue;
-      paired_sends.insert({ch, p});
-      paired_recvs.insert({ch, q});
-      list.push_back(TbDesc{p, q, ch});
-    }
-    // Above the executor's threadblocks per channel, unrelated send and receive connections share
-    // threadblocks too (the same peer first, as MSCCL's all-pairs algorithms do).
-    std::map<int, int> per_channel;
-    std::map<int, std::vector<int>> lone_sends, lone_recvs;  // channel -> peers
-    for (const auto& [ch, p] : sends) {
-      ++per_channel[ch];
-      if (!paired_sends.count({ch, p})) lone_sends[ch].push_back(p);
-    }
-    for (const auto& [ch, q] : recvs) {
-      if (paired_recvs.count({ch, q})) continue;
-      ++per_channel[ch];
-      if (!solo_recv_.count({q, r})) lone_recvs[ch].push_back(q);
-    }
-    for (auto& [ch, count] : per_channel) {
-      for (int same = 1; same >= 0; --same) {
-        for (int p : lone_sends[ch]) {
-          if (count <= kMaxTbsPerChannel) break;
-          if (paired_sends.count({ch, p})) continue;
-          for (int q : lone_recvs[ch]) {
-            if (paired_recvs.count({ch, q}) || (same == 1 && q != p)) continue;
-            paired_sends.insert({ch, p});
-            paired_recvs.insert({ch, q});
-            list.push_back(TbDesc{p, q, ch});
-            --count;
-            break;
-          }
+Draft Emitter::startDraft() const {
+  Draft draft;
+  draft.ops = ops_;
+  const int num_ops = static_cast<int>(draft.ops.size());
+  draft.alias.assign(num_ops, -1);
+  draft.op_tb.assign(num_ops, -1);
+  draft.tbs.resize(n_);
+  draft.rank_ops.resize(n_);
+  for (int o = 0; o < num_ops; ++o) draft.rank_ops[draft.ops[o].rank].push_back(o);
+  for (auto& list : draft.rank_ops) {
+    std::sort(list.begin(), list.end(), [&](int a, int b) { return draft.ops[a].key < draft.ops[b].key; });
+  }
+  return draft;
+}
+
+std::vector<TbDesc> Emitter::rankThreadblocks(int r, const Draft& draft) const {
+  const std::vector<Op>& ops = draft.ops;
+  std::set<std::pair<int, int>> sends, recvs;       // (channel, peer)
+  std::map<std::tuple<int, int, int>, int> weight;  // (channel, recv peer, send peer) -> forwarded chunks
+  for (int o : draft.rank_ops[r]) {
+    const Op& op = ops[o];
+    if (op.send_msg >= 0) {
+      const Message& sm = msgs_[op.send_msg];
+      sends.insert({sm.channel, sm.to});
+      for (const auto& member : op.deps) {
+        for (int d : member) {
+          if (ops[d].recv_msg < 0) continue;
+          const Message& rm = msgs_[ops[d].recv_msg];
+          if (rm.channel == sm.channel) ++weight[{sm.channel, rm.from, sm.to}];
         }
       }
     }
-    for (const auto& [ch, p] : sends) {
-      if (!paired_sends.count({ch, p})) list.push_back(TbDesc{p, -1, ch});
-    }
-    for (const auto& [ch, q] : recvs) {
-      if (!paired_recvs.count({ch, q})) list.push_back(TbDesc{-1, q, ch});
-    }
-    std::sort(list.begin(), list.end(), [](const TbDesc& a, const TbDesc& b) {
-      auto peer = [](int p) { return p < 0 ? std::numeric_limits<int>::max() : p; };
-      return std::tuple(a.channel, peer(a.send_peer), peer(a.recv_peer)) <
-             std::tuple(b.channel, peer(b.send_peer), peer(b.recv_peer));
-    });
-    std::map<std::pair<int, int>, int> send_tb, recv_tb;
-    for (int t = 0; t < static_cast<int>(list.size()); ++t) {
-      if (list[t].send_peer >= 0) send_tb[{list[t].channel, list[t].send_peer}] = t;
-      if (list[t].recv_peer >= 0) recv_tb[{list[t].channel, list[t].recv_peer}] = t;
-    }
-    std::vector<int> load(list.size(), 0);
-    for (int o : rank_ops[r]) {
-      const Op& op = ops[o];
-      if (op.send_msg >= 0) op_tb[o] = send_tb.at({msgs_[op.send_msg].channel, msgs_[op.send_msg].to});
-      if (op.recv_msg >= 0) op_tb[o] = recv_tb.at({msgs_[op.recv_msg].channel, msgs_[op.recv_msg].from});
-      if (op_tb[o] >= 0) ++load[op_tb[o]];
-    }
-    // Copies: in the threadblock of their first dependant, else the least loaded one (a local one if none).
-    for (int o : rank_ops[r]) {
-      if (ops[o].type != OpType::kCopy) continue;
-      int best = -1;
-      for (int d : rank_ops[r]) {
-        if (op_tb[d] < 0) continue;
-        bool depends = false;
-        for (const auto& member : ops[d].deps) depends = depends || std::count(member.begin(), member.end(), o) > 0;
-        if (depends && (best < 0 || ops[d].key < ops[best].key)) best = d;
+    if (op.recv_msg >= 0) recvs.insert({msgs_[op.recv_msg].channel, msgs_[op.recv_msg].from});
+  }
+  std::vector<std::pair<int, std::tuple<int, int, int>>> candidates;
+  if (req_.pair_connections) {
+    for (const auto& [key, w] : weight) candidates.push_back({-w, key});
+  }
+  std::sort(candidates.begin(), candidates.end());
+  std::set<std::pair<int, int>> paired_sends, paired_recvs;
+  std::vector<TbDesc> list;
+  for (const auto& [neg, key] : candidates) {
+    const auto [ch, q, p] = key;
+    if (paired_sends.count({ch, p}) || paired_recvs.count({ch, q}) || solo_recv_.count({q, r})) continue;
+    paired_sends.insert({ch, p});
+    paired_recvs.insert({ch, q});
+    list.push_back(TbDesc{p, q, ch});
+  }
+  // Above the executor's threadblocks per channel, unrelated send and receive connections share
+  // threadblocks too (the same peer first, as MSCCL's all-pairs algorithms do).
+  std::map<int, int> per_channel;
+  std::map<int, std::vector<int>> lone_sends, lone_recvs;  // channel -> peers
+  for (const auto& [ch, p] : sends) {
+    ++per_channel[ch];
+    if (!paired_sends.count({ch, p})) lone_sends[ch].push_back(p);
+  }
+  for (const auto& [ch, q] : recvs) {
+    if (paired_recvs.count({ch, q})) continue;
+    ++per_channel[ch];
+    if (!solo_recv_.count({q, r})) lone_recvs[ch].push_back(q);
+  }
+  for (auto& [ch, count] : per_channel) {
+    for (int same = 1; same >= 0; --same) {
+      for (int p : lone_sends[ch]) {
+        if (count <= kMaxTbsPerChannel) break;
+        if (paired_sends.count({ch, p})) continue;
+        for (int q : lone_recvs[ch]) {
+          if (paired_recvs.count({ch, q}) || (same == 1 && q != p)) continue;
+          paired_sends.insert({ch, p});
+          paired_recvs.insert({ch, q});
+          list.push_back(TbDesc{p, q, ch});
+          --count;
+          break;
+        }
       }
-      if (best >= 0) {
-        op_tb[o] = op_tb[best];
-      } else if (!list.empty()) {
-        op_tb[o] = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
-      } else {
-        list.push_back(TbDesc{-1, -1, 0});
-        load.push_back(0);
-        op_tb[o] = 0;
-      }
-      ++load[op_tb[o]];
     }
   }
+  for (const auto& [ch, p] : sends) {
+    if (!paired_sends.count({ch, p})) list.push_back(TbDesc{p, -1, ch});
+  }
+  for (const auto& [ch, q] : recvs) {
+    if (!paired_recvs.count({ch, q})) list.push_back(TbDesc{-1, q, ch});
+  }
+  std::sort(list.begin(), list.end(), [](const TbDesc& a, const TbDesc& b) {
+    auto peer = [](int p) { return p < 0 ? std::numeric_limits<int>::max() : p; };
+    return std::tuple(a.channel, peer(a.send_peer), peer(a.recv_peer)) <
+           std::tuple(b.channel, peer(b.send_peer), peer(b.recv_peer));
+  });
+  return list;
+}
 
-  // Fusion: a receive immediately followed in its threadblock by the send of exactly what it delivered. The
-  // fused step finishes only when its send does (which, with a bounded FIFO, waits for the receiver), so every
-  // other step waiting on the receive must come after the send in key order, or the order would no longer
-  // be well-founded (a relay forwarding a chunk to a second peer earlier than to this one keeps them apart).
+void Emitter::placeOps(int r, Draft* draft) const {
+  const std::vector<Op>& ops = draft->ops;
+  const std::vector<int>& rank_ops = draft->rank_ops[r];
+  std::vector<TbDesc>& list = draft->tbs[r];
+  std::vector<int>& op_tb = draft->op_tb;
+  std::map<std::pair<int, int>, int> send_tb, recv_tb;
+  for (int t = 0; t < static_cast<int>(list.size()); ++t) {
+    if (list[t].send_peer >= 0) send_tb[{list[t].channel, list[t].send_peer}] = t;
+    if (list[t].recv_peer >= 0) recv_tb[{list[t].channel, list[t].recv_peer}] = t;
+  }
+  std::vector<int> load(list.size(), 0);
+  for (int o : rank_ops) {
+    const Op& op = ops[o];
+    if (op.send_msg >= 0) op_tb[o] = send_tb.at({msgs_[op.send_msg].channel, msgs_[op.send_msg].to});
+    if (op.recv_msg >= 0) op_tb[o] = recv_tb.at({msgs_[op.recv_msg].channel, msgs_[op.recv_msg].from});
+    if (op_tb[o] >= 0) ++load[op_tb[o]];
+  }
+  // Copies: in the threadblock of their first dependant, else the least loaded one (a local one if none).
+  for (int o : rank_ops) {
+    if (ops[o].type != OpType::kCopy) continue;
+    int best = -1;
+    for (int d : rank_ops) {
+      if (op_tb[d] < 0) continue;
+      bool depends = false;
+      for (const auto& member : ops[d].deps) depends = depends || std::count(member.begin(), member.end(), o) > 0;
+      if (depends && (best < 0 || ops[d].key < ops[best].key)) best = d;
+    }
+    if (best >= 0) {
+      op_tb[o] = op_tb[best];
+    } else if (!list.empty()) {
+      op_tb[o] = static_cast<int>(std::min_element(load.begin(), load.end()) - load.begin());
+    } else {
+      list.push_back(TbDesc{-1, -1, 0});
+      load.push_back(0);
+      op_tb[o] = 0;
+    }
+    ++load[op_tb[o]];
+  }
+}
+
+// The fused step finishes only when its send does (which, with a bounded FIFO, waits for the receiver), so every
+// other step waiting on the receive must come after the send in key order, or the order would no longer be
+// well-founded (a relay forwarding a chunk to a second peer earlier than to this one keeps them apart).
+void Emitter::fuse(Draft* draft) const {
+  std::vector<Op>& ops = draft->ops;
+  std::vector<int>& alias = draft->alias;
+  const int num_ops = static_cast<int>(ops.size());
   std::vector<std::vector<int>> dependants(num_ops);
   for (int o = 0; o < num_ops; ++o) {
     for (const auto& member : ops[o].deps) {
@@ -186,9 +229,9 @@ Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
     }
   }
   for (int r = 0; r < n_; ++r) {
-    std::vector<int> last_in_tb(tbs[r].size(), -1);
-    for (int o : rank_ops[r]) {
-      const int t = op_tb[o];
+    std::vector<int> last_in_tb(draft->tbs[r].size(), -1);
+    for (int o : draft->rank_ops[r]) {
+      const int t = draft->op_tb[o];
       const int a = last_in_tb[t];
       last_in_tb[t] = o;
       if (a < 0 || alias[a] >= 0) continue;
@@ -201,7 +244,7 @@ Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
       if (!same_data) continue;
       bool only_a = true;
       for (const auto& member : B.deps) {
-        for (int d : member) only_a = only_a && resolve(d) == a;
+        for (int d : member) only_a = only_a && draft->resolve(d) == a;
       }
       if (!only_a) continue;
       bool later = true;
@@ -226,14 +269,17 @@ Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
       last_in_tb[t] = a;
     }
   }
+}
 
-  // Every dependency must point to a strictly earlier key (see the file comment).
-  for (int o = 0; o < num_ops; ++o) {
-    if (alias[o] >= 0) continue;
+// Every dependency must point to a strictly earlier key (see emit.cc's file comment).
+Status Emitter::resolveDependencies(Draft* draft) const {
+  std::vector<Op>& ops = draft->ops;
+  for (int o = 0; o < static_cast<int>(ops.size()); ++o) {
+    if (draft->alias[o] >= 0) continue;
     for (auto& member : ops[o].deps) {
       std::vector<int> resolved;
       for (int d : member) {
-        const int t = resolve(d);
+        const int t = draft->resolve(d);
         if (t == o) continue;
         if (!(ops[t].key < ops[o].key)) {
           return internalError(fmt::format(
@@ -245,52 +291,54 @@ Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
       member = std::move(resolved);
     }
   }
+  return Status::ok();
+}
 
-  // Scratch offsets in order of first use per rank.
-  std::vector<std::map<int, int>> scratch_off(n_);
+void Emitter::layoutScratch(Draft* draft) const {
   for (int r = 0; r < n_; ++r) {
+    std::map<int, int> scratch_off;
     int next = 0;
-    for (int o : rank_ops[r]) {
-      if (alias[o] >= 0) continue;
-      for (std::vector<SLoc>* list : {&ops[o].src, &ops[o].dst}) {
+    for (int o : draft->rank_ops[r]) {
+      if (draft->alias[o] >= 0) continue;
+      for (std::vector<SLoc>* list : {&draft->ops[o].src, &draft->ops[o].dst}) {
         for (SLoc& l : *list) {
           if (l.buf != BufferKind::kScratch) continue;
-          auto it = scratch_off[r].find(l.idx);
-          if (it == scratch_off[r].end()) it = scratch_off[r].emplace(l.idx, next++).first;
+          auto it = scratch_off.find(l.idx);
+          if (it == scratch_off.end()) it = scratch_off.emplace(l.idx, next++).first;
           l.idx = it->second;
         }
       }
     }
   }
+}
 
-  // Split points: a message breaks wherever a buffer range of any step touching it (or a message fused with
-  // it) stops being contiguous.
+std::vector<std::set<int>> Emitter::messageBreaks(const Draft& draft) const {
+  const std::vector<Op>& ops = draft.ops;
+  const int num_ops = static_cast<int>(ops.size());
   const int num_msgs = static_cast<int>(msgs_.size());
   std::vector<int> parent(num_msgs);
   std::iota(parent.begin(), parent.end(), 0);
   std::function<int(int)> find = [&](int x) { return parent[x] == x ? x : parent[x] = find(parent[x]); };
   for (int o = 0; o < num_ops; ++o) {
-    if (alias[o] < 0 && ops[o].recv_msg >= 0 && ops[o].send_msg >= 0) {
+    if (draft.alias[o] < 0 && ops[o].recv_msg >= 0 && ops[o].send_msg >= 0) {
       parent[find(ops[o].recv_msg)] = find(ops[o].send_msg);
     }
   }
-  auto breaksOf = [&](const Op& op, std::set<int>* breaks) {
-    for (const std::vector<SLoc>* list : {&op.src, &op.dst}) {
-      for (size_t i = 1; i < list->size(); ++i) {
-        if ((*list)[i].buf != (*list)[i - 1].buf || (*list)[i].idx != (*list)[i - 1].idx + 1) {
-          breaks->insert(static_cast<int>(i));
-        }
-      }
-    }
-  };
-  std::vector<std::set<int>> msg_breaks(num_msgs);
+  std::vector<std::set<int>> joined(num_msgs);  // by the first message of each fused set
   for (int o = 0; o < num_ops; ++o) {
-    if (alias[o] >= 0) continue;
+    if (draft.alias[o] >= 0) continue;
     const int m = ops[o].recv_msg >= 0 ? ops[o].recv_msg : ops[o].send_msg;
-    if (m >= 0) breaksOf(ops[o], &msg_breaks[find(m)]);
+    if (m >= 0) breaksOf(ops[o], &joined[find(m)]);
   }
+  std::vector<std::set<int>> msg_breaks(num_msgs);
+  for (int m = 0; m < num_msgs; ++m) msg_breaks[m] = joined[find(m)];
+  return msg_breaks;
+}
 
-  // Emission, per rank in key order (dependencies are always emitted first).
+// Per rank in key order (dependencies are always emitted first).
+Result<Algorithm> Emitter::emitSteps(const Draft& draft, const std::vector<std::set<int>>& msg_breaks,
+                                     std::set<std::pair<int, int>>* split_into_paired) const {
+  const std::vector<Op>& ops = draft.ops;
   CollectiveSpec spec;
   spec.kind = req_.collective;
   spec.num_ranks = n_;
@@ -298,20 +346,21 @@ Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
   spec.root = req_.root;
   spec.in_place = false;
   ProgramBuilder builder(spec, /*refs_in_place=*/false, /*scale=*/1);
-  std::vector<StepRef> done(num_ops);
+  std::vector<StepRef> done(ops.size());
   for (int r = 0; r < n_; ++r) {
-    for (const TbDesc& d : tbs[r]) builder.newTb(r, d.send_peer, d.recv_peer, d.channel);
-    for (int o : rank_ops[r]) {
-      if (alias[o] >= 0) continue;
+    for (const TbDesc& d : draft.tbs[r]) builder.newTb(r, d.send_peer, d.recv_peer, d.channel);
+    for (int o : draft.rank_ops[r]) {
+      if (draft.alias[o] >= 0) continue;
       const Op& op = ops[o];
       const int size = static_cast<int>(std::max(op.src.size(), op.dst.size()));
       std::set<int> own;
       const int m = op.recv_msg >= 0 ? op.recv_msg : op.send_msg;
       if (m < 0) breaksOf(op, &own);
-      const std::set<int>& breaks = m >= 0 ? msg_breaks[find(m)] : own;
+      const std::set<int>& breaks = m >= 0 ? msg_breaks[m] : own;
       std::vector<int> cuts(breaks.begin(), breaks.end());
       cuts.push_back(size);
-      if (op.recv_msg >= 0 && tbs[r][op_tb[o]].send_peer >= 0) {
+      const int t = draft.op_tb[o];
+      if (op.recv_msg >= 0 && draft.tbs[r][t].send_peer >= 0) {
         int steps = 0, from = 0;
         for (int end : cuts) {
           steps += (end - from + algos::kMaxStepCount - 1) / algos::kMaxStepCount;
@@ -333,7 +382,6 @@ Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
         const Loc src = op.src.empty() ? Loc{} : Loc{op.src[begin].buf, op.src[begin].idx};
         const Loc dst = op.dst.empty() ? Loc{} : Loc{op.dst[begin].buf, op.dst[begin].idx};
         const int count = end - begin;
-        const int t = op_tb[o];
         switch (op.type) {
           case OpType::kSend: done[o] = builder.send(r, t, src, count, deps); break;
           case OpType::kRecv: done[o] = builder.recv(r, t, dst, count, deps); break;
@@ -350,7 +398,6 @@ Result<Algorithm> Emitter::build(std::vector<std::vector<TbDesc>>* tbs_out,
   }
   Algorithm algorithm;
   BRAID_RETURN_IF_ERROR(builder.finish(algorithm));
-  *tbs_out = std::move(tbs);
   return algorithm;
 }
 

@@ -99,6 +99,22 @@ struct TbDesc {
   int channel = 0;
 };
 
+// The working state of one program (Emitter::build): a copy of the operations that fusion rewrites, each rank's
+// operations in key order, and the threadblocks.
+struct Draft {
+  std::vector<Op> ops;
+  std::vector<int> alias;                  // op -> the op it was fused into; -1: none
+  std::vector<std::vector<int>> rank_ops;  // per rank: its op ids in key order
+  std::vector<std::vector<TbDesc>> tbs;    // per rank: its threadblocks
+  std::vector<int> op_tb;                  // op -> its threadblock (index into tbs[rank]); -1: none yet
+
+  // The op that `op` ends up in after fusion.
+  int resolve(int op) const {
+    while (alias[op] >= 0) op = alias[op];
+    return op;
+  }
+};
+
 class Emitter {
  public:
   explicit Emitter(const EmitRequest& request) : req_(request) {}
@@ -117,6 +133,19 @@ class Emitter {
   Status addPhase(int phase, const LogicalTopology& logical, const ChunkProblem& problem, const Schedule& schedule,
                   bool reversed);
 
+  // kInvalidArgument "lowering <collective>: <forward|reverse> schedule: <what>".
+  Status phaseError(bool reversed, const std::string& what) const;
+
+  // addPhase's checks of the transfers: chunks and links exist, times are finite and ordered, and every chunk
+  // travels along a tree from its owner that reaches its targets (reversed: every rank).
+  Status checkTransfers(const LogicalTopology& logical, const ChunkProblem& problem, const Schedule& schedule,
+                        bool reversed) const;
+
+  // addPhase's link orders and groups: checks them and returns the groups, every transfer outside the schedule's
+  // groups in one of its own; `group_of` gets each transfer's group.
+  Result<std::vector<std::vector<int>>> messageGroups(int num_links, const Schedule& schedule, bool reversed,
+                                                      std::vector<int>* group_of) const;
+
   // Sequence numbers per real pair; times made monotone along each pair (and end > start) so that the keys of
   // one connection follow its FIFO order.
   void orderPairs();
@@ -129,6 +158,15 @@ class Emitter {
 
   Status buildOps();
 
+  // buildOps' reduce phase: receive-reduce-copies chained into partial sums and the sends of those sums; for
+  // all-reduce, ready[u][owner] of each gather unit u becomes the op that finishes its reduction. `unique`
+  // numbers the copies' keys.
+  Status buildReduceOps(std::vector<std::vector<int>>* ready, int* unique);
+
+  // buildOps' gather phase: the owners' copies, all-to-all's self block, then every receive and every send
+  // (each send waits for ready[unit][sender]).
+  void buildGatherOps(std::vector<std::vector<int>>* ready, int* unique);
+
   // ---- one program for a channel assignment ------------------------------------------------------
 
   // The data chain of a message: the chunk of its first member (all-reduce: the reduce-scatter chunk).
@@ -140,6 +178,37 @@ class Emitter {
   // One program for the current channel spread and solo receive connections. `split_into_paired` gets the
   // pairs (from, to) of messages that took several steps into a threadblock that also sends.
   Result<Algorithm> build(std::vector<std::vector<TbDesc>>* tbs_out, std::set<std::pair<int, int>>* split_into_paired);
+
+  // build's steps, in order. Message channels from spread_ (and tree levels with level_channels).
+  void assignChannels();
+
+  // The operations copied, unfused, each rank's in key order, no threadblocks yet.
+  Draft startDraft() const;
+
+  // Rank r's threadblocks: a receive connection paired with the send connection it forwards most chunks to
+  // (pair_connections), unrelated connections sharing threadblocks above kMaxTbsPerChannel, the rest alone.
+  std::vector<TbDesc> rankThreadblocks(int r, const Draft& draft) const;
+
+  // Rank r's operations into its threadblocks (copies: their first dependant's, else the least loaded).
+  void placeOps(int r, Draft* draft) const;
+
+  // Fuses a receive with the send that immediately follows it in its threadblock and sends exactly what it
+  // delivered (rcs / rrs / rrcs).
+  void fuse(Draft* draft) const;
+
+  // Dependencies through fusion aliases; an error when one does not point to a strictly earlier key.
+  Status resolveDependencies(Draft* draft) const;
+
+  // Scratch offsets in order of first use per rank.
+  void layoutScratch(Draft* draft) const;
+
+  // Per message: the member positions where a buffer range of a step touching it, or of a message fused with
+  // it, stops being contiguous (the message is cut there).
+  std::vector<std::set<int>> messageBreaks(const Draft& draft) const;
+
+  // The MSCCL program of the draft through ProgramBuilder; see build for `split_into_paired`.
+  Result<Algorithm> emitSteps(const Draft& draft, const std::vector<std::set<int>>& msg_breaks,
+                              std::set<std::pair<int, int>>* split_into_paired) const;
 
   Algorithm finishHeader(Algorithm algorithm, const std::vector<std::string>& notes);
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "synthesizer/model.h"
+#include "synthesizer/watchdog.h"
 
 namespace braid::synth {
 namespace {
@@ -86,6 +87,10 @@ double StageContext::elapsed() const {
 }
 
 void StageContext::report(const SynthesisProgress& p) const {
+  if (watchdog) {
+    watchdog->report(p);
+    return;
+  }
   if (!progress) return;
   SynthesisProgress q = p;
   q.elapsed_seconds = elapsed();

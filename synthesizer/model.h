@@ -118,11 +118,16 @@ ChunkProblem makeChunkProblem(CollectiveKind pattern, const LogicalTopology& log
 
 // ---- stage plumbing -------------------------------------------------------------------------------
 
+class Watchdog;  // watchdog.h
+
 struct StageContext {
   std::chrono::steady_clock::time_point start;             // when synthesize() began
   std::chrono::steady_clock::time_point deadline;          // all solver work must end by then
-  std::function<void(const SynthesisProgress&)> progress;  // may be empty
+  std::function<void(const SynthesisProgress&)> progress;  // may be empty; not called when `watchdog` is set
   std::vector<std::string>* notes = nullptr;
+  /// When set, progress goes through it (serialized, repeated while a solver runs) and the stages register their
+  /// Z3 contexts with it, to be interrupted at `deadline` (synthesize() sets it; stage tests may leave it null).
+  Watchdog* watchdog = nullptr;
   double secondsLeft() const;
   double elapsed() const;
   void report(const SynthesisProgress& p) const;  // fills elapsed_seconds, calls progress if set

@@ -27,9 +27,9 @@
 //     chunk needs them and the model is pseudo-Boolean.
 //   - The pieces of one (owner, destination) are interchangeable; their variables are lexicographically ordered.
 //   - Lower bounds: hop-count arrivals, cuts around every rank and node (chunks that must enter / leave them over
-//     links and shared resources), and, once a check times out, the linear relaxation (bisection on T with LRA
-//     feasibility checks). Without arrival times every makespan is a load value (k x a link cost or k x a
-//     resource's per-chunk time), so bounds round up to the next such value.
+//     links and shared resources), and, once a check times out, the linear relaxation (one LP, min T, on GLPK
+//     with its own time limit; see RoutingModel::lpBound). Without arrival times every makespan is a load value (k x a
+//     link cost or k x a resource's per-chunk time), so bounds round up to the next such value.
 //   - Minimization by bisection on B with incremental checks (push/pop) of Z3's SMT solver, each bounded by a
 //     share of the time left (1/16 first, 4x longer on a second pass over bounds that timed out); each
 //     satisfiable check moves the upper end to the routes' true makespan. A load-balancing greedy (symmetric BFS
@@ -61,6 +61,7 @@
 #include "common/env.h"
 #include "synthesizer/model.h"
 #include "synthesizer/routing_model.h"
+#include "synthesizer/watchdog.h"
 
 namespace braid::synth {
 namespace {
@@ -168,7 +169,8 @@ class RoutingSearch {
   /// At (almost) the same makespan, fewer (uc-min) or more (uc-max) distinct intra-node links.
   void hyperedgeTweak();
 
-  bool proven() const { return best_t_ - lo_ <= kGapTarget * best_t_ + 1e-12; }
+  bool proven() const { return hasIncumbent() && best_t_ - lo_ <= kGapTarget * best_t_ + 1e-12; }
+  bool hasIncumbent() const { return best_t_ >= 0; }
   Routing routing() {
     Routing out;
     out.parent = std::move(best_);
@@ -189,6 +191,7 @@ class RoutingSearch {
   const StageContext& ctx_;
   StageReport& rep_;
   z3::context z_;
+  Watchdog::SolverGuard guard_{ctx_.watchdog, z_, ctx_.deadline};  // interrupts z_'s checks at the stage deadline
   std::unique_ptr<RoutingModel> model_;
   std::unique_ptr<z3::solver> solver_;
   std::vector<std::vector<int>> best_;
@@ -242,8 +245,10 @@ void RoutingSearch::resetSolver() {
 // and solver are rebuilt), and bounds round up to the next load value when no arrival times remain.
 void RoutingSearch::tryLp() {
   lp_tried_ = true;
+  const double seconds = std::min(ctx_.secondsLeft() / 5, kLpSeconds);
+  progress(fmt::format("linear relaxation: GLPK, {:.1f} s at most", seconds), best_t_);
   const auto c0 = SteadyClock::now();
-  const std::optional<double> lp = model_->lpBound(lo_, best_t_, std::min(ctx_.secondsLeft() / 5, kLpSeconds));
+  const std::optional<double> lp = model_->lpBound(seconds);
   solver_seconds_ += secondsSince(c0);
   if (lp && *lp * (1 - 1e-9) > lo_) {
     lo_ = *lp * (1 - 1e-9);
@@ -286,7 +291,7 @@ Status RoutingSearch::start(SteadyClock::time_point t0) {
   if (r == z3::unsat) {
     const auto d0 = SteadyClock::now();
     const std::vector<std::string> groups =
-        diagnose(logical_, problem_, *model_, path_slack_, std::max(1.0, ctx_.secondsLeft()));
+        diagnose(logical_, problem_, *model_, path_slack_, std::max(1.0, ctx_.secondsLeft()), ctx_.watchdog);
     solver_seconds_ += secondsSince(d0);
     progress(fmt::format("unsat core: {} constraint groups", groups.size()), -1);
     rep_.seconds = secondsSince(t0);
@@ -458,19 +463,37 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
   rep = StageReport{};
   rep.name = "routing";
   BRAID_RETURN_IF_ERROR(checkInputs(logical, problem, path_slack));
+  std::unique_ptr<RoutingSearch> search;
   try {
-    RoutingSearch search(logical, problem, path_slack, ctx, rep);
-    BRAID_RETURN_IF_ERROR(search.start(t0));
-    BRAID_RETURN_IF_ERROR(useOptimizeEngine() ? search.optimize() : search.bisect());
-    rep.status = search.proven() ? "optimal (gap <= 1%)" : "feasible (time limit)";
+    search = std::make_unique<RoutingSearch>(logical, problem, path_slack, ctx, rep);
+    BRAID_RETURN_IF_ERROR(search->start(t0));
+    BRAID_RETURN_IF_ERROR(useOptimizeEngine() ? search->optimize() : search->bisect());
+    rep.status = search->proven() ? "optimal (gap <= 1%)" : "feasible (time limit)";
     if ((logical.hyperedge == "uc-min" || logical.hyperedge == "uc-max") && ctx.secondsLeft() > 0.1)
-      search.hyperedgeTweak();
-    Routing routing = search.routing();
+      search->hyperedgeTweak();
+    Routing routing = search->routing();
     rep.makespan_us = routing.makespan_us;
     rep.seconds = secondsSince(t0);
     return routing;
   } catch (const z3::exception& e) {
+    // After the deadline this is the watchdog's interrupt (the context stays cancelled): the search ends there.
     rep.seconds = secondsSince(t0);
+    const bool late = ctx.secondsLeft() <= 0;
+    if (search && search->hasIncumbent()) {
+      const bool proven = search->proven();
+      Routing routing = search->routing();
+      rep.makespan_us = routing.makespan_us;
+      rep.status = proven ? "optimal (gap <= 1%)"
+                   : late ? "feasible (time limit)"
+                          : fmt::format("feasible (Z3 error: {})", e.msg());
+      if (!late && ctx.notes) ctx.notes->push_back(fmt::format("routing: Z3 error, best routes kept: {}", e.msg()));
+      return routing;
+    }
+    if (late) {
+      rep.status = "timeout";
+      return Status(StatusCode::kTimeout,
+                    fmt::format("routing: Z3 found no routing within the time limit (interrupted: {})", e.msg()));
+    }
     rep.status = "error";
     return internalError(fmt::format("routing: Z3: {}", e.msg()));
   }

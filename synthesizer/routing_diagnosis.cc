@@ -11,6 +11,7 @@
 #include <numeric>
 
 #include "synthesizer/routing_model.h"
+#include "synthesizer/watchdog.h"
 
 namespace braid::synth::routing {
 namespace {
@@ -251,11 +252,13 @@ std::vector<std::string> shrinkCore(Diagnostic& d, SteadyClock::time_point t0, d
 /// or nothing when the orbit is satisfiable or undecided within `seconds`.
 std::vector<std::string> diagnoseOrbit(const LogicalTopology& lt, const ChunkProblem& pb,
                                        const RoutingModel& main_model, int slack, const std::vector<int>& chunks,
-                                       double seconds) {
+                                       double seconds, Watchdog* watchdog) {
   if (std::vector<std::string> groups = reachabilityConflict(lt, pb, main_model, chunks); !groups.empty())
     return groups;
   z3::context z;
   const auto t0 = SteadyClock::now();
+  Watchdog::SolverGuard guard(
+      watchdog, z, t0 + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(seconds)));
   Diagnostic d(z);
   addChunkConstraints(d, lt, pb, main_model, slack, chunks);
   addSymmetryTies(d, lt, pb, main_model, chunks);
@@ -267,7 +270,7 @@ std::vector<std::string> diagnoseOrbit(const LogicalTopology& lt, const ChunkPro
 /// Why the main model is unsatisfiable: the first orbit whose diagnostic model is, orbits with links forced off by
 /// the symmetry first (they are where a conflict can come from). Empty when none was found within `seconds`.
 std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem& pb, const RoutingModel& main_model,
-                                  int slack, double seconds) {
+                                  int slack, double seconds, Watchdog* watchdog) {
   const auto t0 = SteadyClock::now();
   std::map<int, std::vector<int>> orbits;  // representative -> its chunks
   for (size_t c = 0; c < pb.chunks.size(); ++c)
@@ -278,7 +281,7 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
   for (int rep : order) {
     const double left = seconds - secondsSince(t0);
     if (left <= 0.01) break;
-    std::vector<std::string> groups = diagnoseOrbit(lt, pb, main_model, slack, orbits[rep], left);
+    std::vector<std::string> groups = diagnoseOrbit(lt, pb, main_model, slack, orbits[rep], left, watchdog);
     if (!groups.empty()) return groups;
   }
   return {};

@@ -50,6 +50,7 @@
 #include <vector>
 
 #include "synthesizer/model.h"
+#include "synthesizer/watchdog.h"
 
 namespace braid::synth {
 namespace {
@@ -494,6 +495,7 @@ Status scheduleExact(const LogicalTopology& logical, const ChunkProblem& problem
   bool improved = false;
   try {
     z3::context zc;
+    Watchdog::SolverGuard guard(ctx.watchdog, zc, ctx.deadline);  // interrupts zc's checks at the deadline
     Model m(zc);
     buildModel(zc, logical, problem, s, prep, max_contig, &m);
     rep.variables = m.variables;

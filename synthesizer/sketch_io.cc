@@ -340,10 +340,17 @@ Result<Sketch> SketchYamlReader::read(const std::string& text) {
   s.source = file_;
   s.name = fileStem(file_);
   s.notes = leadingComments(text);
-  if (!root.IsDefined() || root.IsNull()) return s;  // an empty file: every default
+  // A file with nothing in it (blank, only comments, `{}`, or only a name) is a mistake, not a request for
+  // every default: without --sketch the synthesizer derives a sketch from the topology.
+  const std::string empty_sketch = fmt::format(
+      "{}: empty sketch: it sets none of nodes, intranode, internode, symmetry, chunkup, size, path_slack "
+      "(omit the sketch to derive one from the topology)",
+      file_);
+  if (!root.IsDefined() || root.IsNull()) return invalidArgument(empty_sketch);
   if (!root.IsMap()) return error(root, "", "expected a YAML mapping with a sketch (name, nodes, intranode, ...)");
   BRAID_RETURN_IF_ERROR(
       checkKeys(root, "", {"name", "nodes", "intranode", "internode", "symmetry", "chunkup", "size", "path_slack"}));
+  if (root.size() == 0 || (root.size() == 1 && root["name"])) return invalidArgument(empty_sketch);
   if (const YAML::Node n = root["name"]) {
     BRAID_ASSIGN_OR_RETURN(s.name, getString(n, "name"));
   }

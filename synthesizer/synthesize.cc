@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "synthesizer/model.h"
+#include "synthesizer/watchdog.h"
 
 namespace braid {
 namespace {
@@ -70,7 +71,7 @@ struct Pipeline {
 // this pipeline may use.
 Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKind pattern, const Sketch& sketch,
                              int root, uint64_t size, double share, synth::StageContext ctx, const std::string& tag,
-                             SynthesisResult* result) {
+                             double time_limit_s, SynthesisResult* result) {
   Pipeline p;
   p.problem = synth::makeChunkProblem(pattern, logical, sketch.chunkup, root, size);
   const auto now = Clock::now();
@@ -78,8 +79,14 @@ Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKi
   synth::StageContext routing_ctx = ctx;
   routing_ctx.deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(0.6 * left));
   StageReport routing_report;
-  BRAID_ASSIGN_OR_RETURN(p.routing,
-                         synth::routeChunks(logical, p.problem, sketch.path_slack, routing_ctx, &routing_report));
+  Result<synth::Routing> routed =
+      synth::routeChunks(logical, p.problem, sketch.path_slack, routing_ctx, &routing_report);
+  if (!routed && routed.status().code() == StatusCode::kTimeout) {
+    return Status(StatusCode::kTimeout,
+                  fmt::format("no algorithm within the time limit of {:g} s (stage routing{}): {}", time_limit_s, tag,
+                              routed.status().message()));
+  }
+  BRAID_ASSIGN_OR_RETURN(p.routing, std::move(routed));
   routing_report.name = "routing" + tag;
   result->stages.push_back(routing_report);
 
@@ -160,6 +167,10 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(request.time_limit_s));
   ctx.progress = request.progress;
   ctx.notes = &result.notes;
+  // Interrupts every Z3 check still running at its stage's deadline and repeats the last progress line while one
+  // runs; stopped (joined) when synthesize() returns.
+  synth::Watchdog watchdog(start, ctx.deadline, request.progress);
+  ctx.watchdog = &watchdog;
 
   synth::LogicalTopology forward, reverse;
   BRAID_ASSIGN_OR_RETURN(forward, synth::buildLogicalTopology(topology, sketch, false, &result.notes));
@@ -171,8 +182,8 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   }
   const bool two_solves = need_forward && need_reverse && !reuse;
   if (need_forward || reuse) {
-    BRAID_ASSIGN_OR_RETURN(
-        fwd, runPipeline(forward, pattern, sketch, request.root, size, two_solves ? 0.5 : 1.0, ctx, "", &result));
+    BRAID_ASSIGN_OR_RETURN(fwd, runPipeline(forward, pattern, sketch, request.root, size, two_solves ? 0.5 : 1.0, ctx,
+                                            "", request.time_limit_s, &result));
   }
   if (need_reverse) {
     if (reuse) {
@@ -181,8 +192,8 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
           "reduce-scatter: the transposed logical topology mirrors the forward one, so the all-gather schedule "
           "run backwards is reused");
     } else {
-      BRAID_ASSIGN_OR_RETURN(
-          rev, runPipeline(reverse, pattern, sketch, request.root, size, 1.0, ctx, " (reversed)", &result));
+      BRAID_ASSIGN_OR_RETURN(rev, runPipeline(reverse, pattern, sketch, request.root, size, 1.0, ctx, " (reversed)",
+                                              request.time_limit_s, &result));
     }
   }
 

@@ -33,6 +33,14 @@
 
 namespace braid::cli {
 
+/// The largest message size the CLI simulates (-b/-e/--timeline-size of `braid simulate`, --sizes of `braid
+/// synth`): 256 GiB, more than any GPU's memory. The simulator's work and memory grow with the size (about
+/// 0.07 s and 3 MiB per GiB for a ring on 8 GPUs), so a size near 2^63 would run for days.
+inline constexpr uint64_t kMaxSimulatedBytes = uint64_t{256} << 30;
+/// The most MSCCL instances `braid simulate --instances` accepts: NCCL's MAXCHANNELS for MSCCL (32), the most
+/// channels instances x an algorithm's channels can fill.
+inline constexpr int kMaxInstances = 32;
+
 /// Simple, LL or LL128 in any letter case; nullopt otherwise. (Sizes: parseNcclTestsSize in common/text.h.)
 std::optional<Protocol> parseProtocolName(const std::string& text);
 

@@ -9,24 +9,14 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
+
 namespace braid::cli {
 namespace {
 
-std::string escapeHtml(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
+/// Text and attribute values: escapeXml (ill-formed UTF-8 and the controls XML forbids replaced by U+FFFD), so
+/// the page's inline SVG stays well-formed whatever names the topology carries.
+std::string escapeHtml(const std::string& text) { return escapeXml(text); }
 
 /// 1, 2 or 5 times a power of ten, at least `raw`.
 double niceStep(double raw) {

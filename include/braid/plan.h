@@ -19,6 +19,9 @@ namespace braid {
 /// Slots of NCCL's per-connection FIFO (NCCL_STEPS, nccl src/include/device.h): lowering's default
 /// LowerOptions::fifo_depth and the simulator's SimModel::fifo_depth.
 inline constexpr int kNcclSteps = 8;
+/// The channel the communicator's call check uses (comm/README.md): every plan's channels lie below it
+/// (validatePlan refuses one at or above it), so check messages never match a plan's.
+inline constexpr int kCallCheckChannel = (1 << 16) - 1;
 
 /// A byte range of one rank's input, output or scratch buffer.
 struct BufferRef {

@@ -38,11 +38,17 @@ struct SynthesisRequest {
   int root = 0;  // broadcast / reduce
   /// nccl-tests size the costs are taken at; 0 = the sketch's size_bytes (then 1 MiB per chunk).
   uint64_t size_bytes = 0;
-  /// Wall-clock budget for all solver calls together, seconds. Stages that run out keep their best
-  /// solution so far (the greedy one at worst) and say so in the stage report.
+  /// Wall-clock budget for the whole synthesis, seconds. Every solver call gets the time left as its own
+  /// limit, and a watchdog thread interrupts any Z3 check still running at its stage's deadline. Stages that run
+  /// out keep their best solution so far (the greedy one at worst) and say so in the stage report ("feasible
+  /// (time limit)", "kept greedy ..."); when routing has found nothing by then, synthesize() fails with kTimeout
+  /// "no algorithm within the time limit of N s (stage routing)". Emitting and verify() run after the limit
+  /// (well under a second on the shipped topologies).
   double time_limit_s = 60;
-  Protocol protocol = Protocol::kSimple;                   // written into the algorithm
-  std::function<void(const SynthesisProgress&)> progress;  // may be empty
+  Protocol protocol = Protocol::kSimple;  // written into the algorithm
+  /// Progress reports; may be empty. Calls never overlap, but may come from the watchdog thread: while a solver
+  /// call runs, the last report is repeated about once a second with "(running N s)" appended to its detail.
+  std::function<void(const SynthesisProgress&)> progress;
 };
 
 /// What one stage did.
@@ -70,7 +76,8 @@ struct SynthesisResult {
 /// the topology. Errors: kInvalidArgument (no topology, sketch inconsistent with it: names the sketch field),
 /// kInfeasible when the sketch admits no algorithm — the message names the conflicting constraint groups (Z3
 /// unsat core, e.g. "relay: gpus_to_sender_rev_map" and "postcondition: rank 17 receives chunk (3,0)"),
-/// kUnsupported for custom collectives, kInternalError if a produced algorithm fails verify() (a bug).
+/// kUnsupported for custom collectives, kTimeout when no routing was found within the time limit,
+/// kInternalError if a produced algorithm fails verify() (a bug).
 Result<SynthesisResult> synthesize(const SynthesisRequest& request);
 
 }  // namespace braid

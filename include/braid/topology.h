@@ -114,6 +114,14 @@ class Topology {
 /// each GPU's nearest NICs found once instead of once per pair.
 std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology);
 
+/// CUDA compute capability (SM x 10 + minor, e.g. 90 for sm_90) of a GPU named by `model`, as importers and the
+/// YAML record it in Vertex::model: an explicit "sm<NN>" token ("sm90", "H100/H800 (sm90)") wins; otherwise a
+/// product name, matched by whole tokens (letters and digits split at anything else, case-insensitive):
+/// B100/B200/GB200 100; H100/H200/H800/H20/GH200 90; L4/L20/L40/L40S/RTX 40xx 89; A10/A10G/A16/A40/A2 and the
+/// RTX A-series/RTX 30xx 86; A100/A800/A30 80; T4/RTX 20xx 75; V100 70; P100 60 (NVIDIA's CUDA GPU list).
+/// nullopt for an empty or unrecognised model (e.g. "MI300X").
+std::optional<int> gpuComputeCapability(const std::string& model);
+
 /// Checks the model's invariants (ids, ranks, positive bandwidths, no self-loops, nodes).
 /// Errors name the vertex or link at fault.
 Status validateTopology(const Topology& topology);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "braid/bootstrap.h"
+#include "braid/plan.h"
 #include "braid/transport.h"
 
 namespace braid {
@@ -22,8 +23,8 @@ std::optional<TransportKind> parseTransportKind(const std::string& name);
 inline constexpr int kUnboundedFifoDepth = 1 << 30;
 
 struct TransportOptions {
-  double timeout_s = 0;           // 0: BRAID_TIMEOUT (common/env.h runtimeTimeoutSeconds())
-  int fifo_depth = 8;             // messages buffered per connection ahead of the receiver (NCCL_STEPS)
+  double timeout_s = 0;           // 0: BRAID_TIMEOUT; < 0, NaN: kInvalidArgument; at most 1e8 s (common/env.h)
+  int fifo_depth = kNcclSteps;    // messages buffered per connection ahead of the receiver (plan.h)
   uint64_t slot_bytes = 1 << 20;  // shm: bytes per FIFO slot; larger messages travel in several slots
   double spin_us = -1;            // shm, threads: µs of polling before a blocking poll sleeps; < 0:
                                   // BRAID_SPIN_US (endpointSpinMicroseconds, runtime/transport/endpoint_common.h)

@@ -11,6 +11,7 @@
 
 #include "braid/pareto.h"
 #include "braid_perf/options.h"
+#include "braid_perf/report.h"
 #include "braid_perf/runner.h"
 #include "common/env.h"
 
@@ -69,6 +70,13 @@ int main(int argc, char** argv) {
   if (options.help) {
     std::fputs(braid::perf::helpText(options.program).c_str(), stdout);
     return 0;
+  }
+  // A -J file that cannot be written fails now, not after the whole sweep.
+  if (!options.json_file.empty()) {
+    if (const braid::Status writable = braid::perf::checkJsonPath(options.json_file); !writable.isOk()) {
+      std::fprintf(stderr, "%s: %s\n", invoked.c_str(), writable.message().c_str());
+      return 2;
+    }
   }
   // A peer that dies mid-transfer must give an error, not kill this process.
   signal(SIGPIPE, SIG_IGN);

@@ -37,6 +37,22 @@ RowLayout rowLayout(Collective collective, uint64_t size_bytes, DataType type, i
   return layout;
 }
 
+std::vector<RowLayout> sweepLayouts(const Options& options, DataType type, int nranks) {
+  std::vector<RowLayout> rows;
+  bool zero_row = false;
+  for (uint64_t size : sweepSizes(options)) {
+    const RowLayout layout = rowLayout(options.collective, size, type, nranks);
+    if (layout.rowBytes() == 0) {
+      if (zero_row) continue;
+      zero_row = true;
+    }
+    rows.push_back(layout);
+  }
+  return rows;
+}
+
+bool checksInPlace(Collective collective) { return collective != Collective::kAllToAll; }
+
 uint64_t RowLayout::inPlaceSendOffset(Collective collective, int rank) const {
   return collective == Collective::kAllGather ? static_cast<uint64_t>(rank) * count : 0;
 }

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "braid_perf/options.h"
 
@@ -31,6 +32,15 @@ struct RowLayout {
 };
 
 RowLayout rowLayout(Collective collective, uint64_t size_bytes, DataType type, int nranks);
+
+/// The rows of one sweep (sweepSizes(options)) for `type` on `nranks`: rowLayout of each size in order, where
+/// only the first of the sizes that round down to a zero-byte row is kept (-b 0 prints one zero-size row).
+std::vector<RowLayout> sweepLayouts(const Options& options, DataType type, int nranks);
+
+/// Whether the in-place mode's data are checked: every collective's but all-to-all's, whose in-place #wrong
+/// nccl-tests prints as N/A ("We don't support in-place alltoall", nccl-tests src/alltoall.cu). The call
+/// still runs and is timed.
+bool checksInPlace(Collective collective);
 
 /// algbw in GB/s (1e9 bytes per second) of one operation of `seconds`: bytes moved per rank as nccl-tests
 /// counts them (all_reduce, broadcast, reduce: count x element bytes; all_gather, reduce_scatter, alltoall:

@@ -234,6 +234,8 @@ const char* collectiveName(Collective collective) {
   return "?";
 }
 
+std::string testName(Collective collective) { return std::string(collectiveName(collective)) + "_perf"; }
+
 std::optional<Collective> parseCollective(std::string_view name) {
   std::string text = lowerCase(std::string(name));
   if (text.size() > 5 && text.compare(text.size() - 5, 5, "_perf") == 0) text.resize(text.size() - 5);

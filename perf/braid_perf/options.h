@@ -21,6 +21,9 @@ inline constexpr Collective kAllCollectives[] = {Collective::kAllReduce,     Col
 
 /// nccl-tests' binary stem: "all_reduce", "all_gather", "reduce_scatter", "alltoall", "broadcast", "reduce".
 const char* collectiveName(Collective collective);
+/// nccl-tests' program name for `collective`, "<stem>_perf" (all_reduce_perf, ..., alltoall_perf): what the
+/// "# Collective test starting/concluded:" lines print, whatever name braid_perf was started with.
+std::string testName(Collective collective);
 /// Accepts the stems above, with or without "_perf", and "allreduce", "allgather", "reducescatter",
 /// "all_to_all", "bcast" (any case). nullopt when unknown.
 std::optional<Collective> parseCollective(std::string_view name);
@@ -39,7 +42,7 @@ std::optional<ReduceOp> parseOpName(std::string_view name);
 
 struct Options {
   Collective collective = Collective::kAllReduce;
-  std::string program;  // as printed in "# Collective test starting: <program>", e.g. "all_reduce_perf"
+  std::string program;  // as invoked, for the usage text: "all_reduce_perf", "braid_perf all_reduce"
 
   int threads = 1;    // -t: ranks per process, as threads
   int gpus = 1;       // -g: accepted for compatibility, must be 1

@@ -1,9 +1,13 @@
 #include "braid_perf/report.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 
 namespace braid::perf {
@@ -20,7 +24,7 @@ std::string formatPreamble(const Options& options, const std::string& version, c
                            const std::vector<DeviceLine>& devices) {
   std::string out;
   out += fmt::format("# Braid braid_perf version {} (nccl-tests format)\n", version);
-  out += fmt::format("# Collective test starting: {}\n", options.program);
+  out += fmt::format("# Collective test starting: {}\n", testName(options.collective));
   const bool factor = options.step_factor > 1;
   out += fmt::format(
       "# nThread {} nGpus {} minBytes {} maxBytes {} step: {}({}) warmup iters: {} iters: {} agg iters: {} "
@@ -74,7 +78,7 @@ std::string formatRow(const RowResult& row) {
          formatMode(row.out_of_place) + formatMode(row.in_place) + "\n";
 }
 
-std::string formatFooter(int out_of_bounds, double avg_busbw, const std::string& program) {
+std::string formatFooter(int out_of_bounds, double avg_busbw, const std::string& test_name) {
   std::string out;
   out += fmt::format("# {:<20} : {} {}\n", "Out of bounds values", out_of_bounds, out_of_bounds ? "FAILED" : "OK");
   // %g, as nccl-tests; its empty pass/fail word leaves a trailing space.
@@ -82,7 +86,7 @@ std::string formatFooter(int out_of_bounds, double avg_busbw, const std::string&
   std::snprintf(bw, sizeof(bw), "%g", avg_busbw);
   out += fmt::format("# {:<20} : {} \n", "Avg bus bandwidth", bw);
   out += "#\n";
-  out += fmt::format("# Collective test concluded: {}\n", program);
+  out += fmt::format("# Collective test concluded: {}\n", test_name);
   return out;
 }
 
@@ -155,6 +159,26 @@ void JsonReport::finish(int out_of_bounds, double avg_busbw, const std::vector<s
   doc_["average_bus_bandwidth"] = {{"bandwidth", avg_busbw}, {"okay", "unchecked"}};
   doc_["errors"] = errors;
   doc_["end_time"] = nowString();
+}
+
+Status checkJsonPath(const std::string& path) {
+  namespace fs = std::filesystem;
+  auto refuse = [&](const std::string& why) { return invalidArgument("-J " + path + ": " + why); };
+  if (path.empty()) return refuse("empty file name");
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);
+  if (fs::exists(status)) {
+    if (fs::is_directory(status)) return refuse("is a directory");
+    if (::access(path.c_str(), W_OK) != 0) return refuse(std::string("cannot write: ") + std::strerror(errno));
+    return Status::ok();
+  }
+  const fs::path parent = fs::path(path).parent_path();
+  const std::string folder = parent.empty() ? "." : parent.string();
+  if (!fs::is_directory(folder, ec)) return refuse("folder " + folder + " does not exist");
+  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
+    return refuse("cannot create a file in " + folder + ": " + std::strerror(errno));
+  }
+  return Status::ok();
 }
 
 Status JsonReport::write(const std::string& path) const {

@@ -44,8 +44,8 @@ std::string formatTime(double time_us);
 /// Bandwidth in GB/s in 6 columns, two decimals.
 std::string formatBandwidth(double gbps);
 
-/// Lines before the column header: version, program, parameters, Braid's line, "#", "# Using devices", one line
-/// per rank. Each line ends with '\n'.
+/// Lines before the column header: version, testName(collective), parameters, Braid's line, "#", "# Using
+/// devices", one line per rank. Each line ends with '\n'.
 std::string formatPreamble(const Options& options, const std::string& version, const std::string& braid_line,
                            const std::vector<DeviceLine>& devices);
 /// "#" and the three column header lines.
@@ -53,7 +53,13 @@ std::string formatColumnHeader();
 /// One data row with both modes, '\n'-terminated.
 std::string formatRow(const RowResult& row);
 /// "# Out of bounds values : N OK|FAILED", "# Avg bus bandwidth    : x ", "#", "# Collective test concluded: p".
-std::string formatFooter(int out_of_bounds, double avg_busbw, const std::string& program);
+/// `test_name`: testName(collective).
+std::string formatFooter(int out_of_bounds, double avg_busbw, const std::string& test_name);
+
+/// Whether -J `path` can be written, checked before the sweep runs: the file, when it exists, is a writable
+/// regular file; otherwise its folder exists and is writable. Creates nothing. Errors: kInvalidArgument
+/// "-J <path>: <why>".
+Status checkJsonPath(const std::string& path);
 
 /// The -J document, built as the run goes.
 class JsonReport {

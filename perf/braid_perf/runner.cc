@@ -207,10 +207,10 @@ class Rank {
     result.time_us = t * 1e6;
     result.algbw = algBandwidth(c, layout, nranks_, t);
     result.busbw = result.algbw * busFactor(c, nranks_);
-    result.checked = options_.check > 0;
+    result.checked = options_.check > 0 && (!in_place || checksInPlace(c));
     result.wrong = 0;
     ranks_wrong = 0;
-    for (int k = 0; k < options_.check; ++k) {
+    for (int k = 0; result.checked && k < options_.check; ++k) {
       const Pattern pattern(c, type, op, nranks_, root, ++seed_);
       prepareCheck(pattern, layout, rank_, in_place, send_->data, recv_->data);
       // Every rank's buffers are ready before any call can touch a peer's.
@@ -257,7 +257,6 @@ class Rank {
     print(formatColumnHeader());
 
     const Collective c = options_.collective;
-    const std::vector<uint64_t> sizes = sweepSizes(options_);
     std::vector<ReduceOp> ops = options_.ops;
     if (!isReduction(c)) ops = {ReduceOp::kSum};
     std::vector<int> roots = {-1};
@@ -276,8 +275,7 @@ class Rank {
       for (DataType type : options_.types) {
         for (ReduceOp op : ops) {
           for (int root : roots) {
-            for (uint64_t size : sizes) {
-              const RowLayout layout = rowLayout(c, size, type, nranks_);
+            for (const RowLayout& layout : sweepLayouts(options_, type, nranks_)) {
               RowResult row;
               row.bytes = layout.rowBytes();
               row.count = layout.count;
@@ -310,7 +308,7 @@ class Rank {
       }
       return 1;
     }
-    print(formatFooter(out_of_bounds, avg_bw, options_.program));
+    print(formatFooter(out_of_bounds, avg_bw, testName(options_.collective)));
     if (json) {
       json->finish(out_of_bounds, avg_bw, {});
       if (Status s = json->write(options_.json_file); !s.isOk()) {

@@ -133,11 +133,11 @@ std::string rankList(const std::vector<int>& ranks) {
 
 class Root {
  public:
-  Root(Fd listener, uint64_t nonce, SocketAddress address)
-      : listener_(std::move(listener)), nonce_(nonce), address_(address) {}
+  Root(Fd listener, uint64_t nonce, SocketAddress address, double timeout_s)
+      : listener_(std::move(listener)), nonce_(nonce), address_(address), timeout_s_(timeout_s) {}
 
   void serve() {
-    deadline_ = net::Clock::now() + seconds(runtimeTimeoutSeconds());
+    deadline_ = net::Clock::now() + timeoutDuration(timeout_s_);
     while (true) {
       if (size_ > 0 && registered_ == size_) {
         sendTables();
@@ -172,10 +172,6 @@ class Root {
     uint32_t query = 0;
     size_t query_got = 0;
   };
-
-  static net::Clock::duration seconds(double s) {
-    return std::chrono::duration_cast<net::Clock::duration>(std::chrono::duration<double>(std::min(s, 1e7)));
-  }
 
   std::string missing() const {
     if (size_ <= 0) return "no rank connected";
@@ -298,7 +294,7 @@ class Root {
     client.registered = true;
     ++registered_;
     // Live at least as long as this rank waits (plus a second to answer its query).
-    deadline_ = std::max(deadline_, net::Clock::now() + seconds(h.timeout_s + 1.0));
+    deadline_ = std::max(deadline_, net::Clock::now() + timeoutDuration(h.timeout_s + 1.0));
   }
 
   void sendTables() {
@@ -316,6 +312,7 @@ class Root {
   Fd listener_;
   uint64_t nonce_;
   SocketAddress address_;
+  double timeout_s_;  // BRAID_TIMEOUT when the id was created
   net::Clock::time_point deadline_;
   std::vector<std::unique_ptr<Client>> clients_;
   std::vector<Client*> by_rank_;
@@ -689,10 +686,6 @@ class TcpBootstrap final : public Bootstrap {
   std::string abort_reason_;
 };
 
-double effectiveTimeout(const BootstrapOptions& options) {
-  return options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds();
-}
-
 Result<IdLayout> decodeId(const UniqueId& id) {
   IdLayout layout;
   std::memcpy(&layout, id.internal, sizeof(layout));
@@ -729,12 +722,14 @@ UniqueId makeId(SocketAddress address, uint64_t nonce) {
 }
 
 Result<UniqueId> startRoot(SocketAddress address, uint64_t nonce) {
+  Result<double> timeout_s = runtimeTimeoutSeconds();
+  if (!timeout_s.isOk()) return invalidArgument("bootstrap root: " + timeout_s.status().message());
   Result<Fd> listener = net::listenOn(&address);
   if (!listener.isOk()) {
     return Status(listener.status().code(), "bootstrap root: " + listener.status().message());
   }
   const UniqueId id = makeId(address, nonce);
-  auto root = std::make_shared<Root>(std::move(listener).value(), nonce, address);
+  auto root = std::make_shared<Root>(std::move(listener).value(), nonce, address, *timeout_s);
   std::thread([root] { root->serve(); }).detach();
   return id;
 }
@@ -797,7 +792,10 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
   if (size < 1 || rank < 0 || rank >= size) {
     return invalidArgument(fmt::format("connectBootstrap: rank {} of {} ranks is out of range", rank, size));
   }
-  const double timeout_s = effectiveTimeout(options);
+  Result<double> resolved = resolveTimeoutSeconds(options.timeout_s);
+  if (!resolved.isOk())
+    return invalidArgument(fmt::format("rank {}: bootstrap: {}", rank, resolved.status().message()));
+  const double timeout_s = *resolved;
   const Deadline deadline = Deadline::after(timeout_s);
   const SocketAddress root{layout.ip, layout.port};
 

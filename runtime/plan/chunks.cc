@@ -388,7 +388,7 @@ class Replay {
         const auto [rb, ro] = step.type == OpType::kRecv || step.type == OpType::kRecvCopySend
                                   ? std::pair<BufferKind, int>{step.dst_buf, step.dst_off}
                                   : std::pair<BufferKind, int>{step.src_buf, step.src_off};
-        BRAID_RETURN_IF_ERROR(compare(sr, sb, so, r, rb, ro, step.count, [&] {
+        BRAID_RETURN_IF_ERROR(compare(sr, sb, so, r, rb, ro, step.count, [&, sr = sr, st = st] {
           return fmt::format("{} receiving from rank {} tb {} step {}", where(r, t, s), sr, st,
                              sender - index_.of(sr, st, 0));
         }));

@@ -142,6 +142,10 @@ class PlanValidator {
       }
     }
     if (tb.channel < 0) return invalidArgument(fmt::format("{}: channel {} is negative", where(r, t), tb.channel));
+    if (tb.channel >= kCallCheckChannel) {
+      return invalidArgument(fmt::format("{}: channel {} is at or above {}, the communicator's call-check channel",
+                                         where(r, t), tb.channel, kCallCheckChannel));
+    }
     if (tb.temp.bytes > 0) {
       const uint64_t end = rank.scratch_bytes + rank.temp_bytes;
       if (tb.temp.buffer != BufferKind::kScratch || tb.temp.offset < rank.scratch_bytes || tb.temp.offset > end ||

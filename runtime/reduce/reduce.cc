@@ -21,6 +21,7 @@
 #include "reduce/reduce_internal.h"
 
 #if defined(__x86_64__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -172,7 +173,10 @@ void loop2(void* dst, const void* a, const void* b, size_t count) {
 // widening, RNE, overflow to infinity, NaN quieted with its top payload bits kept.
 bool detectAvx2F16c() {
   __builtin_cpu_init();  // may run before libgcc's own initialization (static initializers)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  // F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does not know "f16c".
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  const bool f16c = __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  return __builtin_cpu_supports("avx2") && f16c;
 }
 std::atomic<bool> g_use_avx2{detectAvx2F16c()};
 bool haveAvx2F16c() { return g_use_avx2.load(std::memory_order_relaxed); }

@@ -25,8 +25,7 @@ namespace braid::net {
 
 Deadline Deadline::after(double seconds) {
   Deadline d;
-  const double clamped = std::min(std::max(seconds, 0.0), 1e7);
-  d.at_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(clamped));
+  d.at_ = Clock::now() + timeoutDuration(seconds);
   return d;
 }
 

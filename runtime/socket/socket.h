@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 /// A point in time every wait of one operation is bounded by.
 class Deadline {
  public:
-  /// `seconds` from now (<= 0: already expired).
+  /// `seconds` from now (<= 0 or NaN: already expired; at most kMaxTimeoutSeconds, common/env.h).
   static Deadline after(double seconds);
   bool expired() const { return Clock::now() >= at_; }
   /// Milliseconds left for poll(2): 0 when expired, rounded up, at most INT32_MAX.

@@ -10,7 +10,10 @@
 namespace braid {
 
 double endpointTimeoutSeconds(const TransportOptions& options) {
-  return options.timeout_s > 0 ? options.timeout_s : runtimeTimeoutSeconds();
+  // createTransport resolved the value (and refused a bad one); the default only covers a bad value that
+  // reaches here another way.
+  Result<double> resolved = resolveTimeoutSeconds(options.timeout_s);
+  return resolved.isOk() ? *resolved : 300.0;
 }
 
 double endpointSpinMicroseconds(const TransportOptions& options, int local_ranks) {

@@ -22,8 +22,9 @@
 
 namespace braid {
 
-/// Seconds a blocking poll waits for a completion: options.timeout_s when > 0, else BRAID_TIMEOUT
-/// (common/env.h runtimeTimeoutSeconds()).
+/// Seconds a blocking poll waits for a completion: resolveTimeoutSeconds(options.timeout_s) (common/env.h:
+/// options.timeout_s when > 0, else BRAID_TIMEOUT, at most kMaxTimeoutSeconds). createTransport refuses a bad
+/// value before any endpoint is built; should one reach here, 300 s.
 double endpointTimeoutSeconds(const TransportOptions& options);
 
 /// The ends of a send or receive (`what`: "send", "recv") posted to the endpoint of rank `self` among `size`

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "common/env.h"
 #include "common/text.h"
 
 namespace braid {
@@ -39,7 +40,16 @@ std::optional<TransportKind> parseTransportKind(const std::string& name) {
 }
 
 Result<std::unique_ptr<DataTransport>> createTransport(TransportKind kind, Bootstrap& bootstrap,
-                                                       const TransportOptions& options) {
+                                                       const TransportOptions& given) {
+  // One resolution of the timeout for every transport (common/env.h): a bad BRAID_TIMEOUT fails here on every
+  // rank alike, before any rank waits for a peer.
+  TransportOptions options = given;
+  Result<double> timeout_s = resolveTimeoutSeconds(given.timeout_s);
+  if (!timeout_s.isOk()) {
+    return invalidArgument(fmt::format("rank {}: {} transport: {}", bootstrap.rank(), transportKindName(kind),
+                                       timeout_s.status().message()));
+  }
+  options.timeout_s = *timeout_s;
   if (kind == TransportKind::kAuto) {
     bool one_process = true;
     bool one_host = true;

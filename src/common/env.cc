@@ -1,5 +1,8 @@
 #include "common/env.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -16,8 +19,10 @@ const std::vector<EnvParam>& envParams() {
        "`share/braid/topologies` and the source tree's `topologies/`."},
       {"BRAID_TIMEOUT", "300",
        "Seconds any blocking wait of the runtime (bootstrap rendezvous, a transport poll) may last before it "
-       "returns a timeout error naming what it waited for. A dead peer is reported at once, not after it. A value "
-       "that is not a positive number falls back to 300 with a warning on stderr."},
+       "returns a timeout error naming what it waited for. A dead peer is reported at once, not after it. `inf`, "
+       "and any value above 1e8 (about 3 years), wait 1e8 s: in practice no timeout. A value that is not a positive "
+       "number (0, negative, nan, text) is an error naming the variable, from the first call that reads it "
+       "(bootstrap, communicator or transport creation)."},
       {"BRAID_SPIN_US", "50",
        "Microseconds a blocking poll of the shared-memory or threads transport keeps polling before it sleeps; "
        "none when the host's ranks outnumber the cores the process may run on, fewer after spins that found "
@@ -43,6 +48,13 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_SOCKET_IFNAME", "",
        "Network interface whose IPv4 address the bootstrap root and TCP transport listen on (as "
        "NCCL_SOCKET_IFNAME); default: the address of the host name, else 127.0.0.1."},
+      {"BRAID_CALL_CHECK", "rooted",
+       "Which collective calls the communicator checks across ranks before any data moves (one 48-byte record "
+       "to and from every peer: collective, count, datatype, reduction op, root; a mismatch fails every rank "
+       "with an error naming it and leaves nothing behind): `rooted` checks broadcast, reduce and all-to-all-v "
+       "(whose per-pair byte totals are compared too), `all` every collective, `off` none. The check costs one "
+       "message round, about the latency of an 8-byte all-reduce, per checked call. Must be the same on every "
+       "rank."},
       {"BRAID_ROUTING_ENGINE", "bisect",
        "How the synthesizer's routing stage minimizes the makespan: `bisect` (bisection on the bound, each step a "
        "satisfiability check; proves the optimum) or `optimize` (Z3's optimizer over the same model, kept for "
@@ -107,14 +119,26 @@ double runtimeSpinMicroseconds() {
   return 50.0;
 }
 
-double runtimeTimeoutSeconds() {
+Result<double> runtimeTimeoutSeconds() {
   Result<double> value = envDouble("BRAID_TIMEOUT");
-  if (value.isOk() && *value > 0) return *value;
-  static std::atomic<bool> warned{false};
-  if (!warned.exchange(true)) {
-    BRAID_LOG(kWarn, "BRAID_TIMEOUT={} is not a positive number of seconds; using 300", envString("BRAID_TIMEOUT"));
+  // `!(v > 0)` refuses NaN as well as 0 and negative values.
+  if (!value.isOk() || !(*value > 0)) {
+    return invalidArgument(
+        fmt::format("BRAID_TIMEOUT={}: not a positive number of seconds (or inf)", envString("BRAID_TIMEOUT")));
   }
-  return 300.0;
+  return std::min(*value, kMaxTimeoutSeconds);
+}
+
+Result<double> resolveTimeoutSeconds(double option_s) {
+  if (option_s == 0) return runtimeTimeoutSeconds();
+  if (!(option_s > 0))
+    return invalidArgument(fmt::format("timeout_s = {} is not a positive number of seconds", option_s));
+  return std::min(option_s, kMaxTimeoutSeconds);
+}
+
+std::chrono::steady_clock::duration timeoutDuration(double seconds) {
+  const double clamped = seconds > 0 ? std::min(seconds, kMaxTimeoutSeconds) : 0.0;
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(clamped));
 }
 
 }  // namespace braid

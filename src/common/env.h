@@ -2,6 +2,7 @@
 // reads has one entry here with its default and meaning; docs/env.md lists the same table.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -27,8 +28,22 @@ std::string envString(const char* name);
 Result<int64_t> envInt(const char* name);
 Result<double> envDouble(const char* name);
 
-/// BRAID_TIMEOUT in seconds (default 300): the limit of every blocking wait of the runtime.
-double runtimeTimeoutSeconds();
+/// The longest timeout any wait of the runtime uses, seconds (1e8 s, about 3 years: in practice no timeout).
+/// BRAID_TIMEOUT=inf, any larger value, and options' timeout_s above it mean this, so every deadline (a
+/// steady_clock time point in nanoseconds) stays representable.
+inline constexpr double kMaxTimeoutSeconds = 1e8;
+/// BRAID_TIMEOUT in seconds (default 300): the limit of every blocking wait of the runtime (bootstrap and every
+/// transport), clamped to kMaxTimeoutSeconds (`inf` included). Errors: kInvalidArgument naming the variable and
+/// its text when it is not a positive number of seconds ("BRAID_TIMEOUT=-1: not a positive number of seconds
+/// (or inf)"; 0, negative, nan and garbage alike).
+Result<double> runtimeTimeoutSeconds();
+/// The timeout of one wait, seconds: `option_s` > 0 (CommOptions / TransportOptions / BootstrapOptions
+/// timeout_s) clamped to kMaxTimeoutSeconds, 0 = runtimeTimeoutSeconds(). Errors: runtimeTimeoutSeconds()'s;
+/// kInvalidArgument "timeout_s = -1 is not a positive number of seconds" for a negative or NaN option.
+Result<double> resolveTimeoutSeconds(double option_s);
+/// `seconds` (clamped to [0, kMaxTimeoutSeconds]; NaN = 0) as a steady_clock duration, for deadlines
+/// (now() + timeoutDuration(t) never overflows).
+std::chrono::steady_clock::duration timeoutDuration(double seconds);
 /// The most a blocking poll may spin, µs: a spinning poll checks neither peers nor the timeout, so this bounds
 /// how late a dead peer or a timeout can be reported because of it.
 inline constexpr double kMaxSpinMicroseconds = 1000;

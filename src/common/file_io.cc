@@ -2,49 +2,179 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
+#include <mutex>
+
+#include "common/file_io_internal.h"
 
 namespace braid {
 
-Result<std::string> readFile(const std::string& path) {
+namespace {
+
+std::string sizeText(uint64_t bytes) {
+  return bytes % (uint64_t{1} << 20) == 0 ? fmt::format("{} MiB", bytes >> 20) : fmt::format("{} bytes", bytes);
+}
+
+}  // namespace
+
+Result<std::string> readFile(const std::string& path, uint64_t max_bytes) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return notFound(fmt::format("{}: no such file", path));
   if (std::filesystem::is_directory(path, ec))
     return invalidArgument(fmt::format("{}: is a directory, not a file", path));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status(StatusCode::kSystemError, fmt::format("{}: read failed", path));
-  return ss.str();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  struct FdCloser {
+    int fd;
+    ~FdCloser() { ::close(fd); }
+  } closer{fd};
+  const std::string too_large =
+      fmt::format("{}: larger than {}, the most Braid reads from one input file", path, sizeText(max_bytes));
+  struct stat st {};
+  std::string text;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    if (static_cast<uint64_t>(st.st_size) > max_bytes) return invalidArgument(too_large);
+    text.reserve(static_cast<size_t>(st.st_size));
+  }
+  // A device or pipe has no size (/dev/zero never ends): it is read up to the same limit.
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status(StatusCode::kSystemError, fmt::format("{}: read failed: {}", path, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    if (text.size() + static_cast<size_t>(n) > max_bytes) return invalidArgument(too_large);
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
 }
 
 namespace {
 
-// Writes all of `content` to an open descriptor; errno-style failure message or empty.
-std::string writeAll(int fd, const std::string& content) {
-  size_t done = 0;
-  while (done < content.size()) {
-    ssize_t n = ::write(fd, content.data() + done, content.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return std::strerror(errno);
+// ---- temporary files removed when a signal ends the process ------------------------------------------------
+//
+// A writer registers its temporary file's path in a slot while the file exists. SIGTERM, SIGINT and SIGHUP
+// (where their disposition is still the default) run onSignal, which unlinks every registered path and re-raises
+// the signal with the default action, so the process still dies of it and the target is left as it was (absent,
+// or the previous file). The slots are lock-free atomics and fixed buffers, all the handler touches is
+// async-signal-safe (atomic loads, unlink, sigaction, raise). Writers beyond kSlots at once go unregistered.
+
+constexpr size_t kSlots = 64;
+constexpr int kFree = 0;
+constexpr int kFilling = 1;
+constexpr int kRegistered = 2;
+constexpr std::array<int, 3> kCleanupSignals = {SIGTERM, SIGINT, SIGHUP};
+
+std::array<std::atomic<int>, kSlots> slot_state{};
+std::array<std::array<char, PATH_MAX>, kSlots> slot_path{};
+
+extern "C" void onSignal(int sig) {
+  const int saved_errno = errno;
+  for (size_t i = 0; i < kSlots; ++i) {
+    if (slot_state[i].load(std::memory_order_acquire) == kRegistered) ::unlink(slot_path[i].data());
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  errno = saved_errno;
+  ::raise(sig);  // blocked until the handler returns, then the default action ends the process
+}
+
+void installHandlers() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    for (int sig : kCleanupSignals) {
+      struct sigaction old {};
+      if (::sigaction(sig, nullptr, &old) != 0) continue;
+      // An ignored signal stays ignored and a program's own handler stays its own.
+      if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) continue;
+      struct sigaction act {};
+      act.sa_handler = onSignal;
+      sigemptyset(&act.sa_mask);
+      for (int other : kCleanupSignals) sigaddset(&act.sa_mask, other);
+      act.sa_flags = SA_RESTART;
+      ::sigaction(sig, &act, nullptr);
     }
-    done += static_cast<size_t>(n);
+  });
+}
+
+/// Slot of `path`, or -1 when every slot is taken or the path is too long.
+int registerTemp(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (size_t i = 0; i < kSlots; ++i) {
+    int expected = kFree;
+    if (!slot_state[i].compare_exchange_strong(expected, kFilling, std::memory_order_acq_rel)) continue;
+    std::memcpy(slot_path[i].data(), path.c_str(), path.size() + 1);
+    slot_state[i].store(kRegistered, std::memory_order_release);
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void unregisterTemp(int slot) {
+  if (slot >= 0) slot_state[static_cast<size_t>(slot)].store(kFree, std::memory_order_release);
+}
+
+/// Blocks the cleanup signals in this thread while alive, so a temporary file is never created unregistered.
+class SignalBlock {
+ public:
+  SignalBlock() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kCleanupSignals) sigaddset(&set, sig);
+    ::pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~SignalBlock() { ::pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  SignalBlock(const SignalBlock&) = delete;
+  SignalBlock& operator=(const SignalBlock&) = delete;
+
+ private:
+  sigset_t old_;
+};
+
+// Writes all of `content` to an open descriptor; errno-style failure message or empty. `mid_write`, when set,
+// runs once after the first half is written.
+std::string writeAll(int fd, const std::string& content, const std::function<void()>& mid_write = {}) {
+  size_t done = 0;
+  const size_t half = content.size() / 2;
+  bool hooked = !mid_write;
+  while (done < content.size()) {
+    const size_t want = hooked ? content.size() - done : half - done;
+    if (want > 0) {
+      ssize_t n = ::write(fd, content.data() + done, want);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return std::strerror(errno);
+      }
+      done += static_cast<size_t>(n);
+    }
+    if (!hooked && done >= half) {
+      hooked = true;
+      mid_write();
+    }
   }
   return {};
 }
 
 }  // namespace
 
-Status writeFileAtomic(const std::string& path, const std::string& content) {
+namespace detail {
+
+Status writeFileAtomicHooked(const std::string& path, const std::string& content,
+                             const std::function<void(const std::string& temp_path)>& mid_write) {
   namespace fs = std::filesystem;
   if (path.empty()) return Status(StatusCode::kInvalidArgument, "output file name is empty");
   std::error_code ec;
@@ -53,7 +183,7 @@ Status writeFileAtomic(const std::string& path, const std::string& content) {
   if (fs::exists(st) && !fs::is_regular_file(st)) {
     if (fs::is_directory(st)) return Status(StatusCode::kInvalidArgument, fmt::format("{}: is a directory", path));
     // A device, FIFO or socket (/dev/stdout, a pipe): write to it directly; renaming over it would replace it.
-    int fd = ::open(path.c_str(), O_WRONLY);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
     std::string err = writeAll(fd, content);
     if (::close(fd) != 0 && err.empty()) err = std::strerror(errno);
@@ -72,30 +202,47 @@ Status writeFileAtomic(const std::string& path, const std::string& content) {
   }
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
-  int fd = mkstemp(tmpl.data());
+  installHandlers();
+  int fd = -1;
+  int slot = -1;
+  {
+    const SignalBlock block;  // the file is registered before a cleanup signal can end the process
+    fd = mkstemp(tmpl.data());
+    if (fd >= 0) slot = registerTemp(tmpl);
+  }
   if (fd < 0)
     return Status(StatusCode::kSystemError, fmt::format("{}: cannot create a temporary file in {}: {}", path,
                                                         dir.string(), std::strerror(errno)));
-  const std::string err = writeAll(fd, content);
+  auto discard = [&](const std::string& message) {
+    ::unlink(tmpl.c_str());
+    unregisterTemp(slot);
+    return Status(StatusCode::kSystemError, message);
+  };
+  const std::string err =
+      writeAll(fd, content, mid_write ? std::function<void()>([&] { mid_write(tmpl); }) : std::function<void()>());
   if (!err.empty()) {
     ::close(fd);
-    ::unlink(tmpl.c_str());
-    return Status(StatusCode::kSystemError, fmt::format("{}: write failed: {}", path, err));
+    return discard(fmt::format("{}: write failed: {}", path, err));
   }
   if (::fsync(fd) != 0 || ::close(fd) != 0) {
     int e = errno;
-    ::unlink(tmpl.c_str());
-    return Status(StatusCode::kSystemError, fmt::format("{}: flush failed: {}", path, std::strerror(e)));
+    return discard(fmt::format("{}: flush failed: {}", path, std::strerror(e)));
   }
   // Keep the permissions of a file being replaced; new files get 0644.
   const mode_t mode = fs::exists(st) ? static_cast<mode_t>(st.permissions() & fs::perms::mask) : 0644;
   ::chmod(tmpl.c_str(), mode);
   if (::rename(tmpl.c_str(), target.c_str()) != 0) {
     int e = errno;
-    ::unlink(tmpl.c_str());
-    return Status(StatusCode::kSystemError, fmt::format("{}: cannot rename into place: {}", path, std::strerror(e)));
+    return discard(fmt::format("{}: cannot rename into place: {}", path, std::strerror(e)));
   }
+  unregisterTemp(slot);  // renamed: a signal now finds nothing under the temporary name
   return Status::ok();
+}
+
+}  // namespace detail
+
+Status writeFileAtomic(const std::string& path, const std::string& content) {
+  return detail::writeFileAtomicHooked(path, content, {});
 }
 
 }  // namespace braid

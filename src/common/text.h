@@ -10,7 +10,22 @@
 
 namespace braid {
 
-/// Escapes & < > " ' for use in XML/SVG text and attribute values.
+/// `s` with every ill-formed UTF-8 sequence replaced by U+FFFD (EF BF BD), one replacement per maximal subpart
+/// of an ill-formed sequence (Unicode 15 §3.9 U+FFFD substitution; the same bytes nlohmann::json's dump writes
+/// with error_handler_t::replace, and Python's decode(errors="replace")). Valid UTF-8 comes back unchanged.
+std::string toValidUtf8(std::string_view s);
+
+/// Serializes a nlohmann::json or nlohmann::ordered_json (`indent` < 0: one line) with invalid UTF-8 in keys and
+/// strings replaced as toValidUtf8 does, so no name read from a file can make a JSON writer throw. Every JSON
+/// writer of Braid serializes through this.
+template <class Json>
+std::string dumpJson(const Json& j, int indent = -1) {
+  return j.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+/// Escapes & < > " ' for use in XML/SVG/HTML text and attribute values. The result is always XML 1.0 character
+/// data: ill-formed UTF-8 is replaced as toValidUtf8 does, and the characters XML 1.0 forbids (C0 controls other
+/// than tab, newline and carriage return, U+FFFE and U+FFFF) are replaced by U+FFFD.
 std::string escapeXml(std::string_view s);
 
 /// Byte offset -> 1-based line number, for error messages. Build once per file, query in O(log lines).

@@ -89,15 +89,13 @@ std::string upper(std::string s) {
   return s;
 }
 
+// NCCL's compCapIndex row of a GPU model (nccl@2.28.9 src/graph/tuning.cc: >= 100 Blackwell, >= 90 Hopper,
+// >= 80 Ampere, else Volta) from its compute capability (gpuComputeCapability in braid/topology.h).
 GpuArch archFromModel(const std::string& model) {
-  const std::string m = upper(model);
-  auto has = [&](const char* token) { return m.find(token) != std::string::npos; };
-  if (has("GB200") || has("B200") || has("B100")) return {3, 100, true};
-  if (has("GH200") || has("H200") || has("H100") || has("H800") || has("H20")) return {2, 90, true};
-  if (has("A100") || has("A800") || has("A30")) return {1, 80, true};
-  if (has("A10") || has("A40")) return {1, 86, true};  // GA102: SM86, NVLink bridge at 12 GB/s per link
-  if (has("V100")) return {0, 70, true};
-  return {};
+  const std::optional<int> sm = gpuComputeCapability(model);
+  if (!sm) return {};
+  const int row = *sm >= 100 ? 3 : *sm >= 90 ? 2 : *sm >= 80 ? 1 : 0;
+  return {row, *sm, true};
 }
 
 const char* archName(int row) {
@@ -110,6 +108,7 @@ double nvlinkLaneBw(int sm) {
   if (sm >= 100) return 40.1;
   if (sm >= 90) return 20.6;
   if (sm == 86) return 12.0;
+  if (sm >= 60 && sm < 70) return 18.0;
   return 20.0;  // SM70, SM80
 }
 

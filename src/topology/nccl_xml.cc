@@ -46,6 +46,7 @@ constexpr double kSysAlphaUs = 1.0;           // one inter-socket hop
 constexpr double kNetHopAlphaUs = 1.35;       // NIC-switch hop (two per NIC-NIC path = NCCL's 2.7)
 constexpr int kDefaultPcieRate = 60;          // NCCL fallback: 8 GT/s (Gen3) per lane, 100 Mb/s units
 constexpr int kDefaultNetSpeedMbps = 10000;   // NCCL: net speed <= 0 means 10 Gb/s
+constexpr long long kMaxNumaId = 1 << 20;     // the largest numa the Braid YAML reads back
 
 // Notes grouped by kind so that a repeated oddity (four self-loops) gives one sentence listing every case.
 class NoteList {
@@ -216,8 +217,19 @@ std::string gpuModelFromDevice(long long device, int sm) {
     case 0x20b0: return "A100-SXM4-40GB";
     case 0x20b2: return "A100-SXM4-80GB";
     case 0x20b5: return "A100-PCIE-80GB";
+    case 0x20b7: return "A30";
+    case 0x20f1: return "A100-PCIE-40GB";
+    case 0x2235: return "A40";
+    case 0x2236: return "A10";
+    case 0x2237: return "A10G";
     case 0x2330: return "H100-SXM5-80GB";
+    case 0x2331: return "H100-PCIE";
+    case 0x2335: return "H200-SXM-141GB";
+    case 0x2329: return "H20";
     case 0x2324: return "H800";
+    case 0x26b5: return "L40";
+    case 0x26b9: return "L40S";
+    case 0x27b8: return "L4";
     case 0x26ba: return "L20";
     case 0x2684: return "RTX-4090";
     case 0x2204: return "RTX-3090";
@@ -298,6 +310,8 @@ struct PciItem {
   std::string raw_busid;  // as written
   ItemKind kind = ItemKind::kOther;
   double up_gbps = 0;  // PCIe link to the parent
+  int pcie_rate = 0;   // per-lane rate of that link, 100 Mb/s units (NCCL's: 240 = 32 GT/s)
+  int pcie_width = 0;  // its lanes
   std::string model;
   long long device = -1;  // PCI device id, -1 when not given
   bool has_gpu_element = false;
@@ -323,6 +337,11 @@ class XmlImporter {
     pugi::xml_document doc;
     const pugi::xml_parse_result parsed = doc.load_buffer(text_.data(), text_.size(), pugi::parse_default);
     if (!parsed) {
+      if (std::optional<std::string> open = unclosedAtEnd(parsed)) {
+        const size_t end = text_.find_last_not_of(" \t\r\n");
+        return parseError(filename_, lines_.line(static_cast<std::ptrdiff_t>(end == std::string::npos ? 0 : end)),
+                          "xml", fmt::format("unexpected end of file ({}): the file looks truncated", *open));
+      }
       return parseError(filename_, lines_.line(parsed.offset), "xml",
                         fmt::format("malformed XML: {}", parsed.description()));
     }
@@ -368,6 +387,11 @@ class XmlImporter {
     for (CpuItem& cpu : cpus_) {
       for (PciItem& item : cpu.children) collectGpus(item);
     }
+    if (full_gpus_.empty() && !rankless_gpus_.empty()) {
+      rankless_mode_ = true;
+      full_gpus_ = rankless_gpus_;
+      rankless_gpus_.clear();
+    }
     hint_mode_ = full_gpus_.empty();
     if (hint_mode_) {
       for (CpuItem& cpu : cpus_) {
@@ -388,6 +412,78 @@ class XmlImporter {
 
  private:
   int lineOf(const pugi::xml_node& node) const { return lines_.line(node.offset_debug()); }
+
+  // When the parse failed in the input's last tag (or after it) with elements still open, the file was cut short:
+  // "unclosed <system> from line 1, innermost <gpu> from line 4". nullopt otherwise, and when the last tag is an
+  // end tag that closes the wrong element (a mismatch, not a truncation). The open elements come from a scan of the
+  // tags that skips comments, processing instructions, CDATA, declarations and quoted attribute values.
+  std::optional<std::string> unclosedAtEnd(const pugi::xml_parse_result& parsed) const {
+    std::vector<std::pair<std::string, size_t>> open;  // element name, offset of its '<'
+    size_t last_tag = 0;
+    bool last_mismatched = false;
+    size_t i = 0;
+    auto skipPast = [&](const char* end) {
+      const size_t at = text_.find(end, i);
+      i = at == std::string::npos ? text_.size() : at + std::char_traits<char>::length(end);
+    };
+    while ((i = text_.find('<', i)) != std::string::npos) {
+      const size_t start = i;
+      last_tag = start;
+      last_mismatched = false;
+      if (text_.compare(i, 4, "<!--") == 0) {
+        skipPast("-->");
+      } else if (text_.compare(i, 9, "<![CDATA[") == 0) {
+        skipPast("]]>");
+      } else if (text_.compare(i, 2, "<?") == 0) {
+        skipPast("?>");
+      } else if (text_.compare(i, 2, "<!") == 0) {
+        skipPast(">");
+      } else {
+        const bool closing = i + 1 < text_.size() && text_[i + 1] == '/';
+        size_t j = i + (closing ? 2 : 1);
+        const size_t name_start = j;
+        while (j < text_.size() && !std::isspace(static_cast<unsigned char>(text_[j])) && text_[j] != '>' &&
+               text_[j] != '/')
+          ++j;
+        const std::string name = text_.substr(name_start, j - name_start);
+        char quote = 0;
+        bool self_closing = false;
+        for (; j < text_.size(); ++j) {
+          const char c = text_[j];
+          if (quote) {
+            if (c == quote) quote = 0;
+          } else if (c == '"' || c == '\'') {
+            quote = c;
+          } else if (c == '>') {
+            self_closing = j > 0 && text_[j - 1] == '/';
+            break;
+          }
+        }
+        if (j >= text_.size()) {  // the tag itself is cut short: it is open too
+          if (!closing && !name.empty()) open.emplace_back(name, start);
+          break;
+        }
+        i = j + 1;
+        if (closing) {
+          if (!open.empty() && open.back().first == name) {
+            open.pop_back();
+          } else {
+            last_mismatched = true;
+          }
+        } else if (!self_closing && !name.empty()) {
+          open.emplace_back(name, start);
+        }
+      }
+    }
+    if (open.empty() || last_mismatched || parsed.offset < static_cast<std::ptrdiff_t>(last_tag)) return std::nullopt;
+    std::string what = fmt::format("unclosed <{}> from line {}", open.front().first,
+                                   lines_.line(static_cast<std::ptrdiff_t>(open.front().second)));
+    if (open.size() > 1) {
+      what += fmt::format(", innermost <{}> from line {}", open.back().first,
+                          lines_.line(static_cast<std::ptrdiff_t>(open.back().second)));
+    }
+    return what;
+  }
 
   // Every element of the document, in document order: the first attribute name that appears twice is an error
   // naming the file, the line of its second occurrence, the element and the attribute.
@@ -435,7 +531,7 @@ class XmlImporter {
   }
 
   // PCIe bandwidth of the link above `node` from its link_speed and link_width attributes.
-  double pcieBandwidth(const pugi::xml_node& node) {
+  double pcieBandwidth(const pugi::xml_node& node, int* rate_out = nullptr, int* width_out = nullptr) {
     const std::string where = fmt::format("line {}", lineOf(node));
     const pugi::xml_attribute speed_attr = node.attribute("link_speed");
     const pugi::xml_attribute width_attr = node.attribute("link_width");
@@ -478,13 +574,73 @@ class XmlImporter {
         width = static_cast<int>(*w);
       }
     }
+    if (rate_out) *rate_out = rate;
+    if (width_out) *width_out = width;
     return width * rate / 80.0;
+  }
+
+  // The GT/s of one of NCCL's per-lane rates (pcieBandwidth's table: 2.5 GT/s 15 ... 64 GT/s 480).
+  static std::string gtsOf(int rate) { return fmt::format("{:g} GT/s", rate <= 30 ? rate / 6.0 : rate / 7.5); }
+
+  // A bridge whose own link is x1/x2 at Gen1-2 (at most 0.5 GB/s) above a faster device is a VM's emulated bridge
+  // (QEMU's root ports report 2.5 GT/s x1): its link is read as the widest link below it.
+  void checkBridgeLink(PciItem& item) {
+    double widest = 0;
+    for (const PciItem& child : item.children) widest = std::max(widest, child.up_gbps);
+    if (item.up_gbps > 0.5 || widest <= item.up_gbps) return;
+    notes_.add(
+        fmt::format("{}:{}: PCIe bridge {} reports {} x{} ({:.3g} GB/s), slower than the devices below it: "
+                    "read as a VM's emulated bridge, its link taken as {:g} GB/s (the widest below it)",
+                    filename_, item.line, item.raw_busid.empty() ? "?" : item.raw_busid, gtsOf(item.pcie_rate),
+                    item.pcie_width, item.up_gbps, widest));
+    item.up_gbps = widest;
+  }
+
+  // A GPU's PCIe link checked against its generation's (by sm or model: sm60-75 Gen3, sm80-89 Gen4, sm90+ Gen5):
+  // a faster rate is capped at the generation's; a link of at most 0.5 GB/s (Gen1-2 x1, a VM's emulation or a
+  // link trained down) is read at the generation's rate x16. Unknown generations keep the file's value, with a
+  // note when it is that slow.
+  void checkGpuLink(PciItem& item) {
+    const int sm = item.gpu.sm > 0 ? item.gpu.sm : gpuComputeCapability(item.model).value_or(0);
+    const int max_rate = sm >= 90 ? 240 : sm >= 80 ? 120 : sm >= 60 ? 60 : 0;
+    const std::string what = item.model.empty() ? std::string("GPU") : item.model;
+    const std::string gen = max_rate == 240 ? "Gen5" : max_rate == 120 ? "Gen4" : "Gen3";
+    if (max_rate > 0 && item.pcie_rate > max_rate) {
+      const double used = item.pcie_width * max_rate / 80.0;
+      notes_.add(
+          fmt::format("{}:{}: PCIe link_speed {} is beyond the PCIe {} ({}) of a {}: read as {} x{} "
+                      "({:g} GB/s)",
+                      filename_, item.line, gtsOf(item.pcie_rate), gen, gtsOf(max_rate), what, gtsOf(max_rate),
+                      item.pcie_width, used));
+      item.pcie_rate = max_rate;
+      item.up_gbps = used;
+    }
+    if (item.up_gbps > 0.5) return;
+    if (max_rate > 0) {
+      const double used = 16 * max_rate / 80.0;
+      notes_.add(
+          fmt::format("{}:{}: {} PCIe link {} x{} ({:.3g} GB/s) is a VM's emulated or a downtrained link: "
+                      "read as PCIe {} x16 ({:g} GB/s)",
+                      filename_, item.line, what, gtsOf(item.pcie_rate), item.pcie_width, item.up_gbps, gen, used));
+      item.up_gbps = used;
+    } else {
+      notes_.add(
+          fmt::format("{}:{}: GPU PCIe link {} x{} ({:.3g} GB/s) is unusually slow (a VM's emulation?): "
+                      "used as given",
+                      filename_, item.line, gtsOf(item.pcie_rate), item.pcie_width, item.up_gbps));
+    }
   }
 
   Status readCpu(const pugi::xml_node& node, CpuItem& cpu) {
     cpu.line = lineOf(node);
     if (node.attribute("numaid")) {
       BRAID_RETURN_IF_ERROR(integerAttr(node, "numaid", &cpu.numa));
+      if (cpu.numa < 0 || cpu.numa > kMaxNumaId) {
+        notes_.add(fmt::format("{}:{}: <cpu> numaid {} is {}: numbered by position", filename_, cpu.line, cpu.numa,
+                               cpu.numa < 0 ? "negative (the kernel reported no NUMA node)"
+                                            : fmt::format("out of range (0..{})", kMaxNumaId)));
+        cpu.numa = -1;
+      }
     } else {
       notes_.add("<cpu> without numaid: numbered by position", fmt::format("line {}", cpu.line));
     }
@@ -541,13 +697,10 @@ class XmlImporter {
   Status readGpu(const pugi::xml_node& node, PciItem& item) {
     GpuInfo& gpu = item.gpu;
     gpu.line = lineOf(node);
-    if (!node.attribute("rank")) {
-      notes_.add("<gpu> without rank ignored (NCCL treats it as another process's GPU)",
-                 fmt::format("line {}", gpu.line));
-      return Status::ok();
+    if (node.attribute("rank")) {
+      BRAID_RETURN_IF_ERROR(integerAttr(node, "rank", &gpu.rank));
+      if (gpu.rank < 0) return parseError(filename_, gpu.line, "rank", fmt::format("rank {} is negative", gpu.rank));
     }
-    BRAID_RETURN_IF_ERROR(integerAttr(node, "rank", &gpu.rank));
-    if (gpu.rank < 0) return parseError(filename_, gpu.line, "rank", fmt::format("rank {} is negative", gpu.rank));
     if (node.attribute("sm")) {
       long long sm = 0;
       BRAID_RETURN_IF_ERROR(integerAttr(node, "sm", &sm));
@@ -617,7 +770,7 @@ class XmlImporter {
     if (lower(item.raw_busid).rfind("ffff:ff:", 0) == 0) {
       notes_.add("virtual PCI switch bus ids (ffff:ff:..) accepted as they are", item.raw_busid);
     }
-    item.up_gbps = pcieBandwidth(node);
+    item.up_gbps = pcieBandwidth(node, &item.pcie_rate, &item.pcie_width);
     const pugi::xml_attribute vendor = node.attribute("vendor");
     if (vendor && parseInteger(vendor.value()).value_or(-1) == 0) {
       notes_.add("PCI vendor id 0x0000 accepted (virtual device)", fmt::format("line {}", item.line));
@@ -690,12 +843,18 @@ class XmlImporter {
                  fmt::format("line {}", item.line));
     }
     item.device = device;
-    if (item.kind == ItemKind::kGpu) item.model = gpuModelFromDevice(device, item.gpu.sm);
+    if (item.kind == ItemKind::kBridge) checkBridgeLink(item);
+    if (item.kind == ItemKind::kGpu) {
+      item.model = gpuModelFromDevice(device, item.gpu.sm);
+      checkGpuLink(item);
+    }
     return Status::ok();
   }
 
   void collectGpus(PciItem& item) {
-    if (item.kind == ItemKind::kGpu && item.has_gpu_element && item.gpu.rank >= 0) full_gpus_.push_back(&item);
+    if (item.kind == ItemKind::kGpu && item.has_gpu_element) {
+      (item.gpu.rank >= 0 ? full_gpus_ : rankless_gpus_).push_back(&item);
+    }
     for (PciItem& child : item.children) collectGpus(child);
   }
 
@@ -706,7 +865,8 @@ class XmlImporter {
 
   bool isGpuVertex(const PciItem& item) const {
     if (item.kind != ItemKind::kGpu) return false;
-    return hint_mode_ ? !item.has_gpu_element : (item.has_gpu_element && item.gpu.rank >= 0);
+    if (hint_mode_) return !item.has_gpu_element;
+    return item.has_gpu_element && (item.gpu.rank >= 0 || rankless_mode_);
   }
 
   // A NIC PCI device without <nic>/<net> becomes a NIC only in a hint file; in a full dump NCCL's net plugin
@@ -738,14 +898,15 @@ class XmlImporter {
     return net_switch_;
   }
 
-  void addNic(const NetInfo& net, int parent, double up_gbps, int numa) {
+  void addNic(const NetInfo& net, int parent, double up_gbps, int numa, const std::string& busid = "") {
     const std::string base = net.from_hint ? fmt::format("nic{}", hint_nic_count_++) : net.name;
     const int v = topo_.addVertex(VertexKind::kNic, node_, uniqueName(base));
     topo_.vertices[v].numa = numa;
+    topo_.vertices[v].busid = busid;
     topo_.addDuplexLink(v, parent, LinkKind::kPcie, up_gbps, kPcieHopAlphaUs);
     if (net.from_hint) {
       notes_.add("NIC speed unknown in this hint file (NCCL takes it from the net plugin): no network link added",
-                 topo_.vertices[v].name);
+                 label(v));
       return;
     }
     topo_.addDuplexLink(v, netSwitch(), LinkKind::kNet, net.gbps, kNetHopAlphaUs + net.latency_us / 2);
@@ -792,7 +953,7 @@ class XmlImporter {
           if (net.from_hint) {
             pending_hint_nics_.push_back({&net, item.raw_busid, parent, item.up_gbps, numa});
           } else {
-            addNic(net, parent, item.up_gbps, numa);
+            addNic(net, parent, item.up_gbps, numa, item.raw_busid);
           }
         }
         break;
@@ -823,6 +984,22 @@ class XmlImporter {
     return head + fmt::format(" matching the GPU: {}, so {}", what, file) + tail;
   }
 
+  // Ranks `gpus` by PCI bus id (sortByBusId) and notes the order where it differs from the file's and the GPUs
+  // ranked last for want of a readable bus id, each named by where(gpu).
+  template <typename Where>
+  void rankByBusId(std::vector<PciItem*>& gpus, Where where) {
+    const std::vector<PciItem*> document_order = gpus;
+    const int unreadable = sortByBusId(gpus);
+    if (gpus != document_order) {
+      std::string order;
+      for (size_t r = 0; r < gpus.size(); ++r)
+        order += fmt::format("{}gpu{}={}", r ? ", " : "", r, gpus[r]->raw_busid.empty() ? "?" : gpus[r]->raw_busid);
+      notes_.add("GPU ranks differ from the file's document order", order);
+    }
+    for (size_t r = gpus.size() - static_cast<size_t>(unreadable); r < gpus.size(); ++r)
+      notes_.add("GPUs with a missing or unreadable bus id ranked last, in document order", where(gpus[r]));
+  }
+
   Result<Topology> build() {
     topo_.name = std::filesystem::path(filename_).stem().string();
     if (topo_.name.empty()) topo_.name = "nccl-topology";
@@ -831,7 +1008,20 @@ class XmlImporter {
 
     // GPUs first, in rank order (full dump) or PCI bus-id order (hint file), so vertex ranks are dense.
     std::vector<PciItem*> gpus = hint_mode_ ? hint_gpus_ : full_gpus_;
-    if (!hint_mode_) {
+    for (const PciItem* item : rankless_gpus_) {
+      notes_.add(
+          "<gpu> elements without rank ignored: other <gpu> elements have ranks, so these are GPUs NCCL's "
+          "process did not use",
+          fmt::format("{} line {}", item->raw_busid.empty() ? "?" : item->raw_busid, item->gpu.line));
+    }
+    if (rankless_mode_) {
+      notes_.add(fmt::format(
+          "no <gpu> element has a rank: the {} GPUs (their sm and NVLinks read as given) ranked by PCI bus id "
+          "(domain:bus:device.function, numerically), as CUDA with CUDA_DEVICE_ORDER=PCI_BUS_ID, nvidia-smi and "
+          "launchers number them",
+          gpus.size()));
+      rankByBusId(gpus, [](const PciItem* item) { return fmt::format("line {}", item->gpu.line); });
+    } else if (!hint_mode_) {
       std::stable_sort(gpus.begin(), gpus.end(),
                        [](const PciItem* a, const PciItem* b) { return a->gpu.rank < b->gpu.rank; });
       for (size_t i = 1; i < gpus.size(); ++i) {
@@ -846,23 +1036,14 @@ class XmlImporter {
                                gpus.front()->gpu.rank, gpus.back()->gpu.rank, gpus.size() - 1));
       }
     } else {
-      const std::vector<PciItem*> document_order = gpus;
-      const int unreadable = sortByBusId(gpus);
       notes_.add(fmt::format(
           "hint file (NCCL_TOPO_FILE): no <gpu> elements; {} GPUs taken from <pci> class 0x03.... and ranked by "
           "PCI bus id (domain:bus:device.function, numerically), as CUDA with CUDA_DEVICE_ORDER=PCI_BUS_ID, "
           "nvidia-smi and launchers number them",
           gpus.size()));
-      if (gpus != document_order) {
-        std::string order;
-        for (size_t r = 0; r < gpus.size(); ++r)
-          order += fmt::format("{}gpu{}={}", r ? ", " : "", r, gpus[r]->raw_busid.empty() ? "?" : gpus[r]->raw_busid);
-        notes_.add("GPU ranks differ from the file's document order", order);
-      }
-      for (size_t r = gpus.size() - static_cast<size_t>(unreadable); r < gpus.size(); ++r) {
-        notes_.add("GPUs with a missing or unreadable bus id ranked last, in document order",
-                   gpus[r]->raw_busid.empty() ? fmt::format("line {}", gpus[r]->line) : gpus[r]->raw_busid);
-      }
+      rankByBusId(gpus, [](const PciItem* item) {
+        return item->raw_busid.empty() ? fmt::format("line {}", item->line) : item->raw_busid;
+      });
       notes_.add(hintNvlinkNote(gpus));
     }
     std::set<std::string> seen_busids;
@@ -879,7 +1060,7 @@ class XmlImporter {
       }
       gpu_sm_[v] = item->gpu.sm;
       if (!hint_mode_ && !item->gpu.gdr)
-        notes_.add("GPUDirect RDMA disabled (gdr=0): NIC traffic stages through host memory", topo_.vertices[v].name);
+        notes_.add("GPUDirect RDMA disabled (gdr=0): NIC traffic stages through host memory", label(v));
     }
 
     // CPUs (NUMA nodes) joined pairwise by SYS links.
@@ -887,11 +1068,22 @@ class XmlImporter {
     std::set<long long> numas;
     for (size_t i = 0; i < cpus_.size(); ++i) {
       CpuItem& cpu = cpus_[i];
-      if (cpu.numa < 0) cpu.numa = static_cast<long long>(i);
+      if (cpu.numa < 0) {
+        // Numbered by position, skipping the ids other <cpu> elements give.
+        long long free_id = static_cast<long long>(i);
+        auto given = [&](long long id) {
+          for (const CpuItem& other : cpus_) {
+            if (other.numa == id) return true;
+          }
+          return numas.count(id) > 0;
+        };
+        while (given(free_id)) ++free_id;
+        cpu.numa = free_id;
+      }
       if (!numas.insert(cpu.numa).second)
         notes_.add("two <cpu> elements share a numaid", fmt::format("numaid {} line {}", cpu.numa, cpu.line));
       const int v = topo_.addVertex(VertexKind::kCpu, node_, uniqueName(fmt::format("cpu{}", cpu.numa)));
-      topo_.vertices[v].numa = static_cast<int>(std::clamp<long long>(cpu.numa, -1, 1 << 30));
+      topo_.vertices[v].numa = static_cast<int>(cpu.numa);
       cpu_vertex.push_back(v);
     }
     for (size_t a = 0; a < cpus_.size(); ++a) {
@@ -918,7 +1110,7 @@ class XmlImporter {
     for (PendingNic& p : pending_hint_nics_) hint_nics.push_back(&p);
     sortByBusId(hint_nics);
     if (hint_nics.size() > 1) notes_.add("hint-file NICs numbered nic0.. by PCI bus id, as the GPUs are ranked");
-    for (const PendingNic* p : hint_nics) addNic(*p->net, p->parent, p->up_gbps, p->numa);
+    for (const PendingNic* p : hint_nics) addNic(*p->net, p->parent, p->up_gbps, p->numa, p->raw_busid);
     if (cpus_.size() == 1 && gpus.size() > 4) {
       notes_.add(
           fmt::format("all {} GPUs sit under one <cpu> (NUMA node); on a 2-socket machine the inter-socket "
@@ -937,6 +1129,12 @@ class XmlImporter {
     return std::move(topo_);
   }
 
+  // A vertex as the user finds it in the file: its name (gpu<rank>, the NIC's net name) and its PCI bus id.
+  std::string label(int v) const {
+    const Vertex& x = topo_.vertices[v];
+    return x.busid.empty() ? x.name : fmt::format("{} = {}", x.name, x.busid);
+  }
+
   int cpuOfGpu(int gpu_vertex, const std::vector<int>& cpu_vertex) const {
     const int numa = topo_.vertices[gpu_vertex].numa;
     for (int c : cpu_vertex) {
@@ -950,7 +1148,7 @@ class XmlImporter {
     std::map<int, int> switch_lanes;            // gpu vertex -> lanes to NVSwitches
     for (PciItem* item : gpus) {
       const int v = gpu_vertex_.at(item);
-      const std::string& gname = topo_.vertices[v].name;
+      const std::string gname = label(v);
       for (const NvlinkInfo& link : item->gpu.nvlinks) {
         if (!item->busid.empty() && link.target == item->busid) {
           notes_.add("NVLink self-loops (target = the GPU's own bus id) ignored, never counted as bandwidth",
@@ -1000,11 +1198,11 @@ class XmlImporter {
       auto back = direct.find({b, a});
       if (back == direct.end()) {
         notes_.add("NVLinks listed by one GPU only: the reverse direction added with the same lane count",
-                   fmt::format("{}-{}", topo_.vertices[a].name, topo_.vertices[b].name));
+                   fmt::format("{} - {}", label(a), label(b)));
         topo_.addLink(b, a, LinkKind::kNvlink, lanes * nvlinkLaneGbps(gpu_sm_[b]), kNvlinkDirectAlphaUs, lanes);
       } else if (back->second != lanes && a < b) {
         notes_.add("NVLink lane counts differ between the two ends; each direction keeps its own count",
-                   fmt::format("{}->{} {} vs {}", topo_.vertices[a].name, topo_.vertices[b].name, lanes, back->second));
+                   fmt::format("{} -> {} {} vs {}", label(a), label(b), lanes, back->second));
       }
     }
     if (!switch_lanes.empty()) {
@@ -1020,13 +1218,13 @@ class XmlImporter {
                             lanes);
         if (lanes != common) {
           notes_.add(fmt::format("GPUs whose NVSwitch lane count differs from the others' {}", common),
-                     fmt::format("{} has {}", topo_.vertices[v].name, lanes));
+                     fmt::format("{} has {}", label(v), lanes));
         }
       }
       if (switch_lanes.size() < static_cast<size_t>(topo_.numGpus())) {
         for (int r = 0; r < topo_.numGpus(); ++r) {
           const int v = topo_.gpuVertex(r);
-          if (!switch_lanes.count(v)) notes_.add("GPUs with no NVLink to the NVSwitch fabric", topo_.vertices[v].name);
+          if (!switch_lanes.count(v)) notes_.add("GPUs with no NVLink to the NVSwitch fabric", label(v));
         }
       }
       notes_.add(
@@ -1045,6 +1243,8 @@ class XmlImporter {
   std::vector<PciItem*> full_gpus_;
   std::vector<PciItem*> hint_gpus_;
   bool hint_mode_ = false;
+  bool rankless_mode_ = false;  // no <gpu> has a rank: every <gpu> is used, ranked by bus id
+  std::vector<PciItem*> rankless_gpus_;
   int first_classless_line_ = 0;
   Topology topo_;
   int node_ = -1;

@@ -49,6 +49,7 @@ constexpr double kNvlinkDirectAlphaUs = 0.6;  // NCCL hwLat NVLink (LL) for a di
 constexpr double kNvswitchHopAlphaUs = 0.3;   // half of it per GPU-NVSwitch hop
 constexpr double kPcieHopAlphaUs = 0.5;       // half of NCCL's PCI hwLat (1.0) per hop
 constexpr double kSysAlphaUs = 1.0;
+constexpr int kMaxNumaId = 1 << 20;        // the largest numa the Braid YAML reads back
 constexpr int kMaxNvlinkPortsPerGpu = 18;  // H100/B200 have 18 NVLink ports, no GPU has more
 
 // Relation levels; larger = farther.
@@ -130,13 +131,25 @@ std::optional<Cell> parseCell(const std::string& raw) {
 
 bool isCellToken(const std::string& t) { return parseCell(t).has_value(); }
 
+// A NUMA Affinity cell as a NUMA node id: digits only, at most kMaxNumaId. nullopt otherwise ("N/A", "0-1", "-1").
+std::optional<int> parseNuma(const std::string& t) {
+  if (t.empty() || t.size() > 7) return std::nullopt;
+  for (char c : t) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+  }
+  const int v = std::stoi(t);
+  if (v > kMaxNumaId) return std::nullopt;
+  return v;
+}
+
 struct Device {
   std::string column;  // header name
   bool gpu = false;
   int row_line = 0;
   std::string cpu_affinity;
   std::string numa_affinity;
-  std::string name;  // vertex name (NIC legend name for NICs)
+  std::optional<int> numa;  // numa_affinity as a NUMA node id, when it is one
+  std::string name;         // vertex name (NIC legend name for NICs)
 };
 
 class DisjointSets {
@@ -168,6 +181,7 @@ struct Generation {
   double lane_gbps;
   double pcie_gbps;
   CpuGuess cpu;
+  std::string gpu_model;  // recorded on the GPU vertices ("H100/H800 (sm90)"); empty when not recognised
 };
 
 const CpuGuess kDgx1Cpu{"Intel Xeon E5-2698 v4 (Broadwell) of the DGX-1: 6 GB/s (NCCL BDW)", kBroadwellSysGbps};
@@ -182,39 +196,39 @@ const CpuGuess kUnknownCpu{
 Generation inferGeneration(int lanes_per_gpu, int max_pair_lanes, bool nvswitch) {
   // NCCL per-lane: SM60 18, SM70 20, SM80 20, SM86 12, SM90 20.6; PCIe x16: Gen3 12, Gen4 24, Gen5 48.
   if (lanes_per_gpu == 0) {
-    return {"no NVLink in the matrix: PCIe assumed Gen4 x16 (24 GB/s)", 20.0, 24.0, kUnknownCpu};
+    return {"no NVLink in the matrix: PCIe assumed Gen4 x16 (24 GB/s)", 20.0, 24.0, kUnknownCpu, ""};
   }
   if (lanes_per_gpu == 4 && max_pair_lanes == 1) {
     return {"4 single NVLinks per GPU looks like P100 (SM60): 18 GB/s per lane, PCIe Gen3 x16 (12 GB/s)", 18.0, 12.0,
-            kDgx1Cpu};
+            kDgx1Cpu, "P100 (sm60)"};
   }
   if (lanes_per_gpu == 6) {
     if (nvswitch) {
       return {
           "6 NVLinks per GPU into an NVSwitch looks like V100 in a DGX-2 (SM70): 20 GB/s per lane, PCIe Gen3 "
           "x16 (12 GB/s)",
-          20.0, 12.0, kDgx2Cpu};
+          20.0, 12.0, kDgx2Cpu, "V100 (sm70)"};
     }
-    return {"6 NVLinks per GPU looks like V100 (SM70): 20 GB/s per lane, PCIe Gen3 x16 (12 GB/s)", 20.0, 12.0,
-            kDgx1Cpu};
+    return {"6 NVLinks per GPU looks like V100 (SM70): 20 GB/s per lane, PCIe Gen3 x16 (12 GB/s)", 20.0, 12.0, kDgx1Cpu,
+            "V100 (sm70)"};
   }
   if (lanes_per_gpu == 4 && !nvswitch) {
     return {"NV4 bridges look like Ampere workstation GPUs (SM86): 12 GB/s per lane, PCIe Gen4 x16 (24 GB/s)", 12.0,
-            24.0, kUnknownCpu};
+            24.0, kUnknownCpu, "RTX 3090/A6000 class (sm86)"};
   }
   if (lanes_per_gpu == 12) {
     return {"12 NVLinks per GPU looks like A100 (SM80): 20 GB/s per lane, PCIe Gen4 x16 (24 GB/s)", 20.0, 24.0,
-            kDgxA100Cpu};
+            kDgxA100Cpu, "A100/A800 (sm80)"};
   }
   if (lanes_per_gpu == 18 || (lanes_per_gpu == 8 && nvswitch)) {
     return {fmt::format("{} NVLinks per GPU looks like H100/H800 (SM90): 20.6 GB/s per lane, PCIe Gen5 x16 (48 GB/s)",
                         lanes_per_gpu),
-            20.6, 48.0, kDgxH100Cpu};
+            20.6, 48.0, kDgxH100Cpu, "H100/H800 (sm90)"};
   }
   return {fmt::format("GPU generation not recognised from {} NVLinks per GPU: 20 GB/s per lane (NCCL's SM80 value) and "
                       "PCIe Gen4 x16 (24 GB/s) assumed",
                       lanes_per_gpu),
-          20.0, 24.0, kUnknownCpu};
+          20.0, 24.0, kUnknownCpu, ""};
 }
 
 class SmiImporter {
@@ -273,8 +287,25 @@ class SmiImporter {
       if (t.empty()) continue;
       if (t[0].size() > 1 && t[0].back() == ':' && t.size() >= 2) {
         // NIC legend: "NIC0: mlx5_0".
-        auto it = column_index_.find(t[0].substr(0, t[0].size() - 1));
-        if (it != column_index_.end() && !devices_[it->second].gpu) legend_[it->second] = t[1];
+        const std::string column = t[0].substr(0, t[0].size() - 1);
+        const int line_no = static_cast<int>(i) + 1;
+        auto it = column_index_.find(column);
+        if (it == column_index_.end() || devices_[it->second].gpu) {
+          if (column.rfind("NIC", 0) == 0 || it != column_index_.end()) {
+            notes_.push_back(fmt::format("{}:{}: NIC legend entry {}: {} ignored: the header has no NIC column {}",
+                                         filename_, line_no, column, t[1], column));
+          }
+          continue;
+        }
+        auto [prev, fresh] = legend_.emplace(it->second, t[1]);
+        if (!fresh) {
+          notes_.push_back(
+              fmt::format("{}:{}: {} appears twice in the NIC legend ({} here, {} at line {}): the "
+                          "first is kept",
+                          filename_, line_no, column, t[1], prev->second, legend_line_[it->second]));
+        } else {
+          legend_line_[it->second] = line_no;
+        }
         continue;
       }
       auto it = column_index_.find(t[0]);
@@ -306,7 +337,14 @@ class SmiImporter {
       }
       size_t extra = static_cast<size_t>(n) + 1;
       if (d.gpu && has_cpu_affinity_ && extra < t.size()) d.cpu_affinity = t[extra++];
-      if (d.gpu && has_numa_affinity_ && extra < t.size()) d.numa_affinity = t[extra++];
+      if (d.gpu && has_numa_affinity_ && extra < t.size()) {
+        d.numa_affinity = t[extra++];
+        d.numa = parseNuma(d.numa_affinity);
+        if (!d.numa && d.numa_affinity != "N/A") {
+          notes_.push_back(fmt::format("{}:{}: {}'s NUMA Affinity '{}' is not a NUMA node id (0..{}): ignored",
+                                       filename_, line_no, d.column, d.numa_affinity, kMaxNumaId));
+        }
+      }
     }
     for (int r = 0; r < n; ++r) {
       if (devices_[r].row_line > 0) continue;
@@ -359,7 +397,18 @@ class SmiImporter {
     }
     std::vector<std::vector<int>> groups = split(members, level - 1);
     if (groups.size() == 1) {
-      if (level - 1 <= kPxb && !parent_is_switch) {
+      bool phb_pair = false;
+      for (int a : members) {
+        for (int b : members) phb_pair = phb_pair || (a != b && cells_[a][b].level == kPhb);
+      }
+      if (level - 1 == kPhb && phb_pair) {
+        // Every device of the socket meets the others within PHB: one host bridge holds them all, so that routes
+        // between them cross the host bridge (PHB), not the CPU (NODE).
+        const int v = topo_.addVertex(VertexKind::kPcieSwitch, node_, fmt::format("host_bridge{}", switch_count_++));
+        topo_.vertices[v].numa = numa;
+        topo_.addDuplexLink(v, parent, LinkKind::kPcie, gen_.pcie_gbps, kPcieHopAlphaUs);
+        buildCluster(members, level - 1, v, numa, false);
+      } else if (level - 1 <= kPxb && !parent_is_switch) {
         const int v = topo_.addVertex(VertexKind::kPcieSwitch, node_, fmt::format("pcie_switch{}", switch_count_++));
         topo_.vertices[v].numa = numa;
         topo_.addDuplexLink(v, parent, LinkKind::kPcie, gen_.pcie_gbps, kPcieHopAlphaUs);
@@ -471,14 +520,29 @@ class SmiImporter {
     std::set<std::string> names;
     for (int d : gpus) {
       vertex_[d] = topo_.addVertex(VertexKind::kGpu, node_);
+      topo_.vertices[vertex_[d]].model = gen_.gpu_model;
       names.insert(topo_.vertices[vertex_[d]].name);
+    }
+    if (!gen_.gpu_model.empty()) {
+      notes_.push_back(fmt::format(
+          "GPU model is not in an nvidia-smi matrix: GPUs recorded as '{}' from their NVLinks, so NCCL's model uses "
+          "that generation's constants; set `model` in the written YAML if the GPUs differ",
+          gen_.gpu_model));
     }
     for (int d = 0; d < n; ++d) {
       if (devices_[d].gpu) continue;
       auto it = legend_.find(d);
       std::string name = it != legend_.end() ? it->second : devices_[d].column;
-      if (names.count(name)) name = devices_[d].column;
-      while (names.count(name)) name += "_";
+      if (names.count(name)) {
+        const std::string taken = name;
+        if (it != legend_.end()) name = devices_[d].column;
+        while (names.count(name)) name += "_";
+        notes_.push_back(
+            fmt::format("{}{}: NIC name {} is already taken (by another legend entry or a GPU): {} "
+                        "named {}",
+                        filename_, legend_line_.count(d) ? fmt::format(":{}", legend_line_[d]) : "", taken,
+                        devices_[d].column, name));
+      }
       names.insert(name);
       vertex_[d] = topo_.addVertex(VertexKind::kNic, node_, name);
     }
@@ -544,17 +608,25 @@ class SmiImporter {
     for (size_t s = 0; s < socket_members.size(); ++s) {
       int numa = -1;
       for (int d : socket_members[s]) {
-        if (!devices_[d].numa_affinity.empty() &&
-            std::isdigit(static_cast<unsigned char>(devices_[d].numa_affinity[0]))) {
-          try {
-            numa = std::stoi(devices_[d].numa_affinity);
-          } catch (const std::exception&) {
-            numa = -1;
-          }
+        if (devices_[d].numa) {
+          numa = *devices_[d].numa;
           break;
         }
       }
-      if (numa < 0) numa = static_cast<int>(s);
+      if (numa < 0) {
+        // Numbered by position, skipping ids the matrix gives other sockets.
+        numa = static_cast<int>(s);
+        auto given = [&](int id) {
+          for (const Device& dev : devices_) {
+            if (dev.numa == id) return true;
+          }
+          for (int c : cpu_vertex) {
+            if (topo_.vertices[c].numa == id) return true;
+          }
+          return false;
+        };
+        while (given(numa)) ++numa;
+      }
       const int v = topo_.addVertex(VertexKind::kCpu, node_, fmt::format("cpu{}", s));
       topo_.vertices[v].numa = numa;
       for (int d : socket_members[s]) topo_.vertices[vertex_[d]].numa = numa;
@@ -618,6 +690,7 @@ class SmiImporter {
   bool has_cpu_affinity_ = false;
   bool has_numa_affinity_ = false;
   std::map<int, std::string> legend_;
+  std::map<int, int> legend_line_;
   std::vector<std::vector<Cell>> cells_;
   std::vector<std::string> notes_;
   Generation gen_;

@@ -56,12 +56,13 @@ namespace {
 
 /// Class of a route between two GPUs, in the vocabulary of `nvidia-smi topo -m`:
 /// "NV<n>" when the route is NVLink only (n = fewest lanes on it), "NET" through a network link,
-/// "SYS" across the inter-socket link, "C2C" chip-to-chip, "PHB" through a CPU/host bridge, "PXB"
+/// "SYS" across the inter-socket link, "C2C" chip-to-chip, "NODE" through a CPU (between its host bridges), "PHB"
+/// through a host bridge (a PCIe switch vertex named "host_bridge*", as the nvidia-smi importer models PHB), "PXB"
 /// through several PCIe switches, "PIX" through one.
 std::string routeClass(const Topology& t, const Route& r) {
   bool all_nvlink = true, any_net = false, any_sys = false, any_c2c = false;
   int min_lanes = 1 << 30;
-  int cpus = 0, pcie_switches = 0;
+  int cpus = 0, pcie_switches = 0, host_bridges = 0;
   for (size_t i = 0; i < r.links.size(); ++i) {
     const Link& l = t.links[r.links[i]];
     all_nvlink = all_nvlink && l.kind == LinkKind::kNvlink;
@@ -73,13 +74,15 @@ std::string routeClass(const Topology& t, const Route& r) {
       const VertexKind k = t.vertices[l.dst].kind;
       cpus += k == VertexKind::kCpu ? 1 : 0;
       pcie_switches += k == VertexKind::kPcieSwitch ? 1 : 0;
+      host_bridges += k == VertexKind::kPcieSwitch && t.vertices[l.dst].name.rfind("host_bridge", 0) == 0 ? 1 : 0;
     }
   }
   if (all_nvlink) return fmt::format("NV{}", min_lanes);
   if (any_net) return "NET";
   if (any_sys) return "SYS";
   if (any_c2c) return "C2C";
-  if (cpus > 0) return "PHB";
+  if (cpus > 0) return "NODE";
+  if (host_bridges > 0) return "PHB";
   return pcie_switches > 1 ? "PXB" : "PIX";
 }
 
@@ -199,7 +202,7 @@ std::string topologyToJson(const Topology& t) {
     j["route_matrix"] = nullptr;
   }
   j["notes"] = t.notes;
-  return j.dump(2) + "\n";
+  return dumpJson(j, 2) + "\n";
 }
 
 std::string describeTopology(const Topology& t) {
@@ -249,7 +252,8 @@ std::string describeTopology(const Topology& t) {
   if (gpus <= kMaxMatrixGpus && gpus > 0) {
     const RouteMatrix m = routeMatrix(t);
     out +=
-        "GPU x GPU best route (as nvidia-smi topo -m: NV# = NVLink lanes, PIX/PXB/PHB = PCIe, SYS = across sockets, "
+        "GPU x GPU best route (as nvidia-smi topo -m: NV# = NVLink lanes, PIX/PXB/PHB/NODE = PCIe, SYS = across "
+        "sockets, "
         "NET = network):\n";
     std::string header = "      ";
     for (int b = 0; b < gpus; ++b) header += fmt::format("{:>6}", fmt::format("gpu{}", b));
@@ -591,7 +595,15 @@ std::string drawTopologySvg(const Topology& t) {
         vertexKindName(v.kind), v.model.empty() ? "" : ", ", escapeXml(v.model));
     std::string label = v.kind == VertexKind::kGpu ? v.name : shortName(t, v);
     // Long names (PCI bus ids, bonded NICs) keep their head and their distinguishing tail.
-    if (label.size() > 10) label = label.substr(0, 3) + "…" + label.substr(label.size() - 6);
+    // The cuts move off UTF-8 continuation bytes so that a multi-byte character is kept whole or dropped whole.
+    if (label.size() > 10) {
+      auto continuation = [&](size_t i) { return (static_cast<unsigned char>(label[i]) & 0xC0) == 0x80; };
+      size_t head = 3;
+      while (head > 0 && continuation(head)) --head;
+      size_t tail = label.size() - 6;
+      while (tail < label.size() && continuation(tail)) ++tail;
+      label = label.substr(0, head) + "…" + label.substr(tail);
+    }
     svg += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" font-size=\"11\" text-anchor=\"middle\">{}</text>\n", b.x,
                        b.y + 4, escapeXml(label));
   }

@@ -493,6 +493,18 @@ constexpr int kNdv2Class2[8][2] = {{0, 2}, {0, 3}, {1, 2}, {1, 5}, {3, 7}, {4, 6
 
 double gbpsFromBeta(double beta_us_per_mb) { return 1000.0 / beta_us_per_mb; }
 
+// GPUs of TACCL's built-in machines (taccl_msccl.md §1.3): NDv2 and DGX-1 are 8x V100-SXM2, DGX-2 16x
+// V100-SXM3-32GB. HubAndSpoke and custom profiles do not say (empty).
+std::string builtinGpuModel(Builtin kind) {
+  switch (kind) {
+    case Builtin::kNdv2: return "V100-SXM2";
+    case Builtin::kDgx2: return "V100-SXM3-32GB";
+    case Builtin::kHubAndSpoke:
+    case Builtin::kCustom: break;
+  }
+  return "";
+}
+
 Result<Topology> buildProfile(const JsonReader& r, const Profile& p, const TacclSketch* sketch,
                               std::vector<std::string> notes) {
   const std::string& filename = r.filename();
@@ -510,6 +522,11 @@ Result<Topology> buildProfile(const JsonReader& r, const Profile& p, const Taccl
                     p.name, mb));
   }
   notes.push_back("bandwidth = 1000 / β GB/s (β in µs per 10^6 bytes)");
+  if (!builtinGpuModel(p.kind).empty()) {
+    notes.push_back(fmt::format("GPUs recorded as {}, the GPUs of TACCL's built-in machine", builtinGpuModel(p.kind)));
+  } else {
+    notes.push_back("a TACCL profile does not name its GPUs: GPU model left empty (NCCL's model then assumes SM80)");
+  }
 
   // Sketch checks against this profile.
   std::set<int> senders, receivers;
@@ -578,7 +595,10 @@ Result<Topology> buildProfile(const JsonReader& r, const Profile& p, const Taccl
   for (int node = 0; node < nnodes; ++node) {
     const int n = t.addNode(fmt::format("node{}", node), p.name);
     std::vector<int> gpu(p.gpus);
-    for (int g = 0; g < p.gpus; ++g) gpu[g] = t.addVertex(VertexKind::kGpu, n);
+    for (int g = 0; g < p.gpus; ++g) {
+      gpu[g] = t.addVertex(VertexKind::kGpu, n);
+      t.vertices[gpu[g]].model = builtinGpuModel(p.kind);
+    }
     switch (p.kind) {
       case Builtin::kNdv2:
         for (const auto& pair : kNdv2Class1) {

@@ -2,6 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <cctype>
+#include <string>
+#include <vector>
+
 namespace braid {
 
 const char* vertexKindName(VertexKind kind) {
@@ -38,6 +42,72 @@ std::optional<VertexKind> parseVertexKind(const std::string& name) {
 std::optional<LinkKind> parseLinkKind(const std::string& name) {
   for (LinkKind k : {LinkKind::kNvlink, LinkKind::kPcie, LinkKind::kSys, LinkKind::kNet, LinkKind::kC2c}) {
     if (name == linkKindName(k)) return k;
+  }
+  return std::nullopt;
+}
+
+std::optional<int> gpuComputeCapability(const std::string& model) {
+  std::vector<std::string> tokens;
+  std::string cur;
+  for (char c : model) {
+    if (std::isalnum(static_cast<unsigned char>(c))) {
+      cur += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    } else if (!cur.empty()) {
+      tokens.push_back(cur);
+      cur.clear();
+    }
+  }
+  if (!cur.empty()) tokens.push_back(cur);
+  auto digits = [](const std::string& t, size_t from) {
+    if (from >= t.size() || t.size() - from > 3) return false;
+    for (size_t i = from; i < t.size(); ++i) {
+      if (!std::isdigit(static_cast<unsigned char>(t[i]))) return false;
+    }
+    return true;
+  };
+  // "sm90", "SM_90", "sm 90".
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    if (t.rfind("SM", 0) != 0) continue;
+    if (digits(t, 2)) return std::stoi(t.substr(2));
+    if (t == "SM" && i + 1 < tokens.size() && digits(tokens[i + 1], 0)) return std::stoi(tokens[i + 1]);
+  }
+  // Product codes; a token matches a code exactly or followed by letters only (A10G, L40S, H100NVL), so A100 never
+  // reads as A10.
+  struct Code {
+    const char* code;
+    int sm;
+  };
+  static const Code kCodes[] = {
+      {"GB200", 100}, {"B200", 100}, {"B100", 100}, {"GH200", 90}, {"H200", 90},  {"H100", 90},  {"H800", 90},
+      {"H20", 90},    {"L40", 89},   {"L20", 89},   {"L4", 89},    {"A6000", 86}, {"A5500", 86}, {"A5000", 86},
+      {"A4500", 86},  {"A4000", 86}, {"A2000", 86}, {"A40", 86},   {"A16", 86},   {"A10", 86},   {"A2", 86},
+      {"A100", 80},   {"A800", 80},  {"A30", 80},   {"T4", 75},    {"V100", 70},  {"P100", 60}};
+  for (const std::string& t : tokens) {
+    for (const Code& c : kCodes) {
+      const std::string code = c.code;
+      if (t.rfind(code, 0) != 0) continue;
+      bool letters = true;
+      for (size_t i = code.size(); i < t.size(); ++i) {
+        if (!std::isalpha(static_cast<unsigned char>(t[i]))) letters = false;
+      }
+      if (letters) return c.sm;
+    }
+  }
+  // GeForce/RTX by number: RTX 4090 (Ada) 89, RTX 3090 (Ampere) 86, RTX 2080 (Turing) 75; "RTX 6000 Ada" 89.
+  bool rtx = false, ada = false;
+  for (const std::string& t : tokens) {
+    rtx = rtx || t == "RTX" || t == "GEFORCE";
+    ada = ada || t == "ADA";
+  }
+  if (rtx) {
+    if (ada) return 89;
+    for (const std::string& t : tokens) {
+      if (t.size() != 4 || !digits(t.substr(1), 0) || !std::isdigit(static_cast<unsigned char>(t[0]))) continue;
+      if (t[0] == '4') return 89;
+      if (t[0] == '3') return 86;
+      if (t[0] == '2') return 75;
+    }
   }
   return std::nullopt;
 }

@@ -3,7 +3,8 @@
 # the all_reduce_perf table (header, device lines, the two-level column header as real nccl-tests prints it, one
 # row per size with nccl-tests' counts, algbw/busbw consistent with the time, #wrong 0, footer with the mean
 # busbw), all six collectives with threads (-t 2) and with forked processes (-p 2), every type and op (-d all
-# -o all), roots (-r all), -c 0 (N/A), -J JSON, --transport tcp, --algo with an algorithm written by `braid
+# -o all), roots (-r all), -c 0 (N/A), in-place all-to-all (N/A), -b 0 (one zero-size row), -J JSON (a path that
+# cannot be written is refused before the sweep), --transport tcp, --algo with an algorithm written by `braid
 # algo`, and bad flags (exit 2).
 # Usage: braid_perf_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
 source "$(dirname "$0")/lib.sh" "$@"
@@ -89,7 +90,10 @@ for coll in all_reduce all_gather reduce_scatter alltoall broadcast reduce; do
         cmp -s "$tmp/sc.got" "$tmp/sc.want" && ok || fail "$coll $mode sizes/counts: $(tr '\n' ' ' <"$tmp/sc.got") want $(tr '\n' ' ' <"$tmp/sc.want")"
         ;;
     esac
-    check_rows "$coll $mode" "$tmp/out" "NF == 13 && \$3 == \"float\" && \$9 == 0 && \$13 == 0 && $cond"
+    # In-place all-to-all runs but is not checked, as nccl-tests: #wrong N/A.
+    in_place_wrong=0
+    [ "$coll" = alltoall ] && in_place_wrong='"N/A"'
+    check_rows "$coll $mode" "$tmp/out" "NF == 13 && \$3 == \"float\" && \$9 == 0 && \$13 == $in_place_wrong && $cond"
     grep -qx '# Out of bounds values : 0 OK' "$tmp/out" && ok || fail "$coll $mode: out of bounds line"
   done
 done
@@ -109,7 +113,7 @@ check_rows "reduce -r all" "$tmp/out" '$3 == "half" && $4 == "max" && $9 == 0 &&
 
 # --- braid_perf <collective>, -c 0, -J, --transport tcp.
 expect_rc 0 "braid_perf all_gather -c 0 -J" -- "$bin/braid_perf" all_gather -b 1K -e 4K -f 2 -t 2 -n 2 -c 0 -J "$tmp/ag.json" --transport tcp
-grep -q '^# Collective test starting: braid_perf all_gather$' "$tmp/out" && ok || fail "braid_perf all_gather program name"
+grep -q '^# Collective test starting: all_gather_perf$' "$tmp/out" && ok || fail "braid_perf all_gather test name"
 grep -q 'transport tcp' "$tmp/out" && ok || fail "--transport tcp not in the header"
 check_rows "-c 0" "$tmp/out" '$9 == "N/A" && $13 == "N/A"'
 if python3 - "$tmp/ag.json" "$tmp/out" >"$tmp/py.out" 2>&1 <<'EOF'; then ok; else fail "-J: $(head -3 "$tmp/py.out")"; fi
@@ -129,6 +133,20 @@ for r, row in zip(d["results"], rows):
         assert abs(m["bus_bw"] - m["alg_bw"] / 2) < 1e-12, m
 assert d["out_of_bounds"] == {"count": 0, "okay": True}, d["out_of_bounds"]
 EOF
+
+# --- braid_perf alltoall -b 0: the test is named alltoall_perf (as nccl-tests, whatever started it), one row of
+# size 0, in-place #wrong N/A.
+expect_rc 0 "braid_perf alltoall -b 0" -- "$bin/braid_perf" alltoall -b 0 -e 64 -f 2 -t 2 -n 1
+sed -n 2p "$tmp/out" | grep -qx '# Collective test starting: alltoall_perf' && ok || fail "alltoall line 2: $(sed -n 2p "$tmp/out")"
+tail -1 "$tmp/out" | grep -qx '# Collective test concluded: alltoall_perf' && ok || fail "alltoall last line: $(tail -1 "$tmp/out")"
+[ "$(rows "$tmp/out" | awk '{print $1}' | tr '\n' ' ')" = "0 32 64 " ] && ok ||
+  fail "alltoall -b 0 sizes: $(rows "$tmp/out" | awk '{print $1}' | tr '\n' ' ')"
+check_rows "alltoall -b 0" "$tmp/out" 'NF == 13 && $9 == 0 && $13 == "N/A"'
+
+# --- -J into a folder that does not exist: refused before the sweep, exit 2, nothing printed on stdout.
+expect_rc 2 "-J /nonexistent" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 2 -J "$tmp/nonexistent/x.json"
+grep -q -- "-J $tmp/nonexistent/x.json: folder $tmp/nonexistent does not exist" "$tmp/err" && ok || fail "-J message: $(cat "$tmp/err")"
+[ ! -s "$tmp/out" ] && ok || fail "-J: the sweep ran: $(head -3 "$tmp/out")"
 
 # --- --algo FILE forces an algorithm written by `braid algo`.
 if "$braid" algo recursive --coll allreduce -n 4 -o "$tmp/rec.xml" >/dev/null 2>&1; then

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -115,14 +117,36 @@ TEST(Env, DocsListEveryRegisteredVariableWithItsDefault) {
 TEST(Env, ValuesDefaultsAndErrors) {
   unsetenv("BRAID_TIMEOUT");
   EXPECT_EQ(envString("BRAID_TIMEOUT"), "300");
-  EXPECT_DOUBLE_EQ(runtimeTimeoutSeconds(), 300.0);
+  EXPECT_DOUBLE_EQ(runtimeTimeoutSeconds().value(), 300.0);
   setenv("BRAID_TIMEOUT", "2.5", 1);
-  EXPECT_DOUBLE_EQ(runtimeTimeoutSeconds(), 2.5);
+  EXPECT_DOUBLE_EQ(runtimeTimeoutSeconds().value(), 2.5);
   setenv("BRAID_TIMEOUT", "abc", 1);
   Result<double> bad = envDouble("BRAID_TIMEOUT");
   ASSERT_FALSE(bad.isOk());
   EXPECT_EQ(bad.status().message(), "BRAID_TIMEOUT=abc: not a number");
-  EXPECT_DOUBLE_EQ(runtimeTimeoutSeconds(), 300.0);  // a malformed value falls back to the default
+  // Not a positive number of seconds: an error naming the variable and its text.
+  for (const char* text : {"abc", "-1", "0", "nan", "5s"}) {
+    setenv("BRAID_TIMEOUT", text, 1);
+    Result<double> refused = runtimeTimeoutSeconds();
+    ASSERT_FALSE(refused.isOk()) << text;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(),
+              std::string("BRAID_TIMEOUT=") + text + ": not a positive number of seconds (or inf)");
+  }
+  // inf and huge values mean the documented maximum, so deadlines stay representable.
+  for (const char* text : {"inf", "1e10", "1e300"}) {
+    setenv("BRAID_TIMEOUT", text, 1);
+    EXPECT_DOUBLE_EQ(runtimeTimeoutSeconds().value(), kMaxTimeoutSeconds) << text;
+  }
+  EXPECT_DOUBLE_EQ(resolveTimeoutSeconds(7).value(), 7.0);
+  EXPECT_DOUBLE_EQ(resolveTimeoutSeconds(1e12).value(), kMaxTimeoutSeconds);
+  EXPECT_FALSE(resolveTimeoutSeconds(-2).isOk());
+  EXPECT_FALSE(resolveTimeoutSeconds(std::nan("")).isOk());
+  setenv("BRAID_TIMEOUT", "1e10", 1);
+  EXPECT_DOUBLE_EQ(resolveTimeoutSeconds(0).value(), kMaxTimeoutSeconds);
+  const auto now = std::chrono::steady_clock::now();
+  EXPECT_GT(now + timeoutDuration(1e10), now + std::chrono::hours(24 * 365));  // no overflow into the past
+  EXPECT_EQ(timeoutDuration(-1).count(), 0);
   unsetenv("BRAID_TIMEOUT");
   setenv("BRAID_RANK", "3", 1);
   Result<int64_t> rank = envInt("BRAID_RANK");

@@ -2,10 +2,19 @@
 #include "braid/file_io.h"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/file_io_internal.h"
 
 namespace braid {
 namespace {
@@ -61,6 +70,136 @@ TEST_F(FileIoTest, BadTargets) {
   EXPECT_EQ(writeFileAtomic("", "x").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(writeFileAtomic(dir_.string(), "x").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(writeFileAtomic((dir_ / "no" / "such" / "dir.txt").string(), "x").code(), StatusCode::kSystemError);
+}
+
+TEST_F(FileIoTest, ReadsUpToTheLimit) {
+  const fs::path f = dir_ / "big.txt";
+  std::ofstream(f) << std::string(4096, 'x');
+  EXPECT_EQ(readFile(f.string(), 4096).value().size(), 4096u);
+  const Result<std::string> over = readFile(f.string(), 4095);
+  ASSERT_FALSE(over.isOk());
+  EXPECT_EQ(over.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(over.status().message(), f.string() + ": larger than 4095 bytes, the most Braid reads from one input file");
+  // A sparse file far above the default limit fails from its size, before anything is read.
+  const fs::path huge = dir_ / "huge.bin";
+  std::ofstream(huge).close();
+  fs::resize_file(huge, kMaxInputFileBytes + 1);
+  const Result<std::string> too_big = readFile(huge.string());
+  ASSERT_FALSE(too_big.isOk());
+  EXPECT_EQ(too_big.status().message(),
+            huge.string() + ": larger than 256 MiB, the most Braid reads from one input file");
+}
+
+TEST_F(FileIoTest, EndlessDevicesStopAtTheLimit) {
+  if (!fs::exists("/dev/zero")) GTEST_SKIP() << "no /dev/zero";
+  const Result<std::string> zero = readFile("/dev/zero", 1 << 20);
+  ASSERT_FALSE(zero.isOk());
+  EXPECT_EQ(zero.status().message(), "/dev/zero: larger than 1 MiB, the most Braid reads from one input file");
+}
+
+TEST_F(FileIoTest, ReadsPipes) {
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  std::thread writer([&] {
+    const std::string text(100000, 'p');
+    EXPECT_EQ(::write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+    ::close(fds[1]);
+  });
+  const Result<std::string> read = readFile("/dev/fd/" + std::to_string(fds[0]));
+  writer.join();
+  ::close(fds[0]);
+  ASSERT_TRUE(read.isOk()) << read.status().toString();
+  EXPECT_EQ(read->size(), 100000u);
+}
+
+// A signal that ends the process in the middle of writeFileAtomic removes the temporary file and leaves the target
+// as it was; the process still dies of the signal. Each writer of `writers` threads in a child process stops half
+// way through (the test hook) and reports its temporary file; then the child gets `sig`.
+void expectSignalLeavesNothing(const fs::path& dir, int sig, int writers, bool target_exists) {
+  std::vector<fs::path> targets;
+  for (int w = 0; w < writers; ++w) {
+    targets.push_back(dir / ("out" + std::to_string(w) + ".yaml"));
+    if (target_exists) std::ofstream(targets.back()) << "previous";
+  }
+  int report[2];
+  ASSERT_EQ(::pipe(report), 0);
+  std::fflush(nullptr);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(report[0]);
+    std::vector<std::thread> threads;
+    for (int w = 0; w < writers; ++w) {
+      threads.emplace_back([&, w] {
+        const std::string content(1 << 20, static_cast<char>('a' + w));
+        detail::writeFileAtomicHooked(targets[w].string(), content, [&](const std::string& temp) {
+          const std::string line = temp + "\n";
+          if (::write(report[1], line.data(), line.size()) < 0) ::_exit(3);
+          for (;;) ::pause();  // the signal ends the process here
+        });
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    ::_exit(2);  // not reached: every writer waits for the signal
+  }
+  ::close(report[1]);
+  std::vector<std::string> temps;
+  std::string pending;
+  char buffer[4096];
+  while (static_cast<int>(temps.size()) < writers) {
+    const ssize_t n = ::read(report[0], buffer, sizeof buffer);
+    if (n <= 0) break;
+    pending.append(buffer, static_cast<size_t>(n));
+    for (size_t nl; (nl = pending.find('\n')) != std::string::npos; pending.erase(0, nl + 1)) {
+      temps.push_back(pending.substr(0, nl));
+    }
+  }
+  ::close(report[0]);
+  ASSERT_EQ(static_cast<int>(temps.size()), writers);
+  for (const std::string& t : temps) {
+    EXPECT_TRUE(fs::exists(t)) << t;
+    EXPECT_EQ(fs::path(t).parent_path(), dir);
+  }
+  ASSERT_EQ(::kill(child, sig), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status)) << "child status " << status;
+  EXPECT_EQ(WTERMSIG(status), sig);
+  for (const std::string& t : temps) EXPECT_FALSE(fs::exists(t)) << t << " left behind by signal " << sig;
+  for (const fs::path& target : targets) {
+    if (target_exists) {
+      EXPECT_EQ(readFile(target.string()).value(), "previous");
+    } else {
+      EXPECT_FALSE(fs::exists(target));
+    }
+  }
+  size_t entries = std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+  EXPECT_EQ(entries, target_exists ? targets.size() : 0u);
+}
+
+// Whether `sig` is not ignored in this process (writeFileAtomic leaves an ignored signal ignored).
+bool notIgnored(int sig) {
+  struct sigaction old {};
+  return ::sigaction(sig, nullptr, &old) == 0 && ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_IGN);
+}
+
+TEST_F(FileIoTest, SignalDuringWriteRemovesTheTemporaryFile) {
+  int tested = 0;
+  for (int sig : {SIGTERM, SIGINT, SIGHUP}) {
+    if (!notIgnored(sig)) continue;  // an ignored signal (nohup, a background job) is left alone
+    SCOPED_TRACE(strsignal(sig));
+    expectSignalLeavesNothing(dir_, sig, 1, false);
+    expectSignalLeavesNothing(dir_, sig, 1, true);
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    ++tested;
+  }
+  if (tested == 0) GTEST_SKIP() << "SIGTERM, SIGINT and SIGHUP are all ignored here";
+}
+
+TEST_F(FileIoTest, SignalDuringConcurrentWritesRemovesEveryTemporaryFile) {
+  if (!notIgnored(SIGTERM)) GTEST_SKIP() << "SIGTERM is ignored here";
+  expectSignalLeavesNothing(dir_, SIGTERM, 4, false);
 }
 
 }  // namespace

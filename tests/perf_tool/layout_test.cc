@@ -73,5 +73,37 @@ TEST(PerfLayoutTest, BandwidthFactors) {
   EXPECT_EQ(algBandwidth(Collective::kAllGather, ag, 3, 0), 0.0);
 }
 
+// -b 0 -f 2: sizes 0, 1, 2, 4, ... Every size below one element per rank makes a zero-byte row; only the first
+// is kept.
+TEST(PerfLayoutTest, SweepKeepsOneZeroSizeRow) {
+  Options o;
+  o.min_bytes = 0;
+  o.max_bytes = 64;
+  o.step_factor = 2;
+  auto bytesOf = [](const std::vector<RowLayout>& rows) {
+    std::vector<uint64_t> out;
+    for (const RowLayout& r : rows) out.push_back(r.rowBytes());
+    return out;
+  };
+  // alltoall on 2 ranks, float: (size / 4 / 2) floats per peer rounded down to 4; 32 B -> 4 per peer.
+  o.collective = Collective::kAllToAll;
+  EXPECT_EQ(bytesOf(sweepLayouts(o, DataType::kFloat32, 2)), (std::vector<uint64_t>{0, 32, 64}));
+  // all_reduce, float: 0, 1 and 2 bytes hold no float; 4 B is one.
+  o.collective = Collective::kAllReduce;
+  EXPECT_EQ(bytesOf(sweepLayouts(o, DataType::kFloat32, 2)), (std::vector<uint64_t>{0, 4, 8, 16, 32, 64}));
+  // Non-zero sizes that round to the same row stay, as nccl-tests prints them: all_gather on 3 ranks, int8,
+  // -b 48 -e 50 -i 1: 48, 49 and 50 bytes all give 16 bytes per rank.
+  o.collective = Collective::kAllGather;
+  o.min_bytes = 48;
+  o.max_bytes = 50;
+  o.step_factor = 1;
+  o.step_bytes = 1;
+  EXPECT_EQ(bytesOf(sweepLayouts(o, DataType::kInt8, 3)), (std::vector<uint64_t>{48, 48, 48}));
+}
+
+TEST(PerfLayoutTest, InPlaceAllToAllIsNotChecked) {
+  for (Collective c : kAllCollectives) EXPECT_EQ(checksInPlace(c), c != Collective::kAllToAll) << collectiveName(c);
+}
+
 }  // namespace
 }  // namespace braid::perf

@@ -58,6 +58,19 @@ TEST(PerfOptionsTest, CollectiveFromSymlinkOrFirstArgument) {
   EXPECT_TRUE(parseOk({"braid_perf", "-h"}).help);
 }
 
+// "# Collective test starting: <name>" names nccl-tests' binary of the collective, however it was started.
+TEST(PerfOptionsTest, TestNameIsTheNcclTestsBinary) {
+  EXPECT_EQ(testName(Collective::kAllReduce), "all_reduce_perf");
+  EXPECT_EQ(testName(Collective::kAllGather), "all_gather_perf");
+  EXPECT_EQ(testName(Collective::kReduceScatter), "reduce_scatter_perf");
+  EXPECT_EQ(testName(Collective::kAllToAll), "alltoall_perf");
+  EXPECT_EQ(testName(Collective::kBroadcast), "broadcast_perf");
+  EXPECT_EQ(testName(Collective::kReduce), "reduce_perf");
+  EXPECT_EQ(testName(parseOk({"braid_perf", "all2all"}).collective), "alltoall_perf");
+  EXPECT_EQ(testName(parseOk({"braid_perf", "bcast"}).collective), "broadcast_perf");
+  EXPECT_EQ(testName(parseOk({"./ALLREDUCE_perf"}).collective), "all_reduce_perf");
+}
+
 TEST(PerfOptionsTest, ShortAndLongFormsAgree) {
   const Options s = parseOk({"all_reduce_perf",
                              "-b",

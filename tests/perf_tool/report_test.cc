@@ -4,6 +4,7 @@
 #include "braid_perf/report.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,35 @@ TEST(PerfReportTest, ParameterAndDeviceLinesAreNcclTests) {
   EXPECT_EQ(ours[6].substr(0, cut), real10.substr(0, cut));
   EXPECT_EQ(ours[6].substr(cut, 2), " 0");
   EXPECT_EQ(ours[5].substr(real0.find('[')), "[cpu] CPU");
+}
+
+TEST(PerfReportTest, StartingLineNamesTheCollectiveStarted) {
+  Options o;
+  o.collective = Collective::kReduceScatter;
+  o.program = "braid_perf reduce_scatter";
+  const std::string preamble = formatPreamble(o, "0.1.0", "", {});
+  EXPECT_NE(preamble.find("\n# Collective test starting: reduce_scatter_perf\n"), std::string::npos) << preamble;
+}
+
+// -J is checked before the sweep: a missing folder, a folder named as the file, an unwritable file.
+TEST(PerfReportTest, JsonPathIsCheckedWithoutCreatingIt) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("braid_perf_json_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string fresh = (dir / "out.json").string();
+  EXPECT_TRUE(checkJsonPath(fresh).isOk()) << checkJsonPath(fresh).toString();
+  EXPECT_FALSE(std::filesystem::exists(fresh));
+  const Status missing = checkJsonPath((dir / "no/such/folder/x.json").string());
+  EXPECT_EQ(missing.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.message().find("-J " + (dir / "no/such/folder/x.json").string() + ": folder "), std::string::npos)
+      << missing.message();
+  EXPECT_NE(missing.message().find("does not exist"), std::string::npos) << missing.message();
+  const Status is_dir = checkJsonPath(dir.string());
+  EXPECT_NE(is_dir.message().find("is a directory"), std::string::npos) << is_dir.message();
+  { std::ofstream(fresh) << "{}"; }
+  EXPECT_TRUE(checkJsonPath(fresh).isOk());  // an existing file is overwritten at the end
+  EXPECT_FALSE(checkJsonPath("").isOk());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PerfReportTest, FooterIsNcclTests) {

@@ -26,6 +26,7 @@
 #include "braid/topology.h"
 #include "runtime/mem_transport.h"
 #include "support/corpus.h"
+#include "support/uint32_reference.h"
 
 namespace braid {
 namespace {
@@ -34,9 +35,7 @@ using testing::MemTransport;
 
 constexpr uint32_t kPoison = 0xDEADBEEFu;
 
-uint32_t f(int rank, uint64_t index) {
-  return static_cast<uint32_t>(rank) * 1000003u + static_cast<uint32_t>(index) * 7919u + 1u;
-}
+uint32_t f(int rank, uint64_t index) { return testing::inputWord(rank, index); }
 
 struct RunOptions {
   uint64_t count = 0;  // NCCL count: elements per rank-sized piece (see sizeBytes)
@@ -76,29 +75,10 @@ struct Layout {
   }
 };
 
-// The reference: what output element j of rank r must hold, or nullopt when unconstrained.
+// The reference (tests/support/uint32_reference.h): what output element j of rank r must hold, or nullopt when
+// unconstrained.
 std::optional<uint32_t> expected(const CollectiveSpec& spec, uint64_t in_elems, uint64_t out_elems, int r, uint64_t j) {
-  const int n = spec.num_ranks;
-  auto sum = [&](uint64_t index) {
-    uint32_t total = 0;
-    for (int q = 0; q < n; ++q) total += f(q, index);
-    return total;
-  };
-  switch (spec.kind) {
-    case CollectiveKind::kAllGather: return f(static_cast<int>(j / in_elems), j % in_elems);  // out = n blocks
-    case CollectiveKind::kReduceScatter: return sum(r * out_elems + j);
-    case CollectiveKind::kAllReduce: return sum(j);
-    case CollectiveKind::kAllToAll: {
-      const uint64_t m = out_elems / n;  // block from rank q = q's input block r
-      return f(static_cast<int>(j / m), r * m + j % m);
-    }
-    case CollectiveKind::kBroadcast: return f(spec.root, j);
-    case CollectiveKind::kReduce:
-      if (r != spec.root) return std::nullopt;
-      return sum(j);
-    case CollectiveKind::kCustom: return std::nullopt;
-  }
-  return std::nullopt;
+  return testing::referenceWord(spec, in_elems, out_elems, r, j);
 }
 
 RunOutcome run(const Algorithm& algorithm, const RunOptions& options) {

@@ -19,6 +19,7 @@
 #include "braid/executor.h"
 #include "braid/plan.h"
 #include "runtime/mem_transport.h"
+#include "support/uint32_reference.h"
 #include "synthesizer/model.h"
 
 namespace braid::synth {
@@ -204,6 +205,17 @@ EmitRequest reverseRequest(CollectiveKind kind, const LogicalTopology& lt, const
   return r;
 }
 
+// All-reduce: the reduce-scatter part from `rev` (run backwards) and the all-gather part from `fwd`, both on `lt`
+// with the chunks of `p`.
+EmitRequest allReduceRequest(const LogicalTopology& lt, const ChunkProblem& p, const Schedule& fwd,
+                             const Schedule& rev) {
+  EmitRequest r = forwardRequest(CollectiveKind::kAllReduce, lt, p, fwd);
+  r.reverse_logical = &lt;
+  r.reverse_problem = &p;
+  r.reverse = &rev;
+  return r;
+}
+
 void expectVerified(const Algorithm& a) {
   const VerifyReport report = verify(a);
   EXPECT_TRUE(report.ok) << a.name << " " << collectiveName(a.collective) << ":\n" << report.toString();
@@ -225,37 +237,12 @@ void expectXmlRoundTrip(const Algorithm& a) {
   EXPECT_TRUE(report.ok) << report.toString();
 }
 
-// Data: input element i of rank r holds f(r, i), all distinct. Reductions are MemTransport's wrap-around uint32
-// sums (the only reduction the in-memory transport implements).
-uint32_t f(int rank, uint64_t index) {
-  return static_cast<uint32_t>(rank) * 1000003u + static_cast<uint32_t>(index) * 7919u + 1u;
-}
-
-// Naive reference: output element j of rank r (nullopt = unconstrained), from the collective's definition.
-std::optional<uint32_t> reference(const CollectiveSpec& spec, uint64_t in_elems, uint64_t out_elems, int r,
-                                  uint64_t j) {
-  const int n = spec.num_ranks;
-  auto sum = [&](uint64_t index) {
-    uint32_t total = 0;
-    for (int q = 0; q < n; ++q) total += f(q, index);
-    return total;
-  };
-  switch (spec.kind) {
-    case CollectiveKind::kAllGather: return f(static_cast<int>(j / in_elems), j % in_elems);
-    case CollectiveKind::kReduceScatter: return sum(r * out_elems + j);
-    case CollectiveKind::kAllReduce: return sum(j);
-    case CollectiveKind::kAllToAll: {
-      const uint64_t m = out_elems / n;
-      return f(static_cast<int>(j / m), r * m + j % m);
-    }
-    case CollectiveKind::kBroadcast: return f(spec.root, j);
-    case CollectiveKind::kReduce: return r == spec.root ? std::optional<uint32_t>(sum(j)) : std::nullopt;
-    default: return std::nullopt;
-  }
-}
+// Data and reference: tests/support/uint32_reference.h.
+using testing::inputWord;
+using testing::referenceWord;
 
 // Executes `a` through MemTransport (completions in shuffled order) for each count (elements per rank-sized
-// piece, nccl-tests convention) in every declared mode and compares every output element with reference().
+// piece, nccl-tests convention) in every declared mode and compares every output element with referenceWord().
 // Three transports: unbounded FIFOs; one message in flight per connection (fifo_depth 1, the tightest: a send
 // waits for the receiver to reach the previous message, which the key order of the lowering must allow); and
 // 16-byte slices with NCCL's 8 slots (every chunk of more than 4 elements moves in several slices, a step of
@@ -294,7 +281,7 @@ void expectExecutesCorrectly(const Algorithm& a, const std::vector<uint64_t>& co
           }
           for (uint64_t i = 0; i < in_elems; ++i) {
             const auto [b, at] = inputAt(r, i);
-            mem.setWord(r, b, at, f(r, i));
+            mem.setWord(r, b, at, inputWord(r, i));
           }
         }
         Result<ExecResult> result = execute(*plan, mem);
@@ -302,7 +289,7 @@ void expectExecutesCorrectly(const Algorithm& a, const std::vector<uint64_t>& co
         int wrong = 0;
         for (int r = 0; r < a.num_ranks; ++r) {
           for (uint64_t j = 0; j < out_elems; ++j) {
-            const std::optional<uint32_t> want = reference(*spec, in_elems, out_elems, r, j);
+            const std::optional<uint32_t> want = referenceWord(*spec, in_elems, out_elems, r, j);
             if (!want) continue;
             const auto [b, at] = outputAt(r, j);
             if (mem.word(r, b, at) != *want && wrong++ < 3) {
@@ -312,7 +299,7 @@ void expectExecutesCorrectly(const Algorithm& a, const std::vector<uint64_t>& co
           }
           if (!in_place) {
             for (uint64_t i = 0; i < in_elems; ++i) {
-              if (mem.word(r, kI, i) != f(r, i) && wrong++ < 3) ADD_FAILURE() << what << ": input modified";
+              if (mem.word(r, kI, i) != inputWord(r, i) && wrong++ < 3) ADD_FAILURE() << what << ": input modified";
             }
           }
         }
@@ -501,10 +488,7 @@ TEST(LowerSchedule, RingAllReduceStructure) {
   const ChunkProblem p = makeChunkProblem(CollectiveKind::kAllGather, lt, 1, 0, 4096);
   const Schedule fwd = ringSchedule(lt, p, +1);
   const Schedule rev = ringSchedule(lt, p, -1);
-  EmitRequest r = forwardRequest(CollectiveKind::kAllReduce, lt, p, fwd);
-  r.reverse_logical = &lt;
-  r.reverse_problem = &p;
-  r.reverse = &rev;
+  EmitRequest r = allReduceRequest(lt, p, fwd, rev);
   const Algorithm a = emit(r);
   ASSERT_EQ(a.num_ranks, n);
   EXPECT_EQ(a.num_chunks, 4);  // allreduce: chunk factor n * c
@@ -534,10 +518,7 @@ TEST(LowerSchedule, RingAllReduceOppositeDirections) {
   const LogicalTopology lt = logical(n, ringLinks(n));
   const ChunkProblem p = makeChunkProblem(CollectiveKind::kAllGather, lt, 1, 0, 4096);
   const Schedule s = ringSchedule(lt, p, +1);
-  EmitRequest r = forwardRequest(CollectiveKind::kAllReduce, lt, p, s);
-  r.reverse_logical = &lt;
-  r.reverse_problem = &p;
-  r.reverse = &s;
+  EmitRequest r = allReduceRequest(lt, p, s, s);
   const Algorithm a = emit(r);
   for (int v = 0; v < n; ++v) {
     ASSERT_EQ(a.ranks[v].threadblocks.size(), 2u);
@@ -582,10 +563,7 @@ TEST(LowerSchedule, LineAllGatherReduceScatterAllReduce) {
   const Algorithm rs = emit(reverseRequest(CollectiveKind::kReduceScatter, line.lt, p, s));
   EXPECT_EQ(rs.num_chunks, 6);
   expectAllGood(rs);
-  EmitRequest r = forwardRequest(CollectiveKind::kAllReduce, line.lt, p, s);
-  r.reverse_logical = &line.lt;
-  r.reverse_problem = &p;
-  r.reverse = &s;
+  EmitRequest r = allReduceRequest(line.lt, p, s, s);
   const Algorithm ar = emit(r);
   EXPECT_EQ(ar.num_chunks, 6);  // n * c
   expectAllGood(ar);
@@ -644,10 +622,7 @@ TEST(LowerSchedule, HubAllCollectives) {
   EXPECT_EQ(rs.ranks[1].scratch_chunks, 3);
   for (int leaf : {0, 2, 3}) EXPECT_EQ(rs.ranks[leaf].scratch_chunks, 0);
   expectAllGood(rs);
-  EmitRequest r = forwardRequest(CollectiveKind::kAllReduce, hub.lt, p, s);
-  r.reverse_logical = &hub.lt;
-  r.reverse_problem = &p;
-  r.reverse = &s;
+  EmitRequest r = allReduceRequest(hub.lt, p, s, s);
   expectAllGood(emit(r));
   const ChunkProblem q = makeChunkProblem(CollectiveKind::kAllToAll, hub.lt, 2, 0, 8 * 1024);
   expectAllGood(emit(forwardRequest(CollectiveKind::kAllToAll, hub.lt, q, greedy(hub.lt, q, hubTrees(q)))));
@@ -847,10 +822,7 @@ TEST(LowerSchedule, StepLimitOnAllReduceAndUnreachableLimit) {
   const ChunkProblem p = makeChunkProblem(CollectiveKind::kAllGather, lt, 2, 0, 8192);
   const Schedule fwd = ringSchedule(lt, p, +1);
   const Schedule rev = ringSchedule(lt, p, -1);
-  EmitRequest r = forwardRequest(CollectiveKind::kAllReduce, lt, p, fwd);
-  r.reverse_logical = &lt;
-  r.reverse_problem = &p;
-  r.reverse = &rev;
+  EmitRequest r = allReduceRequest(lt, p, fwd, rev);
   r.max_steps_per_tb = 4;
   const Algorithm a = emit(r);
   EXPECT_GT(a.num_channels, 1);

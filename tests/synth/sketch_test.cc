@@ -124,11 +124,12 @@ TEST(SketchYaml, ScalarChoicesAndDefaults) {
   EXPECT_EQ(d->internode_conn, InterConn::kDirectMap);
   EXPECT_EQ(d->size_bytes, 2ull << 30);
 
-  Result<Sketch> empty = readSketchYaml("", "empty.yaml");
-  ASSERT_TRUE(empty.isOk()) << empty.status().toString();
-  EXPECT_EQ(empty->name, "empty");
-  EXPECT_EQ(empty->internode_conn, InterConn::kDirectMap);
-  EXPECT_EQ(empty->intranode_links, IntraLinks::kNvlink);
+  // Nothing to read is refused, not taken as every default.
+  for (const char* text : {"", "\n  \n", "# only a comment\n# and another\n", "{}\n", "name: just-a-name\n"}) {
+    Result<Sketch> empty = readSketchYaml(text, "empty.yaml");
+    ASSERT_FALSE(empty.isOk()) << "'" << text << "'";
+    EXPECT_EQ(empty.status().message().rfind("empty.yaml: empty sketch", 0), 0u) << empty.status().message();
+  }
 }
 
 struct BadInput {

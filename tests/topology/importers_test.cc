@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -180,7 +181,7 @@ TEST(NcclXmlTest, NvswitchLanesAreSummedAndInvisibleSwitchIsNoted) {
   EXPECT_EQ(l2->lanes, 8);
   EXPECT_NEAR(l2->bandwidth_gbps, 8 * 20.6, 1e-9);
   EXPECT_TRUE(hasNote(t, "fffffff:ff:ff.0")) << allNotes(t);
-  EXPECT_TRUE(hasNote(t, "gpu2 has 8")) << allNotes(t);
+  EXPECT_TRUE(hasNote(t, "gpu2 = 0000:03:00.0 has 8")) << allNotes(t);
   // Gen5 x16 = 16*240/80 = 48 GB/s, AMD CPU.
   EXPECT_DOUBLE_EQ(linkBetween(t, "gpu0", "cpu0", LinkKind::kPcie)->bandwidth_gbps, 48.0);
   auto route = t.route(0, 2);
@@ -1240,6 +1241,266 @@ TEST(TacclProfileTest, FullyConnectedSketchGivesEveryGpuANicPath) {
   }
   // GPU 1 uses NIC 1 (g * nics / gpus).
   EXPECT_FALSE(t.linksBetween(t.gpuVertex(1), t.findVertex("node0.nic1")).empty());
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Import accuracy: classes shown as nvidia-smi shows them, odd PCIe links, NUMA ids, NIC legends, rank-less GPUs,
+// truncated files.
+
+// The GPU x GPU cells of an `nvidia-smi topo -m` matrix, read here independently of the importer (SOC as SYS).
+std::vector<std::vector<std::string>> smiGpuCells(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream in(text);
+  std::string line;
+  int gpus = -1;
+  while (std::getline(in, line)) {
+    for (char& c : line) {
+      if (c == '#') c = ' ';
+    }
+    std::istringstream words(line);
+    std::vector<std::string> tok;
+    for (std::string w; words >> w;) tok.push_back(w);
+    if (tok.empty()) continue;
+    if (gpus < 0) {
+      if (tok[0] != "GPU0") continue;
+      gpus = 0;
+      while (gpus < static_cast<int>(tok.size()) && tok[gpus].rfind("GPU", 0) == 0 && tok[gpus].size() > 3) ++gpus;
+      continue;
+    }
+    if (tok[0] != "GPU" + std::to_string(rows.size()) || static_cast<int>(tok.size()) <= gpus) continue;
+    std::vector<std::string> row(tok.begin() + 1, tok.begin() + 1 + gpus);
+    for (std::string& c : row) c = c == "SOC" ? "SYS" : c;
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// `topo show`'s "as nvidia-smi topo -m" matrix (topologyToJson route_matrix.class) of the imported matrix is the
+// matrix itself, cell for cell. Returns the cells compared.
+int expectShownClassesMatchMatrix(const std::string& text, const std::string& filename) {
+  SCOPED_TRACE(filename);
+  Result<Topology> t = importNvidiaSmiTopo(text, filename);
+  if (!t.isOk()) {
+    ADD_FAILURE() << t.status().toString();
+    return 0;
+  }
+  const std::vector<std::vector<std::string>> want = smiGpuCells(text);
+  const nlohmann::json shown = nlohmann::json::parse(topologyToJson(*t))["route_matrix"]["class"];
+  EXPECT_EQ(shown.size(), want.size());
+  int cells = 0;
+  for (size_t a = 0; a < want.size() && a < shown.size(); ++a) {
+    for (size_t b = 0; b < want[a].size(); ++b) {
+      EXPECT_EQ(shown[a][b].get<std::string>(), want[a][b]) << "GPU" << a << " -> GPU" << b;
+      ++cells;
+    }
+  }
+  return cells;
+}
+
+TEST(ImportAccuracy, ShownRouteClassesAreTheSmiMatrixOwn) {
+  // Three PCIe cards whose host bridges meet in the CPU (NODE), and four sharing one host bridge (PHB) per socket.
+  const std::string node3 =
+      "\tGPU0\tGPU1\tGPU2\tCPU Affinity\tNUMA Affinity\n"
+      "GPU0\t X \tNODE\tNODE\t0-31\t0\n"
+      "GPU1\tNODE\t X \tNODE\t0-31\t0\n"
+      "GPU2\tNODE\tNODE\t X \t0-31\t0\n";
+  EXPECT_EQ(expectShownClassesMatchMatrix(node3, "a6000x3.txt"), 9);
+  const std::string phb =
+      "\tGPU0\tGPU1\tGPU2\tGPU3\tCPU Affinity\tNUMA Affinity\n"
+      "GPU0\t X \tPHB\tSYS\tSYS\t0-7\t0\n"
+      "GPU1\tPHB\t X \tSYS\tSYS\t0-7\t0\n"
+      "GPU2\tSYS\tSYS\t X \tPHB\t8-15\t1\n"
+      "GPU3\tSYS\tSYS\tPHB\t X \t8-15\t1\n";
+  EXPECT_EQ(expectShownClassesMatchMatrix(phb, "phb.txt"), 16);
+  std::ifstream in(std::string(BRAID_SOURCE_DIR) + "/tests/topology/data/dgx-h100-smi.txt");
+  std::stringstream dgx;
+  dgx << in.rdbuf();
+  EXPECT_EQ(expectShownClassesMatchMatrix(dgx.str(), "dgx-h100-smi.txt"), 64);
+}
+
+TEST(ImportAccuracy, EverySmiCorpusFileIsShownAsItsMatrix) {
+  BRAID_SKIP_WITHOUT_REALCASES();
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(testing::realcasesDir() / "smi")) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".txt") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_GT(expectShownClassesMatchMatrix(text.str(), entry.path().string()), 0);
+    ++files;
+  }
+  EXPECT_GT(files, 0);
+}
+
+// One A100 (0x20b2, sm80: PCIe Gen4) under a bridge; the bridge's and the GPU's link attributes vary.
+std::string oneGpuXml(const std::string& bridge_link, const std::string& gpu_link, const std::string& numaid = "0") {
+  return "<system version=\"1\">\n"
+         "  <cpu numaid=\"" +
+         numaid +
+         "\" arch=\"x86_64\" vendor=\"AuthenticAMD\">\n"
+         "    <pci busid=\"0000:01:00.0\" class=\"0x060400\" " +
+         bridge_link +
+         ">\n"
+         "      <pci busid=\"0000:02:00.0\" class=\"0x030200\" device=\"0x20b2\" " +
+         gpu_link +
+         ">\n"
+         "        <gpu dev=\"0\" sm=\"80\" rank=\"0\" gdr=\"1\"/>\n"
+         "      </pci>\n"
+         "    </pci>\n"
+         "  </cpu>\n"
+         "</system>\n";
+}
+
+double pcieUp(const Topology& t, const std::string& from) {
+  const std::string to = neighbourOf(t, from, LinkKind::kPcie);
+  const Link* l = linkBetween(t, from, to, LinkKind::kPcie);
+  return l ? l->bandwidth_gbps : -1;
+}
+
+TEST(ImportAccuracy, OddPcieLinksAreNotedWithTheValueUsed) {
+  const std::string gen4 = "link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"";  // 16 x 120 / 80 = 24 GB/s
+  {  // A VM's bridge at 2.5 GT/s x1 (15 / 80 = 0.1875 GB/s) above a Gen4 x16 GPU: taken as the GPU's 24 GB/s.
+    Result<Topology> t = importNcclTopoXml(oneGpuXml("link_speed=\"2.5 GT/s PCIe\" link_width=\"1\"", gen4), "vm.xml");
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    EXPECT_DOUBLE_EQ(pcieUp(*t, "pcie_0000:01:00.0"), 24.0);
+    EXPECT_DOUBLE_EQ(pcieUp(*t, "gpu0"), 24.0);
+    EXPECT_TRUE(hasNote(*t, "vm.xml:3: PCIe bridge 0000:01:00.0 reports 2.5 GT/s x1 (0.188 GB/s)")) << allNotes(*t);
+    EXPECT_TRUE(hasNote(*t, "its link taken as 24 GB/s")) << allNotes(*t);
+  }
+  {  // 64 GT/s on a Gen4 card: read as 16 GT/s x16 = 24 GB/s (not 16 x 480 / 80 = 96).
+    Result<Topology> t =
+        importNcclTopoXml(oneGpuXml(gen4, "link_speed=\"64.0 GT/s PCIe\" link_width=\"16\""), "gen6.xml");
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    EXPECT_DOUBLE_EQ(pcieUp(*t, "gpu0"), 24.0);
+    EXPECT_TRUE(hasNote(*t,
+                        "gen6.xml:4: PCIe link_speed 64 GT/s is beyond the PCIe Gen4 (16 GT/s) of a "
+                        "A100-SXM4-80GB: read as 16 GT/s x16 (24 GB/s)"))
+        << allNotes(*t);
+  }
+  {  // The GPU itself at Gen1 x1: read as its generation's x16.
+    Result<Topology> t = importNcclTopoXml(oneGpuXml(gen4, "link_speed=\"2.5 GT/s PCIe\" link_width=\"1\""), "x1.xml");
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    EXPECT_DOUBLE_EQ(pcieUp(*t, "gpu0"), 24.0);
+    EXPECT_TRUE(hasNote(*t, "x1.xml:4: A100-SXM4-80GB PCIe link 2.5 GT/s x1 (0.188 GB/s)")) << allNotes(*t);
+  }
+  {  // Ordinary links: no note.
+    Result<Topology> t = importNcclTopoXml(oneGpuXml(gen4, gen4), "ok.xml");
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    EXPECT_FALSE(hasNote(*t, "GT/s")) << allNotes(*t);
+  }
+}
+
+TEST(ImportAccuracy, NumaIdsOutOfRangeAreNotedAndRoundTrip) {
+  const std::string gen4 = "link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"";
+  for (const char* numaid : {"99999999999", "-1"}) {
+    SCOPED_TRACE(numaid);
+    Result<Topology> t = importNcclTopoXml(oneGpuXml(gen4, gen4, numaid), "numa.xml");
+    ASSERT_TRUE(t.isOk()) << t.status().toString();
+    EXPECT_TRUE(hasNote(*t, std::string("numa.xml:2: <cpu> numaid ") + numaid)) << allNotes(*t);
+    EXPECT_EQ(t->vertices[t->gpuVertex(0)].numa, 0);
+    Result<Topology> back = readTopologyYaml(writeTopologyYaml(*t), "numa.yaml");
+    EXPECT_TRUE(back.isOk()) << back.status().toString();
+  }
+  const std::string smi =
+      "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+      "GPU0\t X \tSYS\t0-7\t99999999999\n"
+      "GPU1\tSYS\t X \t8-15\t1\n";
+  Result<Topology> t = importNvidiaSmiTopo(smi, "numa.txt");
+  ASSERT_TRUE(t.isOk()) << t.status().toString();
+  EXPECT_TRUE(hasNote(*t, "numa.txt:2: GPU0's NUMA Affinity '99999999999' is not a NUMA node id")) << allNotes(*t);
+  // GPU1 keeps NUMA 1; GPU0's socket is numbered by position (0).
+  EXPECT_EQ(t->vertices[t->gpuVertex(0)].numa, 0);
+  EXPECT_EQ(t->vertices[t->gpuVertex(1)].numa, 1);
+}
+
+TEST(ImportAccuracy, NicLegendDuplicatesAreNoted) {
+  const std::string smi =
+      "\tGPU0\tNIC0\tNIC1\tCPU Affinity\n"
+      "GPU0\t X \tPIX\tPIX\t0-7\n"
+      "NIC0\tPIX\t X \tPIX\n"
+      "NIC1\tPIX\tPIX\t X \n"
+      "\n"
+      "NIC Legend:\n"
+      "\n"
+      "  NIC0: mlx5_0\n"
+      "  NIC0: mlx5_9\n"
+      "  NIC1: mlx5_0\n"
+      "  NIC7: mlx5_7\n";
+  Result<Topology> t = importNvidiaSmiTopo(smi, "legend.txt");
+  ASSERT_TRUE(t.isOk()) << t.status().toString();
+  EXPECT_TRUE(hasNote(*t,
+                      "legend.txt:9: NIC0 appears twice in the NIC legend (mlx5_9 here, mlx5_0 at line 8): the "
+                      "first is kept"))
+      << allNotes(*t);
+  EXPECT_TRUE(hasNote(*t, "legend.txt:10: NIC name mlx5_0 is already taken")) << allNotes(*t);
+  EXPECT_TRUE(hasNote(*t, "legend.txt:11: NIC legend entry NIC7: mlx5_7 ignored")) << allNotes(*t);
+  EXPECT_GE(t->findVertex("mlx5_0"), 0);
+  EXPECT_GE(t->findVertex("NIC1"), 0);
+  EXPECT_LT(t->findVertex("mlx5_9"), 0);
+}
+
+TEST(ImportAccuracy, GpuElementsWithoutRankGetConsistentNotes) {
+  // Two H100 <gpu> elements without rank, NVLinked to each other: both used, ranked by bus id, NVLinks kept.
+  const std::string xml = R"(<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="AuthenticAMD">
+    <pci busid="0000:0b:00.0" class="0x030200" device="0x2330" link_speed="32.0 GT/s PCIe" link_width="16">
+      <gpu dev="1" sm="90"><nvlink target="0000:0a:00.0" count="18" tclass="0x030200"/></gpu>
+    </pci>
+    <pci busid="0000:0a:00.0" class="0x030200" device="0x2330" link_speed="32.0 GT/s PCIe" link_width="16">
+      <gpu dev="0" sm="90"><nvlink target="0000:0b:00.0" count="18" tclass="0x030200"/></gpu>
+    </pci>
+  </cpu>
+</system>
+)";
+  Result<Topology> t = importNcclTopoXml(xml, "norank.xml");
+  ASSERT_TRUE(t.isOk()) << t.status().toString();
+  ASSERT_EQ(t->numGpus(), 2);
+  EXPECT_EQ(t->vertices[t->gpuVertex(0)].busid, "0000:0a:00.0");
+  EXPECT_EQ(linkBetween(*t, "gpu0", "gpu1", LinkKind::kNvlink)->lanes, 18);
+  EXPECT_TRUE(hasNote(*t, "no <gpu> element has a rank: the 2 GPUs")) << allNotes(*t);
+  EXPECT_FALSE(hasNote(*t, "ignored")) << allNotes(*t);
+  EXPECT_FALSE(hasNote(*t, "hint file")) << allNotes(*t);
+  // With one ranked GPU, the rank-less one is another process's: left out, and said so.
+  std::string mixed = xml;
+  mixed.replace(mixed.find("<gpu dev=\"0\" sm=\"90\">"), 21, "<gpu dev=\"0\" sm=\"90\" rank=\"0\">");
+  Result<Topology> m = importNcclTopoXml(mixed, "mixed.xml");
+  ASSERT_TRUE(m.isOk()) << m.status().toString();
+  EXPECT_EQ(m->numGpus(), 1);
+  EXPECT_TRUE(hasNote(*m, "<gpu> elements without rank ignored")) << allNotes(*m);
+  EXPECT_TRUE(hasNote(*m, "0000:0b:00.0 line 4")) << allNotes(*m);
+  EXPECT_FALSE(hasNote(*m, "no <gpu> element has a rank")) << allNotes(*m);
+}
+
+TEST(ImportAccuracy, TruncatedXmlSaysUnexpectedEndOfFile) {
+  const std::string whole = oneGpuXml("link_speed=\"16.0 GT/s PCIe\" link_width=\"16\"", "");
+  {  // Cut after the <gpu> line: <system>, <cpu> and two <pci> are open.
+    const std::string cut = whole.substr(0, whole.find("      </pci>"));
+    Result<Topology> t = importNcclTopoXml(cut, "cut.xml");
+    ASSERT_FALSE(t.isOk());
+    expectParseError(t.status(), "cut.xml", 5, "xml");
+    EXPECT_NE(t.status().message().find("unexpected end of file (unclosed <system> from line 1, innermost <pci> "
+                                        "from line 4)"),
+              std::string::npos)
+        << t.status().message();
+  }
+  {  // Cut inside an attribute value.
+    const std::string cut = whole.substr(0, whole.find("0000:02:00.0") + 4);
+    Result<Topology> t = importNcclTopoXml(cut, "mid.xml");
+    ASSERT_FALSE(t.isOk());
+    expectParseError(t.status(), "mid.xml", 4, "xml");
+    EXPECT_NE(t.status().message().find("unexpected end of file (unclosed <system> from line 1, innermost <pci> "
+                                        "from line 4)"),
+              std::string::npos)
+        << t.status().message();
+  }
+  {  // A wrong end tag is a mismatch, not a truncation.
+    std::string wrong = whole;
+    wrong.replace(wrong.find("</system>"), 9, "</sytem>");
+    Result<Topology> t = importNcclTopoXml(wrong, "wrong.xml");
+    ASSERT_FALSE(t.isOk());
+    EXPECT_EQ(t.status().message().find("unexpected end of file"), std::string::npos) << t.status().message();
+    EXPECT_NE(t.status().message().find("malformed XML"), std::string::npos) << t.status().message();
+  }
 }
 
 }  // namespace

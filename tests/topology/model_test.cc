@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "braid/topology.h"
 
@@ -283,6 +284,45 @@ TEST(Route, TieOnWidthBreaksByHopsThenAlpha) {
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->links.size(), 2u);
   EXPECT_EQ(t.links[r->links[0]].dst, d);
+}
+
+TEST(GpuComputeCapability, ProductNamesAndSmTokens) {
+  // Compute capabilities from NVIDIA's CUDA GPU list (developer.nvidia.com/cuda-gpus).
+  const std::pair<const char*, int> known[] = {{"H100-SXM5-80GB", 90},
+                                               {"NVIDIA H100 80GB HBM3", 90},
+                                               {"H800", 90},
+                                               {"H20", 90},
+                                               {"H200-SXM-141GB", 90},
+                                               {"GH200", 90},
+                                               {"B200", 100},
+                                               {"GB200", 100},
+                                               {"A100-SXM4-40GB", 80},
+                                               {"A800", 80},
+                                               {"A30", 80},
+                                               {"A10G", 86},
+                                               {"A10", 86},
+                                               {"A40", 86},
+                                               {"RTX-A6000", 86},
+                                               {"NVIDIA RTX A6000", 86},
+                                               {"RTX-3090", 86},
+                                               {"GeForce RTX 4090", 89},
+                                               {"RTX 6000 Ada", 89},
+                                               {"L40S", 89},
+                                               {"L20", 89},
+                                               {"L4", 89},
+                                               {"Tesla T4", 75},
+                                               {"V100-SXM2-16GB", 70},
+                                               {"Tesla P100", 60},
+                                               {"sm90", 90},
+                                               {"SM_86", 86},
+                                               {"H100/H800 (sm90)", 90},
+                                               {"sm 80", 80},
+                                               {"A100 (sm86)", 86}};
+  for (const auto& [model, sm] : known) EXPECT_EQ(gpuComputeCapability(model), sm) << model;
+  // A100 is not A10 plus a digit, MI300X is not NVIDIA's, an empty model says nothing.
+  for (const char* model : {"", "MI300X", "A1000x", "gpu", "sm", "smx90", "RTX", "4090"}) {
+    EXPECT_FALSE(gpuComputeCapability(model).has_value()) << model;
+  }
 }
 
 TEST(Route, BadRanksAndSelf) {

@@ -418,6 +418,28 @@ TEST(Bootstrap, EnvironmentErrorsNameTheVariable) {
   EXPECT_EQ(bootstrapFromEnvironment().status().code(), StatusCode::kInvalidArgument);
 }
 
+// The bootstrap reads BRAID_TIMEOUT the one way the transports do (common/env.h): a value that is not a positive
+// number of seconds fails createUniqueId and connectBootstrap naming the variable; inf is accepted.
+TEST(Bootstrap, BadTimeoutIsAnErrorNamingTheVariable) {
+  ScopedEnv env;
+  env.set("BRAID_TIMEOUT", "-3");
+  Result<UniqueId> refused = createUniqueId("127.0.0.1:0");
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("BRAID_TIMEOUT=-3: not a positive number of seconds"), std::string::npos)
+      << refused.status().message();
+  env.set("BRAID_TIMEOUT", "inf");
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(id.isOk()) << id.status().toString();
+  env.set("BRAID_TIMEOUT", "nan");
+  auto connected = connectBootstrap(*id, 0, 1);
+  ASSERT_FALSE(connected.isOk());
+  EXPECT_NE(connected.status().message().find("BRAID_TIMEOUT=nan"), std::string::npos) << connected.status().message();
+  env.set("BRAID_TIMEOUT", "inf");
+  auto alone = connectBootstrap(*id, 0, 1);  // the root still serves this id
+  EXPECT_TRUE(alone.isOk()) << alone.status().toString();
+}
+
 TEST(Bootstrap, MissingRankTimesOutNamingIt) {
   constexpr int n = 3;
   ForkShared<UniqueId> shared;

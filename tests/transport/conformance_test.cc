@@ -7,12 +7,15 @@
 // against naive references (transport_check.h). What only one transport has stays in <transport>_test.cc.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "braid/bootstrap.h"
+#include "braid/transports.h"
 #include "transport/factory.h"
 #include "transport/multirank.h"
 #include "transport/transport_check.h"
@@ -188,16 +191,16 @@ TEST_P(TransportConformance, ClassicalPlansOnThreadsOfOneProcess) {
   options.timeout_s = 30;
   const ForkResult result = testing::runRanks(
       GetParam(), 3, options,
-      [](int rank, Bootstrap& bootstrap, DataTransport& endpoint) {
+      [](int rank, Bootstrap&, DataTransport& endpoint) {
         int failures = 0;
         for (const testing::CollectiveCase& c :
              {testing::CollectiveCase{ClassicAlgo::kRing, CollectiveKind::kAllReduce, 300007, false, 1},
               testing::CollectiveCase{ClassicAlgo::kPairwise, CollectiveKind::kAllToAll, 1001, false, 1}}) {
           failures += testing::report(rank, c.describe().c_str(), testing::runCase(endpoint, rank, 3, c));
         }
-        // Keep every endpoint until all ranks are done: a UCX endpoint destroyed while a peer in the same process
-        // still receives its last sends can fail that peer's connection ("Endpoint timeout").
-        return failures + testing::report(rank, "barrier", bootstrap.barrier());
+        // No barrier before the endpoints go: each rank destroys its endpoint as soon as its own work is done,
+        // while peers in the same process may still be receiving its last sends.
+        return failures;
       },
       /*timeout_s=*/60, /*as_threads=*/true);
   EXPECT_TRUE(result.allOk()) << result.summary();
@@ -217,6 +220,87 @@ TEST_P(TransportConformance, SizeMismatchNamesBothRanksAndSizes) {
 
 TEST_P(TransportConformance, TimeoutNamesWhatIsAwaited) {
   const ForkResult result = testing::forkTimeout(GetParam());
+  EXPECT_TRUE(result.allOk()) << result.summary();
+}
+
+// A timeout of 1e10 s (BRAID_TIMEOUT=1e10, BRAID_TIMEOUT=inf, or TransportOptions::timeout_s = 1e10) waits as
+// asked on every transport: rank 1's blocking wait for a message rank 0 sends after 0.5 s completes with it,
+// instead of failing at once because the deadline overflowed.
+TEST_P(TransportConformance, HugeTimeoutWaitsAsAsked) {
+  for (const char* env : {"1e10", "inf", static_cast<const char*>(nullptr)}) {
+    TransportOptions options;
+    if (env != nullptr) {
+      setenv("BRAID_TIMEOUT", env, /*overwrite=*/1);
+    } else {
+      options.timeout_s = 1e10;
+    }
+    const ForkResult result = testing::runRanks(
+        GetParam(), 2, options,
+        [&](int rank, Bootstrap& bootstrap, DataTransport& endpoint) {
+          std::vector<uint8_t> buffer(16, static_cast<uint8_t>(rank + 1));
+          RankMemory memory{buffer.data(), 8, buffer.data() + 8, 8, nullptr, 0};
+          if (testing::report(rank, "bind", endpoint.bind(rank, memory, ReduceSpec{}))) return 1;
+          if (testing::report(rank, "barrier", bootstrap.barrier())) return 1;
+          if (rank == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));
+            auto sent = endpoint.postSend(SendRequest{0, 1, 2, ref(BufferKind::kInput, 0, 8)});
+            if (!sent.isOk()) return testing::report(rank, "postSend", sent.status());
+            if (testing::report(rank, "send", testing::waitFor(endpoint, *sent))) return 1;
+          } else {
+            auto posted = endpoint.postRecv(RecvRequest{1, 0, 2, ref(BufferKind::kOutput, 0, 8)});
+            if (!posted.isOk()) return testing::report(rank, "postRecv", posted.status());
+            double waited = 0;
+            const Status status = testing::timedWaitFor(endpoint, *posted, &waited);
+            if (!status.isOk() || waited < 0.3 || buffer[8] != 1) {
+              std::fprintf(stderr, "after %.2f s (byte %d): %s\n", waited, buffer[8], status.toString().c_str());
+              return 1;
+            }
+          }
+          return testing::report(rank, "barrier", bootstrap.barrier());
+        },
+        /*timeout_s=*/60);
+    unsetenv("BRAID_TIMEOUT");
+    EXPECT_TRUE(result.allOk()) << (env != nullptr ? std::string("BRAID_TIMEOUT=") + env : "timeout_s = 1e10") << "\n"
+                                << result.summary();
+  }
+}
+
+// A BRAID_TIMEOUT that is not a positive number of seconds is refused by createTransport on every rank, naming
+// the variable and its text, before any rank waits for a peer; so is a negative TransportOptions::timeout_s.
+TEST_P(TransportConformance, BadTimeoutIsAnErrorNamingTheVariable) {
+  const TransportUnderTest& transport = GetParam();
+  TransportOptions options;
+  options.timeout_s = 20;
+  const ForkResult result = testing::runRanks(
+      transport, 2, options,
+      [&](int rank, Bootstrap& bootstrap, DataTransport&) {
+        const TransportKind kind = parseTransportKind(transport.name).value();
+        for (const char* text : {"-1", "nan", "0", "forever"}) {
+          if (testing::report(rank, "barrier", bootstrap.barrier())) return 1;
+          // Once per process: the ranks of the threads transport are threads of one process.
+          if (rank == 0 || !transport.ranks_are_threads) setenv("BRAID_TIMEOUT", text, /*overwrite=*/1);
+          if (testing::report(rank, "barrier", bootstrap.barrier())) return 1;
+          Result<std::unique_ptr<DataTransport>> created = createTransport(kind, bootstrap, TransportOptions{});
+          const std::string want = std::string("BRAID_TIMEOUT=") + text + ": not a positive number of seconds";
+          if (created.isOk() || created.status().code() != StatusCode::kInvalidArgument ||
+              created.status().message().find(want) == std::string::npos) {
+            std::fprintf(stderr, "rank %d, BRAID_TIMEOUT=%s: %s\n", rank, text,
+                         created.isOk() ? "created" : created.status().toString().c_str());
+            return 1;
+          }
+        }
+        TransportOptions negative;
+        negative.timeout_s = -5;
+        Result<std::unique_ptr<DataTransport>> created = createTransport(kind, bootstrap, negative);
+        if (created.isOk() || created.status().message().find("timeout_s = -5") == std::string::npos) {
+          std::fprintf(stderr, "rank %d, timeout_s = -5: %s\n", rank,
+                       created.isOk() ? "created" : created.status().toString().c_str());
+          return 1;
+        }
+        return testing::report(rank, "barrier", bootstrap.barrier());
+      },
+      /*timeout_s=*/60);
+  unsetenv("BRAID_TIMEOUT");
   EXPECT_TRUE(result.allOk()) << result.summary();
 }
 

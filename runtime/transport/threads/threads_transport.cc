@@ -23,6 +23,7 @@
 #include <tuple>
 #include <utility>
 
+#include "common/env.h"
 #include "transport/endpoint_base.h"
 
 namespace braid {
@@ -290,8 +291,7 @@ class ThreadsTransport final : public EndpointBase {
     Inbox& in = world_->inbox(rank_);
     spin_.spin([&] { return in.arrived.load(std::memory_order_acquire) != 0 || world_->failed(); });
     std::unique_lock<std::mutex> lock(in.mu);
-    const auto deadline =
-        Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+    const auto deadline = Clock::now() + timeoutDuration(timeout_s_);
     while (in.done.empty() && !world_->failed()) {
       if (in.cv.wait_until(lock, deadline) == std::cv_status::timeout && in.done.empty() && !world_->failed()) {
         lock.unlock();

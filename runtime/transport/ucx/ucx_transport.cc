@@ -78,6 +78,11 @@ struct RecvOp {
   ucp_tag_recv_info_t info{};
 };
 
+struct ClosingRecv {        // the receive of one peer's closing message (teardown)
+  void* request = nullptr;  // the ucp request while it is outstanding
+  bool finished = false;    // its callback ran
+};
+
 Status ucxError(StatusCode code, const std::string& what, ucs_status_t status) {
   return Status(code, fmt::format("{}: {}", what, ucs_status_string(status)));
 }
@@ -92,7 +97,9 @@ class UcxTransport final : public EndpointBase {
         peers_(static_cast<size_t>(bootstrap.size())),
         endpoints_(static_cast<size_t>(bootstrap.size()), nullptr),
         peer_failure_(static_cast<size_t>(bootstrap.size())),
-        waiting_on_(static_cast<size_t>(bootstrap.size()), 0) {
+        waiting_on_(static_cast<size_t>(bootstrap.size()), 0),
+        sent_to_(static_cast<size_t>(bootstrap.size()), 0),
+        received_from_(static_cast<size_t>(bootstrap.size()), 0) {
     for (int p = 0; p < size_; ++p) peers_[static_cast<size_t>(p)] = PeerContext{this, p};
   }
 
@@ -153,6 +160,7 @@ class UcxTransport final : public EndpointBase {
     BRAID_RETURN_IF_ERROR(checkTagFields(request.peer, request.channel, "send"));
     BRAID_RETURN_IF_ERROR(peerUsable(request.peer));
     SendConn& conn = sendConn(request.peer, request.channel);
+    sent_to_[static_cast<size_t>(request.peer)] = 1;
     conn.pending.push_back(PendingSend{id, src, request.src.bytes});
     ++waiting_on_[static_cast<size_t>(request.peer)];
     return fail(issue(conn));
@@ -161,6 +169,7 @@ class UcxTransport final : public EndpointBase {
   Status startRecv(const RecvRequest& request, uint8_t* dst, RequestId id) override {
     BRAID_RETURN_IF_ERROR(checkTagFields(request.peer, request.channel, "recv"));
     BRAID_RETURN_IF_ERROR(peerUsable(request.peer));
+    received_from_[static_cast<size_t>(request.peer)] = 1;
     uint64_t& sequence = recv_sequence_[connKey(request.peer, request.channel)];
     auto op = std::make_unique<RecvOp>();
     op->self = this;
@@ -312,13 +321,14 @@ class UcxTransport final : public EndpointBase {
     return Status::ok();
   }
 
-  // The tag's fields (ucx_transport.h) hold channels < 2^16 and ranks < 2^20: kUnsupported beyond.
+  // The tag's fields (ucx_transport.h) hold channels < 2^16 and ranks < 2^20 - 1 (the last sender value is
+  // kClosingSender's): kUnsupported beyond.
   Status checkTagFields(int peer, int channel, const char* what) const {
-    if (channel >= (1 << kChannelBits) || size_ > (1 << kRankBits)) {
+    if (channel >= (1 << kChannelBits) || size_ > kClosingSender) {
       return unsupported(
           fmt::format("ucx: rank {}: {} with peer {} on channel {} of {} ranks: tags hold channels < "
                       "{} and ranks < {}",
-                      rank_, what, peer, channel, size_, 1 << kChannelBits, 1 << kRankBits));
+                      rank_, what, peer, channel, size_, 1 << kChannelBits, kClosingSender));
     }
     return Status::ok();
   }
@@ -499,17 +509,21 @@ class UcxTransport final : public EndpointBase {
     }
   }
 
-  // Clean (no receive outstanding, no failure): in-flight sends and a worker flush get up to min(timeout, 10 s)
-  // (the peers are progressing while they finish), then endpoints are force-closed. Otherwise receives may be
-  // posted into buffers the caller is about to free: receives are cancelled first, then every endpoint is
-  // force-closed, which fails the requests still queued on it (sends to a dead peer, rendezvous receives), and
-  // only then is the worker destroyed. UCX requires an endpoint's request list to be empty when it is destroyed
-  // (ucp_worker_destroy with a send still queued to a dead peer asserts in ucp_ep_destroy_base).
+  // Clean (no receive outstanding, no failure): every connected peer gets a closing message, then in-flight sends
+  // finish and the peers' closing messages arrive, within min(timeout, 10 s) (the peers are progressing while they
+  // finish), then a worker flush, then endpoints are force-closed. A peer's closing message says it has received
+  // everything it waits for, so no endpoint closes under a peer that still receives from it (closing earlier
+  // failed that peer's connection, "Endpoint timeout", when ranks were threads of one process). Otherwise
+  // receives may be posted into buffers the caller is about to free: receives are cancelled first, then every
+  // endpoint is force-closed, which fails the requests still queued on it (sends to a dead peer, rendezvous
+  // receives), and only then is the worker destroyed. UCX requires an endpoint's request list to be empty when it
+  // is destroyed (ucp_worker_destroy with a send still queued to a dead peer asserts in ucp_ep_destroy_base).
   void teardown() {
     if (worker_ != nullptr) {
       if (recvs_.empty() && !failed()) {
         const double grace_s = std::min(timeout_s_, 10.0);
-        progressUntil([&] { return sendsSettled(); }, grace_s);
+        exchangeClosingMessages();
+        progressUntil([&] { return sendsSettled() && closingSettled(); }, grace_s);
         ucp_request_param_t params{};
         const ucs_status_ptr_t flush = ucp_worker_flush_nbx(worker_, &params);
         if (flush != nullptr && !UCS_PTR_IS_ERR(flush)) {
@@ -521,6 +535,9 @@ class UcxTransport final : public EndpointBase {
           if (op->request != nullptr && !op->finished) ucp_request_cancel(worker_, op->request);
         }
       }
+      for (ClosingRecv& closing : closing_) {
+        if (closing.request != nullptr && !closing.finished) ucp_request_cancel(worker_, closing.request);
+      }
       forceCloseEndpoints();
       if (address_ != nullptr) ucp_worker_release_address(worker_, address_);
       ucp_worker_destroy(worker_);  // destroys the endpoints still open
@@ -528,6 +545,61 @@ class UcxTransport final : public EndpointBase {
     }
     if (context_ != nullptr) ucp_cleanup(context_);
     context_ = nullptr;
+  }
+
+  // Sends a zero-byte closing message (tag closingTag(rank_)) to every peer this endpoint sent to or received
+  // from, and posts the receive of the closing message of every peer it sent to (the ones that may still be
+  // receiving). Peers it never talked to are left alone: nothing is in flight between them, and a first message
+  // to a peer that is closing (a new TCP connection) can trip UCX 1.13's TCP transport (assertion
+  // "ep->conn_state != UCT_TCP_EP_CONN_STATE_CLOSED" in tcp_iface.c: 4 of 30 runs of the timeout test).
+  void exchangeClosingMessages() {
+    closing_.assign(static_cast<size_t>(size_), ClosingRecv{});
+    for (int p = 0; p < size_; ++p) {
+      const size_t peer = static_cast<size_t>(p);
+      ClosingRecv& closing = closing_[peer];
+      closing.finished = true;
+      if (p == rank_ || endpoints_[peer] == nullptr || !peer_failure_[peer].isOk() ||
+          !(sent_to_[peer] || received_from_[peer])) {
+        continue;
+      }
+      ucp_request_param_t send_params{};
+      send_params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK;
+      send_params.cb.send = [](void* request, ucs_status_t, void*) { ucp_request_free(request); };
+      const ucs_status_ptr_t sent = ucp_tag_send_nbx(endpoints_[peer], &dummy_, 0, closingTag(rank_), &send_params);
+      if (UCS_PTR_IS_ERR(sent) || !sent_to_[peer]) continue;  // the endpoint failed, or nothing to wait for
+      ucp_request_param_t recv_params{};
+      recv_params.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
+      recv_params.cb.recv = [](void* request, ucs_status_t, const ucp_tag_recv_info_t*, void* user_data) {
+        auto* done = static_cast<ClosingRecv*>(user_data);
+        done->request = nullptr;
+        done->finished = true;
+        ucp_request_free(request);
+      };
+      recv_params.user_data = &closing;
+      closing.finished = false;
+      const ucs_status_ptr_t received =
+          ucp_tag_recv_nbx(worker_, &closing_dummy_, 0, closingTag(p), ~uint64_t{0}, &recv_params);
+      if (UCS_PTR_IS_ERR(received) || received == nullptr) {
+        closing.finished = true;  // the receive failed at once, or completed (no callback then)
+      } else if (!closing.finished) {
+        closing.request = received;
+      }
+    }
+    last_closing_check_ = std::chrono::steady_clock::now();
+  }
+
+  // Every peer's closing message arrived, or its endpoint failed, or the bootstrap reports a dead or aborted rank
+  // (asked every kClosingCheckMs; a peer that exits without destroying its endpoint sends no closing message).
+  bool closingSettled() {
+    bool settled = true;
+    for (int p = 0; p < static_cast<int>(closing_.size()) && settled; ++p) {
+      settled = closing_[static_cast<size_t>(p)].finished || !peer_failure_[static_cast<size_t>(p)].isOk();
+    }
+    if (settled) return true;
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_closing_check_ < std::chrono::milliseconds(kClosingCheckMs)) return false;
+    last_closing_check_ = now;
+    return !bootstrapFailure().isOk();
   }
 
   // Closes every endpoint in UCP_EP_CLOSE_FLAG_FORCE mode (no flush; requests still queued on it complete with
@@ -567,15 +639,20 @@ class UcxTransport final : public EndpointBase {
   int event_fd_ = -1;
   std::vector<PeerContext> peers_;
   std::vector<ucp_ep_h> endpoints_;
-  std::vector<Status> peer_failure_;  // by peer: why its endpoint failed
-  std::vector<int> waiting_on_;       // by peer: receives posted from it + sends queued to it
+  std::vector<Status> peer_failure_;    // by peer: why its endpoint failed
+  std::vector<int> waiting_on_;         // by peer: receives posted from it + sends queued to it
+  std::vector<uint8_t> sent_to_;        // by peer: a send to it was posted (teardown's closing messages)
+  std::vector<uint8_t> received_from_;  // by peer: a receive from it was posted
   std::unordered_map<uint64_t, std::unique_ptr<SendConn>> send_conns_;
   std::unordered_map<uint64_t, uint64_t> recv_sequence_;  // (peer, channel) -> receives posted
   std::unordered_map<InFlightSend*, std::unique_ptr<InFlightSend>> in_flight_;
   std::unordered_map<RecvOp*, std::unique_ptr<RecvOp>> recvs_;
   std::vector<InFlightSend*> finished_sends_;  // filled by callbacks during ucp_worker_progress
   std::vector<RecvOp*> finished_recvs_;
-  uint8_t dummy_ = 0;  // buffer of zero-byte messages
+  uint8_t dummy_ = 0;                 // buffer of zero-byte messages
+  std::vector<ClosingRecv> closing_;  // by peer (teardown)
+  uint8_t closing_dummy_ = 0;         // buffer of the closing messages' receives
+  std::chrono::steady_clock::time_point last_closing_check_;
 };
 
 }  // namespace

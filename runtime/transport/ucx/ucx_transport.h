@@ -10,7 +10,7 @@
 // created without it and a dead peer is reported through the bootstrap only.
 //
 // Matching: a message from rank s to rank r on channel c carries the tag
-//   bits 63..44 sender rank (< 2^20) | bits 43..28 channel (< 2^16) | bits 27..0 per-connection sequence number,
+//   bits 63..44 sender rank (< 2^20 - 1) | bits 43..28 channel (< 2^16) | bits 27..0 per-connection sequence number,
 // and receive k of r from s on c waits for exactly tag (s, c, k mod 2^28) with a full mask, so receives match
 // sends in FIFO order per (sender, receiver, channel) whatever order UCX delivers them in. Receives land in the
 // executor's buffer directly; a message of another size than its receive is kInvalidArgument naming both
@@ -34,10 +34,13 @@
 // ranks (kRemoteError naming the rank), a peer whose endpoint failed is kRemoteError when this rank still waits
 // for it, and no completion for the timeout is kTimeout naming the receive or send it waits for.
 //
-// Teardown: when nothing failed and no receive is outstanding, in-flight sends and a worker flush get up to
-// min(timeout, 10 s) (peers are still progressing while they finish their own last collective), then
-// endpoints are closed with UCP_EP_CLOSE_FLAG_FORCE. Otherwise posted receives may point into buffers the
-// caller is about to free, so nothing progresses any more: receives are cancelled and the worker destroyed.
+// Teardown: when nothing failed and no receive is outstanding, the endpoint sends every peer a zero-byte closing
+// message (tag closingTag(rank)) and waits, up to min(timeout, 10 s), for its in-flight sends and for every
+// peer's closing message (or that peer's failure: a failed endpoint, or the bootstrap's report of a dead or
+// aborted rank), then flushes the worker and closes endpoints with UCP_EP_CLOSE_FLAG_FORCE. A peer's closing
+// message says it has everything it waits for, so no connection closes under a peer still receiving on it. Otherwise
+// posted receives may point into buffers the caller is about to free, so nothing progresses any more: receives are
+// cancelled and the worker destroyed.
 //
 // UCX_TLS, measured in this project's container (Debian 12, UCX 1.13.1, no InfiniBand, processes of one host):
 // "all" (the default) and "tcp,self" connect over TCP loopback (the shared-memory transports lack peer failure
@@ -60,11 +63,19 @@ inline constexpr int kRankBits = 20;
 inline constexpr int kChannelBits = 16;
 inline constexpr int kSequenceBits = 28;
 
+/// The sender field of closing messages (teardown, see above): no rank has it, so ranks are < 2^20 - 1.
+inline constexpr int kClosingSender = (1 << kRankBits) - 1;
+/// How often a teardown waiting for closing messages asks the bootstrap about dead peers, milliseconds.
+inline constexpr int kClosingCheckMs = 100;
+
 /// The 64-bit UCX tag of message `sequence` (taken mod 2^28) from `sender` on `channel`; sender < 2^20,
 /// channel < 2^16 (checked by the transport, kUnsupported beyond).
 inline uint64_t messageTag(int sender, int channel, uint64_t sequence) {
   return (static_cast<uint64_t>(sender) << (kChannelBits + kSequenceBits)) |
          (static_cast<uint64_t>(channel) << kSequenceBits) | (sequence & ((uint64_t{1} << kSequenceBits) - 1));
 }
+
+/// The tag of `sender`'s closing message: sender field kClosingSender, channel 0, the sender in the sequence field.
+inline uint64_t closingTag(int sender) { return messageTag(kClosingSender, 0, static_cast<uint64_t>(sender)); }
 
 }  // namespace braid::ucx

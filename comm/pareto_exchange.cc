@@ -1,4 +1,4 @@
-#include "comm/pareto.h"
+#include "comm/pareto_exchange.h"
 
 #include <fmt/format.h>
 
