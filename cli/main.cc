@@ -54,7 +54,7 @@ int reportEscaped(CLI::App& app, const std::string& what) {
 int main(int argc, char** argv) {
   CLI::App app{"braid: synthesize, verify and run collective-communication algorithms"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "braid 0.1.0");
+  app.set_version_flag("--version", "braid " BRAID_VERSION_STRING);  // the project version (CMakeLists.txt)
   int exit_code = 0;
   braid::cli::registerTopoCommands(app, &exit_code);
   braid::cli::registerVerifyCommand(app, &exit_code);
@@ -67,8 +67,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int rc = app.exit(e);
-    return rc == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // A bad command line: the command's name first, as every other error of braid <cmd> prints it.
+    CLI::App* cmd = &app;
+    const std::string name = commandName(app, &cmd);
+    const std::string prefix = "braid" + (name.empty() ? "" : " " + name);
+    std::cerr << prefix << ": error: " << e.what() << "\nRun '" << prefix << " --help' for more information.\n";
+    return 2;
   } catch (const std::bad_alloc&) {
     return reportEscaped(app, "out of memory (the input asks for more than this machine can allocate)");
   } catch (const std::exception& e) {  // nlohmann, yaml-cpp, pugixml, std::filesystem, std::length_error ...

@@ -89,10 +89,14 @@ void printText(const std::string& file, const Algorithm& a, const VerifyReport& 
   if (topo) {
     std::cout << fmt::format("topology:     {} ({}), {} GPUs\n", topo->name, topo->path, topo->gpus);
     if (!topo->gpu_count_matches) {
-      std::cout << fmt::format("  GPU count {} does not match the algorithm's {} ranks\n", topo->gpus, a.num_ranks);
+      // Routes of ranks the topology does not have say nothing: the count is the finding.
+      std::cout << fmt::format("  GPU count {} does not match the algorithm's {} ranks; transfers not listed\n",
+                               topo->gpus, a.num_ranks);
+    } else {
+      std::cout << fmt::format("  transfers ({} rank pairs):\n", topo->transfers.size());
     }
-    std::cout << fmt::format("  transfers ({} rank pairs):\n", topo->transfers.size());
     for (const Transfer& t : topo->transfers) {
+      if (!topo->gpu_count_matches) break;
       if (t.route) {
         std::cout << fmt::format(
             "    {:>3} -> {:<3} {:>5} chunks  {} hop(s), slowest {} {:.1f} GB/s, alpha {:.2f} us\n", t.src, t.dst,

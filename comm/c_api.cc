@@ -60,7 +60,10 @@ braidResult_t braidGetVersion(int* version) {
 braidResult_t braidGetUniqueId(braidUniqueId* id) {
   if (id == nullptr) return braidInvalidArgument;
   braid::Result<braid::UniqueId> created = braid::createUniqueId();
-  if (!created.isOk()) return toResult(created.status());
+  if (!created.isOk()) {
+    BRAID_LOG(kWarn, "braidGetUniqueId: {}", created.status().toString());
+    return toResult(created.status());
+  }
   std::memcpy(id->internal, created->internal, sizeof(id->internal));
   return braidSuccess;
 }

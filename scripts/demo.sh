@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-bash scripts/build.sh
+bash scripts/build.sh braid  # the CLI alone; scripts/test.sh builds the rest
 "${BRAID_BUILD_DIR:-build}/bin/braid" demo "$@"

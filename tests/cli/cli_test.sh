@@ -8,6 +8,9 @@ json_get() { python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(
 expect_rc 0 "--version" -- "$braid" --version
 expect_rc 2 "no subcommand" -- "$braid"
 expect_rc 2 "unknown option" -- "$braid" topo show --no-such-flag x
+# A bad option value names the command, as every other error of `braid <cmd>` does.
+expect_rc 2 "bad option value" -- "$braid" simulate ring -t dgx1-v100 --instances 1e9
+grep -q "^braid simulate: error: .*--instances" "$tmp/err" || fail "bad option value: no 'braid simulate: error:' line"
 
 # Shipped topologies: show --json parses and has the right GPU count.
 declare -A gpus=([dgx1-v100]=8 [ndv2-x1]=8 [ndv2-x2]=16 [ndv2-x4]=32 [dgx2-x1]=16 [dgx2-x2]=32 [dgx-a100-x1]=8
@@ -76,6 +79,11 @@ if [ -d "$rc_dir" ]; then
   expect_rc 1 "verify broadcast without coll" -- "$braid" verify "$rc_dir/taccl/outputs_xml/mcrl_A_broadcast.A.n2.gpu2.i3.xml"
   grep -q "coll" "$tmp/err" && ok || fail "missing-coll error does not name the attribute"
   expect_rc 0 "verify ndv2 ar with topology" -- "$braid" verify "$rc_dir/msccl/msccl_allreduce_small_LL.xml" --topology dgx-a100-x1
+  # 24 ranks on an 8-GPU topology: the count is the finding; no per-pair NO ROUTE listing.
+  expect_rc 1 "verify with a topology of another GPU count" -- "$braid" verify \
+    "$rc_dir/taccl/outputs_xml/mi300x_alltoall_n24_withcopy.xml" --topology dgx1-v100
+  grep -q "GPU count 8 does not match the algorithm's 24 ranks" "$tmp/out" || fail "GPU count mismatch not reported"
+  if grep -q "NO ROUTE" "$tmp/out"; then fail "GPU count mismatch still lists NO ROUTE pairs"; fi
   expect_rc 1 "verify with wrong-size topology" -- "$braid" verify "$rc_dir/msccl/ndv4_allreduce_ring_r48ll.xml" --topology dgx2-x1
 else
   skip "realcases absent ($rc_dir): corpus CLI checks skipped"
