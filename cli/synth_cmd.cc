@@ -1,4 +1,5 @@
-// `braid synth --topology T [--sketch S] --coll C [--size BYTES] [--time-limit SECONDS] [-o out.xml|out.json]
+// `braid synth --topology T [--sketch S | --method forest] --coll C [--size BYTES] [--time-limit SECONDS] [-o
+// out.xml|out.json]
 // [--json report.json]`: sketch-guided synthesis (include/braid/synthesize.h; TACCL, NSDI'23, on Z3), the
 // synthesized algorithm compared with NCCL and the lower bound in Braid's simulator (cli/compare.h), the MSCCL XML
 // or Braid JSON written, and a JSON report (docs/cli.md "braid synth").
@@ -45,6 +46,9 @@ struct SynthCmdOptions {
   int root = 0;
   std::string protocol;
   std::string sizes = "1K,1M,256M";
+  std::string method = "taccl";
+  double tree_tolerance = 0.03;
+  int pieces = 4;
 };
 
 std::string lower(std::string text) {
@@ -189,6 +193,17 @@ int runSynth(const SynthCmdOptions& opt) {
     if (!(opt.time_limit_s > 0)) {
       return fail(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
     }
+    const std::optional<SynthesisMethod> method = parseSynthesisMethod(lower(opt.method));
+    if (!method) return fail(kUsageError, fmt::format("--method: '{}' is not taccl or forest", opt.method));
+    if (!(opt.tree_tolerance >= 0 && opt.tree_tolerance < 1)) {
+      return fail(kUsageError, fmt::format("--tree-tolerance: {} is not in [0, 1)", opt.tree_tolerance));
+    }
+    if (opt.pieces < 1 || opt.pieces > 64) {
+      return fail(kUsageError, fmt::format("--pieces: {} is not in 1..64", opt.pieces));
+    }
+    if (*method == SynthesisMethod::kForest && !opt.sketch.empty()) {
+      return fail(kUsageError, "--sketch applies to --method taccl only (the forest method uses no sketch)");
+    }
     Protocol protocol = Protocol::kSimple;
     if (!opt.protocol.empty()) {
       const std::optional<Protocol> parsed = parseProtocolName(opt.protocol);
@@ -248,6 +263,9 @@ int runSynth(const SynthCmdOptions& opt) {
     request.size_bytes = costing_size;
     request.time_limit_s = opt.time_limit_s;
     request.protocol = protocol;
+    request.method = *method;
+    request.forest_tolerance = opt.tree_tolerance;
+    request.forest_pieces = opt.pieces;
     request.progress = progress.callback();
     Result<SynthesisResult> synthesized = synthesize(request);
     if (!synthesized) {
@@ -361,6 +379,14 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--format", opt->format, "xml | json: format of -o (default: by extension)");
   cmd->add_option("--json", opt->json, "write the JSON report here ('-' = standard output, replacing the summary)");
   cmd->add_option("--root", opt->root, "root rank of broadcast / reduce")->capture_default_str();
+  cmd->add_option("--method", opt->method,
+                  "taccl (sketch-guided, Z3) | forest (optimal tree packing in the route model; allgather, "
+                  "reducescatter, allreduce)")
+      ->capture_default_str();
+  cmd->add_option("--tree-tolerance", opt->tree_tolerance,
+                  "forest: use the fewest trees per root whose rate is within this fraction of the optimum (0 = best)")
+      ->capture_default_str();
+  cmd->add_option("--pieces", opt->pieces, "forest: pieces per tree, pipelined down it (1..64)")->capture_default_str();
   cmd->add_option("--protocol,--proto", opt->protocol, "Simple | LL | LL128 (default Simple)");
   cmd->add_option("--sizes", opt->sizes, "comma-separated nccl-tests sizes the comparison simulates")
       ->capture_default_str();

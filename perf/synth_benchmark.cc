@@ -10,7 +10,9 @@
 //                   limit + 5 s. Each row says what came back: optimal (every solver stage proved its optimum, or the
 //                   1 % gap), best-so-far (a stage stopped at the time limit with its best), none (kTimeout).
 // Usage: synth_benchmark [--all] [--topologies a,b,...] [--collectives allgather,...] [--time-limit S]
-//                        [--sizes 1K,1M,256M]
+//                        [--sizes 1K,1M,256M] [--method taccl|forest|both]
+//   --method: the synthesis method (include/braid/synthesize.h SynthesisMethod; default taccl); both = a row per
+//          method, side by side (the forest method skips all-to-all). The limits above apply to taccl rows.
 //   --all: every shipped topology (the .yaml files of the first topology directory, src/common/paths.h) x
 //          allgather, reducescatter, allreduce, alltoall.
 #include <fmt/format.h>
@@ -101,6 +103,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> collectives = {"allgather", "allreduce", "alltoall"};
   std::vector<std::string> size_texts = {"1K", "1M", "256M"};
   double time_limit = 60;
+  std::vector<braid::SynthesisMethod> methods = {braid::SynthesisMethod::kTaccl};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -125,9 +128,19 @@ int main(int argc, char** argv) {
       size_texts = split(value());
     } else if (arg == "--time-limit") {
       time_limit = std::stod(value());
+    } else if (arg == "--method") {
+      const std::string m = value();
+      if (m == "both") {
+        methods = {braid::SynthesisMethod::kTaccl, braid::SynthesisMethod::kForest};
+      } else if (std::optional<braid::SynthesisMethod> parsed = braid::parseSynthesisMethod(m)) {
+        methods = {*parsed};
+      } else {
+        std::cerr << "synth_benchmark: --method " << m << " is not taccl, forest or both\n";
+        return 2;
+      }
     } else {
       std::cerr << "usage: synth_benchmark [--all] [--topologies a,b] [--collectives allgather,allreduce,alltoall] "
-                   "[--time-limit S] [--sizes 1K,1M,256M]\n";
+                   "[--time-limit S] [--sizes 1K,1M,256M] [--method taccl|forest|both]\n";
       return 2;
     }
   }
@@ -154,7 +167,8 @@ int main(int argc, char** argv) {
     fmt::print("# {}\n", line);
   }
   fmt::print("# wall s = synthesize()'s wall-clock time; status: optimal, best-so-far (time limit hit), none\n");
-  fmt::print("{:<12} {:<13} {:>5} {:>7} {:<11} {:>6}", "topology", "collective", "ranks", "wall s", "status", "chunk");
+  fmt::print("{:<12} {:<13} {:<6} {:>5} {:>7} {:<11} {:>6}", "topology", "collective", "method", "ranks", "wall s",
+             "status", "chunk");
   for (const std::string& s : size_texts) {
     fmt::print(" | {:>6} {:>10} {:>8} {:>8} {:>7} {:>7}", s, "Braid us", "vs NCCL", "vs ring", "/cut", "/routed");
   }
@@ -167,78 +181,89 @@ int main(int argc, char** argv) {
       continue;
     }
     for (const std::string& coll_name : collectives) {
-      std::optional<braid::CollectiveKind> coll = braid::parseCollective(coll_name);
-      if (!coll) {
-        std::cerr << "synth_benchmark: unknown collective " << coll_name << "\n";
-        return 2;
-      }
-      braid::SynthesisRequest req;
-      req.topology = &*topo;
-      req.collective = *coll;
-      req.time_limit_s = time_limit;
-      const auto t0 = std::chrono::steady_clock::now();
-      braid::Result<braid::SynthesisResult> result = braid::synthesize(req);
-      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      worst_wall = std::max(worst_wall, wall);
-      if (wall > time_limit + kWallSlackSeconds) {
-        verdicts.push_back(fmt::format("FAIL {} {} returned after {:.2f} s > time limit {} s + {} s", name, coll_name,
-                                       wall, time_limit, kWallSlackSeconds));
-        ++failures;
-        ++over_wall;
-      }
-      if (!result) {
-        const bool timed_out = result.status().code() == braid::StatusCode::kTimeout;
-        fmt::print("{:<12} {:<13} {:>5} {:>7.2f} {:<11} {}\n", name, coll_name, topo->numGpus(), wall,
-                   timed_out ? "none" : "FAILED", result.status().message());
-        std::fflush(stdout);
-        if (timed_out) {
-          ++none;
-        } else {
+      for (const braid::SynthesisMethod method : methods) {
+        std::optional<braid::CollectiveKind> coll = braid::parseCollective(coll_name);
+        if (!coll) {
+          std::cerr << "synth_benchmark: unknown collective " << coll_name << "\n";
+          return 2;
+        }
+        const bool forest = method == braid::SynthesisMethod::kForest;
+        if (forest && *coll != braid::CollectiveKind::kAllGather && *coll != braid::CollectiveKind::kReduceScatter &&
+            *coll != braid::CollectiveKind::kAllReduce) {
+          continue;
+        }
+        const std::string method_name = braid::synthesisMethodName(method);
+        braid::SynthesisRequest req;
+        req.method = method;
+        req.topology = &*topo;
+        req.collective = *coll;
+        req.time_limit_s = time_limit;
+        const auto t0 = std::chrono::steady_clock::now();
+        braid::Result<braid::SynthesisResult> result = braid::synthesize(req);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        worst_wall = std::max(worst_wall, wall);
+        if (wall > time_limit + kWallSlackSeconds) {
+          verdicts.push_back(fmt::format("FAIL {} {} returned after {:.2f} s > time limit {} s + {} s", name, coll_name,
+                                         wall, time_limit, kWallSlackSeconds));
           ++failures;
+          ++over_wall;
         }
-        continue;
-      }
-      braid::Result<braid::cli::Comparison> cmp = braid::cli::compareAlgorithm(result->algorithm, *topo, *coll, sizes);
-      if (!cmp) {
-        fmt::print("{:<12} {:<13} {:>5} compare FAILED: {}\n", name, coll_name, topo->numGpus(),
-                   cmp.status().message());
-        ++failures;
-        continue;
-      }
-      fmt::print("{:<12} {:<13} {:>5} {:>7.2f} {:<11} {:>6}", name, coll_name, topo->numGpus(), wall,
-                 resultStatus(*result), result->sketch.chunkup);
-      for (const braid::cli::SizeComparison& row : cmp->sizes) {
-        fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f} {:>7.3f}", "", row.predicted_us,
-                   fmtOpt(row.speedup_vs_nccl), fmtOpt(row.speedup_vs_ring), row.ratio_to_cut_bound,
-                   row.ratio_to_bound);
-      }
-      fmt::print("\n");
-      std::fflush(stdout);
-      for (const Limit& limit : limits()) {
-        if (limit.topology != name || limit.collective != coll_name) continue;
-        if (limit.max_seconds > 0) {
-          const bool ok = result->seconds < limit.max_seconds;
-          verdicts.push_back(fmt::format("{} {} {} synthesis {:.2f} s < {} s", ok ? "PASS" : "FAIL", name, coll_name,
-                                         result->seconds, limit.max_seconds));
-          failures += ok ? 0 : 1;
+        if (!result) {
+          const bool timed_out = result.status().code() == braid::StatusCode::kTimeout;
+          fmt::print("{:<12} {:<13} {:<6} {:>5} {:>7.2f} {:<11} {}\n", name, coll_name, method_name, topo->numGpus(),
+                     wall, timed_out ? "none" : "FAILED", result.status().message());
+          std::fflush(stdout);
+          if (timed_out) {
+            ++none;
+          } else {
+            ++failures;
+          }
+          continue;
         }
-        const braid::cli::SizeComparison* big = nullptr;
-        for (const auto& row : cmp->sizes) {
-          if (row.requested_bytes == (uint64_t{256} << 20)) big = &row;
+        braid::Result<braid::cli::Comparison> cmp =
+            braid::cli::compareAlgorithm(result->algorithm, *topo, *coll, sizes);
+        if (!cmp) {
+          fmt::print("{:<12} {:<13} {:>5} compare FAILED: {}\n", name, coll_name, topo->numGpus(),
+                     cmp.status().message());
+          ++failures;
+          continue;
         }
-        if (!big) continue;
-        if (limit.max_ratio_to_bound > 0) {
-          const bool ok = big->ratio_to_bound <= limit.max_ratio_to_bound;
-          verdicts.push_back(fmt::format("{} {} {} at 256 MiB: {:.3f} x the lower bound <= {}", ok ? "PASS" : "FAIL",
-                                         name, coll_name, big->ratio_to_bound, limit.max_ratio_to_bound));
-          failures += ok ? 0 : 1;
+        fmt::print("{:<12} {:<13} {:<6} {:>5} {:>7.2f} {:<11} {:>6}", name, coll_name, method_name, topo->numGpus(),
+                   wall, resultStatus(*result), result->algorithm.provenance.extra["chunkup"]);
+        for (const braid::cli::SizeComparison& row : cmp->sizes) {
+          fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f} {:>7.3f}", "", row.predicted_us,
+                     fmtOpt(row.speedup_vs_nccl), fmtOpt(row.speedup_vs_ring), row.ratio_to_cut_bound,
+                     row.ratio_to_bound);
         }
-        if (limit.min_speedup_vs_ring > 0) {
-          const bool ok = big->speedup_vs_ring && *big->speedup_vs_ring >= limit.min_speedup_vs_ring;
-          verdicts.push_back(fmt::format("{} {} {} at 256 MiB: {}x faster than NCCL's ring >= {}x",
-                                         ok ? "PASS" : "FAIL", name, coll_name, fmtOpt(big->speedup_vs_ring),
-                                         limit.min_speedup_vs_ring));
-          failures += ok ? 0 : 1;
+        fmt::print("\n");
+        std::fflush(stdout);
+        for (const Limit& limit : limits()) {
+          if (forest) break;
+          if (limit.topology != name || limit.collective != coll_name) continue;
+          if (limit.max_seconds > 0) {
+            const bool ok = result->seconds < limit.max_seconds;
+            verdicts.push_back(fmt::format("{} {} {} synthesis {:.2f} s < {} s", ok ? "PASS" : "FAIL", name, coll_name,
+                                           result->seconds, limit.max_seconds));
+            failures += ok ? 0 : 1;
+          }
+          const braid::cli::SizeComparison* big = nullptr;
+          for (const auto& row : cmp->sizes) {
+            if (row.requested_bytes == (uint64_t{256} << 20)) big = &row;
+          }
+          if (!big) continue;
+          if (limit.max_ratio_to_bound > 0) {
+            const bool ok = big->ratio_to_bound <= limit.max_ratio_to_bound;
+            verdicts.push_back(fmt::format("{} {} {} at 256 MiB: {:.3f} x the lower bound <= {}", ok ? "PASS" : "FAIL",
+                                           name, coll_name, big->ratio_to_bound, limit.max_ratio_to_bound));
+            failures += ok ? 0 : 1;
+          }
+          if (limit.min_speedup_vs_ring > 0) {
+            const bool ok = big->speedup_vs_ring && *big->speedup_vs_ring >= limit.min_speedup_vs_ring;
+            verdicts.push_back(fmt::format("{} {} {} at 256 MiB: {}x faster than NCCL's ring >= {}x",
+                                           ok ? "PASS" : "FAIL", name, coll_name, fmtOpt(big->speedup_vs_ring),
+                                           limit.min_speedup_vs_ring));
+            failures += ok ? 0 : 1;
+          }
         }
       }
     }

@@ -73,6 +73,22 @@ int LogicalTopology::find(int src, int dst) const {
   return it == index.end() ? -1 : it->second;
 }
 
+int LogicalTopology::addLink(int src, int dst, const Route& route, bool inter) {
+  LogicalLink l;
+  l.id = static_cast<int>(links.size());
+  l.src = src;
+  l.dst = dst;
+  l.alpha_us = route.alpha_us;
+  l.gbps = route.bandwidth_gbps;
+  l.inter_node = inter;
+  l.resources = route.links;
+  index[{src, dst}] = l.id;
+  out_links[src].push_back(l.id);
+  in_links[dst].push_back(l.id);
+  links.push_back(std::move(l));
+  return links.back().id;
+}
+
 int LogicalTopology::imageLink(int g, int link) const {
   const LogicalLink& l = links[link];
   return find(symmetry[g][l.src], symmetry[g][l.dst]);
@@ -164,18 +180,7 @@ Result<LogicalTopology> buildLogicalTopology(const Topology& topology, const Ske
                     fmt::format("{}: the sketch connects {} but the topology {} has no route between them",
                                 sketch.source, pairName(lt, from, to), topology.name));
     }
-    LogicalLink l;
-    l.id = static_cast<int>(lt.links.size());
-    l.src = a;
-    l.dst = b;
-    l.alpha_us = route->alpha_us;
-    l.gbps = route->bandwidth_gbps;
-    l.inter_node = inter;
-    l.resources = route->links;
-    lt.index[{a, b}] = l.id;
-    lt.out_links[a].push_back(l.id);
-    lt.in_links[b].push_back(l.id);
-    lt.links.push_back(std::move(l));
+    lt.addLink(a, b, *route, inter);
     return Status::ok();
   };
 

@@ -66,6 +66,9 @@ struct LogicalTopology {
   std::string hyperedge;
   /// Id of the link src -> dst, -1 if none.
   int find(int src, int dst) const;
+  /// Appends the link src -> dst whose data follows `route` (its α, bottleneck and links) and indexes it; returns
+  /// its id. The caller keeps one link per pair.
+  int addLink(int src, int dst, const Route& route, bool inter_node);
   /// Link id of the image of link `link` under symmetry element `g`, -1 if it does not exist.
   int imageLink(int g, int link) const;
   std::map<std::pair<int, int>, int> index;  // (src, dst) -> link id

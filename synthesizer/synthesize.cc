@@ -4,6 +4,7 @@
 #include "braid/synthesize.h"
 
 #include <fmt/format.h>
+#include <glpk.h>
 #include <z3.h>
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "synthesizer/forest.h"
 #include "synthesizer/model.h"
 #include "synthesizer/watchdog.h"
 
@@ -111,9 +113,42 @@ Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKi
   return p;
 }
 
+// The tree-packing construction for one movement (all-gather trees, or reduce-scatter's on the transposed logical
+// topology) as a Pipeline.
+Result<Pipeline> runForest(const synth::LogicalTopology& logical, uint64_t size, const SynthesisRequest& request,
+                           const synth::StageContext& ctx, const std::string& tag, SynthesisResult* result) {
+  const double time_limit_s = request.time_limit_s;
+  Result<synth::ForestPipeline> solved =
+      synth::solveForest(logical, size, request.forest_tolerance, request.forest_pieces, ctx, tag, &result->stages);
+  if (!solved && solved.status().code() == StatusCode::kTimeout) {
+    return Status(StatusCode::kTimeout, fmt::format("no algorithm within the time limit of {:g} s (tree packing{}): {}",
+                                                    time_limit_s, tag, solved.status().message()));
+  }
+  BRAID_RETURN_IF_ERROR(solved.status());
+  Pipeline p;
+  p.problem = std::move(solved->problem);
+  p.routing = std::move(solved->routing);
+  p.schedule = std::move(solved->schedule);
+  return p;
+}
+
 }  // namespace
 
-Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
+const char* synthesisMethodName(SynthesisMethod method) {
+  return method == SynthesisMethod::kForest ? "forest" : "taccl";
+}
+
+std::optional<SynthesisMethod> parseSynthesisMethod(const std::string& name) {
+  if (name == "taccl") return SynthesisMethod::kTaccl;
+  if (name == "forest") return SynthesisMethod::kForest;
+  return std::nullopt;
+}
+
+namespace {
+
+constexpr const char* kTooLargeToVerify = "too large to verify";
+
+Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
   const auto start = Clock::now();
   if (!request.topology) return Status(StatusCode::kInvalidArgument, "synthesize: no topology given");
   const Topology& topology = *request.topology;
@@ -134,9 +169,25 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   if (!(request.time_limit_s > 0)) {
     return Status(StatusCode::kInvalidArgument, "the time limit must be positive (seconds)");
   }
+  const bool forest = request.method == SynthesisMethod::kForest;
+  if (forest && coll != CollectiveKind::kAllGather && coll != CollectiveKind::kReduceScatter &&
+      coll != CollectiveKind::kAllReduce) {
+    return Status(
+        StatusCode::kUnsupported,
+        fmt::format("the forest method builds allgather, reducescatter and allreduce, not {}", collectiveName(coll)));
+  }
+
+  if (forest && (!(request.forest_tolerance >= 0 && request.forest_tolerance < 1) || request.forest_pieces < 1 ||
+                 request.forest_pieces > 64)) {
+    return Status(StatusCode::kInvalidArgument,
+                  fmt::format("forest options: tolerance {} must be in [0, 1), pieces {} in 1..64",
+                              request.forest_tolerance, request.forest_pieces));
+  }
 
   SynthesisResult result;
-  if (request.has_sketch) {
+  if (forest) {
+    result.sketch.source = "none (forest method)";
+  } else if (request.has_sketch) {
     result.sketch = request.sketch;
   } else {
     BRAID_ASSIGN_OR_RETURN(result.sketch, deriveSketch(topology, coll));
@@ -153,7 +204,10 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
       coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kAllReduce || coll == CollectiveKind::kReduce;
 
   uint64_t size = request.size_bytes ? request.size_bytes : sketch.size_bytes;
-  if (size == 0) {
+  if (size == 0 && forest) {
+    size = uint64_t{256} << 20;
+    result.notes.push_back("costs taken at 256 MiB (the forest method's default costing size)");
+  } else if (size == 0) {
     const uint64_t chunks = pattern == CollectiveKind::kBroadcast ? static_cast<uint64_t>(sketch.chunkup)
                                                                   : static_cast<uint64_t>(n) * sketch.chunkup;
     size = chunks << 20;
@@ -173,17 +227,29 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   ctx.watchdog = &watchdog;
 
   synth::LogicalTopology forward, reverse;
-  BRAID_ASSIGN_OR_RETURN(forward, synth::buildLogicalTopology(topology, sketch, false, &result.notes));
+  if (forest) {
+    BRAID_ASSIGN_OR_RETURN(forward, synth::buildCompleteLogicalTopology(topology, false));
+  } else {
+    BRAID_ASSIGN_OR_RETURN(forward, synth::buildLogicalTopology(topology, sketch, false, &result.notes));
+  }
   Pipeline fwd, rev;
   bool reuse = false;
   if (need_reverse) {
-    BRAID_ASSIGN_OR_RETURN(reverse, synth::buildLogicalTopology(topology, sketch, true, nullptr));
+    if (forest) {
+      BRAID_ASSIGN_OR_RETURN(reverse, synth::buildCompleteLogicalTopology(topology, true));
+    } else {
+      BRAID_ASSIGN_OR_RETURN(reverse, synth::buildLogicalTopology(topology, sketch, true, nullptr));
+    }
     reuse = mirrors(forward, reverse);
   }
   const bool two_solves = need_forward && need_reverse && !reuse;
   if (need_forward || reuse) {
-    BRAID_ASSIGN_OR_RETURN(fwd, runPipeline(forward, pattern, sketch, request.root, size, two_solves ? 0.5 : 1.0, ctx,
-                                            "", request.time_limit_s, &result));
+    if (forest) {
+      BRAID_ASSIGN_OR_RETURN(fwd, runForest(forward, size, request, ctx, "", &result));
+    } else {
+      BRAID_ASSIGN_OR_RETURN(fwd, runPipeline(forward, pattern, sketch, request.root, size, two_solves ? 0.5 : 1.0, ctx,
+                                              "", request.time_limit_s, &result));
+    }
   }
   if (need_reverse) {
     if (reuse) {
@@ -191,6 +257,8 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
       result.notes.push_back(
           "reduce-scatter: the transposed logical topology mirrors the forward one, so the all-gather schedule "
           "run backwards is reused");
+    } else if (forest) {
+      BRAID_ASSIGN_OR_RETURN(rev, runForest(reverse, size, request, ctx, " (reversed)", &result));
     } else {
       BRAID_ASSIGN_OR_RETURN(rev, runPipeline(reverse, pattern, sketch, request.root, size, 1.0, ctx, " (reversed)",
                                               request.time_limit_s, &result));
@@ -202,7 +270,9 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   emit.collective = coll;
   emit.protocol = request.protocol;
   emit.root = request.root;
-  emit.name = fmt::format("braid-{}-{}-c{}", collectiveName(coll), topology.name, sketch.chunkup);
+  const int chunkup = need_forward ? fwd.problem.chunkup : rev.problem.chunkup;
+  emit.name = forest ? fmt::format("braid-forest-{}-{}-c{}", collectiveName(coll), topology.name, chunkup)
+                     : fmt::format("braid-{}-{}-c{}", collectiveName(coll), topology.name, sketch.chunkup);
   emit.level_channels =
       std::any_of(forward.links.begin(), forward.links.end(), [](const synth::LogicalLink& l) { return l.inter_node; });
   if (need_forward) {
@@ -226,6 +296,15 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
 
   ctx.report({.stage = "verify", .detail = "proving the postcondition"});
   VerifyReport report = verify(result.algorithm);
+  const bool unverifiable =
+      !report.issues.empty() && std::all_of(report.issues.begin(), report.issues.end(),
+                                            [](const VerifyIssue& i) { return i.kind == IssueKind::kUnverifiable; });
+  if (!report.ok && unverifiable) {
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("the synthesized {} ({} threadblocks, {} steps) is {} within the verifier's limits:\n{}",
+                              collectiveName(coll), result.algorithm.numThreadblocks(), result.algorithm.numSteps(),
+                              kTooLargeToVerify, report.toString()));
+  }
   if (!report.ok) {
     return internalError(fmt::format("synthesized {} failed verification (a synthesizer bug):\n{}",
                                      collectiveName(coll), report.toString()));
@@ -234,17 +313,41 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
 
   result.makespan_us = (need_forward ? fwd.schedule.makespan_us : 0) + (need_reverse ? rev.schedule.makespan_us : 0);
   Provenance& prov = result.algorithm.provenance;
-  prov.generator = "braid synth";
+  prov.generator = forest ? "braid synth --method forest" : "braid synth";
   prov.topology = topology.source.empty() ? topology.name : topology.source;
   prov.sketch = sketch.source;
-  prov.solver = z3Version();
+  prov.solver = forest ? fmt::format("glpk {} + boost.graph max-flow", glp_version()) : z3Version();
   prov.created = isoNow();
-  prov.extra["chunkup"] = std::to_string(sketch.chunkup);
+  prov.extra["chunkup"] = std::to_string(chunkup);
   prov.extra["costing_size_bytes"] = std::to_string(size);
   prov.extra["model_makespan_us"] = fmt::format("{:.6g}", result.makespan_us);
   prov.extra["symmetry_group_size"] = std::to_string(forward.symmetry.size());
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   prov.extra["synthesis_seconds"] = fmt::format("{:.3f}", result.seconds);
+  return result;
+}
+
+}  // namespace
+
+Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
+  const auto start = Clock::now();
+  Result<SynthesisResult> result = synthesizeOnce(request);
+  // The tree-packing method's size grows with its pieces per tree: fewer pieces give fewer steps for the verifier.
+  SynthesisRequest retry = request;
+  while (!result.isOk() && request.method == SynthesisMethod::kForest && retry.forest_pieces > 1 &&
+         result.status().code() == StatusCode::kUnsupported &&
+         result.status().message().find(kTooLargeToVerify) != std::string::npos) {
+    retry.forest_pieces /= 2;
+    retry.time_limit_s = request.time_limit_s - std::chrono::duration<double>(Clock::now() - start).count();
+    if (!(retry.time_limit_s > 0)) break;
+    const std::string why = result.status().message().substr(0, result.status().message().find('\n'));
+    result = synthesizeOnce(retry);
+    if (result.isOk()) {
+      result->notes.push_back(
+          fmt::format("forest: {} pieces per tree (from {}): {}", retry.forest_pieces, request.forest_pieces, why));
+      result->seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    }
+  }
   return result;
 }
 

@@ -31,22 +31,31 @@ struct Scored {
   std::vector<double> time_us;  // per paretoSizes() entry; infinity where it cannot run
 };
 
-/// The synthesized algorithm (when synthesis succeeds) and the classical ones that apply for `kind`.
+/// The synthesized algorithms (TACCL pipeline; tree packing for all-gather, reduce-scatter and all-reduce) when
+/// synthesis succeeds, and the classical ones that apply for `kind`.
 std::vector<Scored> candidatesFor(CollectiveKind kind, const Topology& topology, const std::string& topology_name) {
   std::vector<Scored> out;
-  SynthesisRequest request;
-  request.topology = &topology;
-  request.collective = kind;
-  request.time_limit_s = kSynthesisSeconds;
-  Result<SynthesisResult> synthesized = synthesize(request);
-  if (synthesized.isOk()) {
-    Scored s;
-    s.candidate.algorithm = synthesized->algorithm;
-    s.candidate.source = "synthesized " + topology_name;
-    out.push_back(std::move(s));
-  } else {
-    BRAID_LOG(kInfo, "no synthesized {} for {}: {}", collectiveName(kind), topology_name,
-              synthesized.status().toString());
+  for (SynthesisMethod method : {SynthesisMethod::kTaccl, SynthesisMethod::kForest}) {
+    if (method == SynthesisMethod::kForest && kind != CollectiveKind::kAllGather &&
+        kind != CollectiveKind::kReduceScatter && kind != CollectiveKind::kAllReduce) {
+      continue;
+    }
+    SynthesisRequest request;
+    request.topology = &topology;
+    request.collective = kind;
+    request.method = method;
+    request.time_limit_s = kSynthesisSeconds;
+    Result<SynthesisResult> synthesized = synthesize(request);
+    if (synthesized.isOk()) {
+      Scored s;
+      s.candidate.algorithm = synthesized->algorithm;
+      s.candidate.source =
+          method == SynthesisMethod::kForest ? "tree packing " + topology_name : "synthesized " + topology_name;
+      out.push_back(std::move(s));
+    } else {
+      BRAID_LOG(kInfo, "no {} {} for {}: {}", synthesisMethodName(method), collectiveName(kind), topology_name,
+                synthesized.status().toString());
+    }
   }
   for (ClassicAlgo algo :
        {ClassicAlgo::kRing, ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDirect, ClassicAlgo::kDoubleBinaryTree}) {

@@ -20,7 +20,8 @@
 namespace braid {
 
 /// The synthesizer-backed ParetoSynthesizer. For each of all-gather, reduce-scatter, all-reduce and all-to-all:
-/// synthesize() with the derived sketch (30 s at most), plus the classical algorithms that apply on the topology
+/// synthesize() with the derived sketch (30 s at most) and, except for all-to-all, with SynthesisMethod::kForest
+/// (tree packing, 30 s at most), plus the classical algorithms that apply on the topology
 /// (ring over its NVLink rings, recursive doubling, direct, double binary tree); each candidate is simulated
 /// (simulate.h) at 1 KiB, 16 KiB, ..., 256 MiB, and every candidate fastest at some size is kept with the window
 /// of sizes where it is (boundaries at the geometric midpoint of neighbouring measured sizes; the smallest and

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,21 @@ struct SynthesisProgress {
   double best_makespan_us = -1;  // best makespan found so far in the stage's model, -1 = none yet
 };
 
+/// How synthesize() builds the algorithm.
+enum class SynthesisMethod {
+  /// TACCL's sketch-guided pipeline: routing (Z3), greedy ordering, exact scheduling with contiguity (Z3).
+  kTaccl,
+  /// Tree packing (ForestColl: Zhao et al., arXiv 2402.06787), in the route model: the optimal rate of any
+  /// all-gather made of trees along Topology::route from a linear program, k spanning out-trees per root packed by
+  /// Edmonds' branching theorem with exact integer max-flows, pieces pipelined down the trees. All-gather,
+  /// reduce-scatter (the trees reversed) and all-reduce (reduce-scatter, then all-gather); the sketch is not used.
+  kForest,
+};
+
+/// "taccl", "forest"; parseSynthesisMethod returns nullopt for anything else.
+const char* synthesisMethodName(SynthesisMethod method);
+std::optional<SynthesisMethod> parseSynthesisMethod(const std::string& name);
+
 struct SynthesisRequest {
   const Topology* topology = nullptr;  // required
   /// The sketch; when `has_sketch` is false one is derived (deriveSketch).
@@ -46,6 +62,13 @@ struct SynthesisRequest {
   /// (well under a second on the shipped topologies).
   double time_limit_s = 60;
   Protocol protocol = Protocol::kSimple;  // written into the algorithm
+  SynthesisMethod method = SynthesisMethod::kTaccl;
+  /// kForest: the smallest number of trees per root k (1 .. 32) whose integer rate is within this fraction of the
+  /// optimal rate is used (fewer trees mean fewer, larger messages); 0 asks for the best k up to 32.
+  double forest_tolerance = 0.03;
+  /// kForest: pieces each tree unit's share is cut into and pipelined down its tree (1 .. 64); fewer when the
+  /// algorithm would exceed 4096 chunks.
+  int forest_pieces = 4;
   /// Progress reports; may be empty. Calls never overlap, but may come from the watchdog thread: while a solver
   /// call runs, the last report is repeated about once a second with "(running N s)" appended to its detail.
   std::function<void(const SynthesisProgress&)> progress;
@@ -76,8 +99,9 @@ struct SynthesisResult {
 /// the topology. Errors: kInvalidArgument (no topology, sketch inconsistent with it: names the sketch field),
 /// kInfeasible when the sketch admits no algorithm — the message names the conflicting constraint groups (Z3
 /// unsat core, e.g. "relay: gpus_to_sender_rev_map" and "postcondition: rank 17 receives chunk (3,0)"),
-/// kUnsupported for custom collectives, kTimeout when no routing was found within the time limit,
-/// kInternalError if a produced algorithm fails verify() (a bug).
+/// kUnsupported for custom collectives (and, with SynthesisMethod::kForest, for all-to-all, broadcast and reduce),
+/// kTimeout when no routing (or, for kForest, no tree rate) was found within the time limit, kInternalError if a
+/// produced algorithm fails verify() (a bug).
 Result<SynthesisResult> synthesize(const SynthesisRequest& request);
 
 }  // namespace braid

@@ -241,4 +241,19 @@ grep -q '^  cut bound = .*valid for any algorithm' "$tmp/demo.out" && ok || fail
 grep -q '^  all-reduce: the cut and route bounds are the reduce-scatter + all-gather bound' "$tmp/demo.out" && ok ||
   fail "demo: no all-reduce bound line"
 
+
+# The tree-packing method (--method forest): an optimal-rate all-reduce that verifies and is written whole; what it
+# does not build is refused with exit 2 (usage) or 1 (unsupported), naming the method.
+expect_rc 0 "synth forest dgx1-v100 allreduce" -- "$braid" synth --method forest -t dgx1-v100 -c allreduce \
+  -o "$tmp/forest.xml" --json "$tmp/forest.json"
+no_crash "synth forest"
+expect_rc 0 "verify the forest all-reduce" -- "$braid" verify "$tmp/forest.xml" --topology dgx1-v100
+check_json "forest report" 'assert d["verified"] is True, d["verified"]' "$tmp/forest.json"
+expect_rc 2 "unknown method" -- "$braid" synth --method sccl -t dgx1-v100 -c allgather
+grep -q "not taccl or forest" "$tmp/err" && ok || fail "unknown method: $(head -2 "$tmp/err")"
+expect_rc 2 "forest with a sketch" -- "$braid" synth --method forest --sketch "$tmp/relay.yaml" -t dgx1-v100 -c allgather
+expect_rc 1 "forest all-to-all" -- "$braid" synth --method forest -t dgx1-v100 -c alltoall
+grep -q "forest method builds allgather" "$tmp/err" && ok || fail "forest all-to-all: $(head -2 "$tmp/err")"
+expect_rc 2 "forest pieces out of range" -- "$braid" synth --method forest --pieces 0 -t dgx1-v100 -c allgather
+
 finish

@@ -1,5 +1,5 @@
-// Differential tests: every classical algorithm, and every algorithm synthesized for the
-// shipped 8- and 16-GPU topologies, runs through the Communicator on the threads transport with real data and
+// Differential tests: every classical algorithm, and every algorithm synthesized (TACCL pipeline and tree packing) for
+// the shipped 8- and 16-GPU topologies, runs through the Communicator on the threads transport with real data and
 // equals a naive reference (comm_test_util.h) for every datatype and op, in every mode the algorithm declares,
 // for counts 0, 1, 7, 1000003 and 10556587, on 3, 5, 8 and 16 ranks (3 and 5: classical only — no shipped
 // topology has 3 or 5 GPUs).
@@ -175,7 +175,7 @@ void classicalOnTopologies(int gpus) {
 TEST(Differential, Classical8Ranks) { classicalOnTopologies(8); }
 TEST(Differential, Classical16Ranks) { classicalOnTopologies(16); }
 
-void synthesizedOnTopologies(int gpus) {
+void synthesizedOnTopologies(int gpus, SynthesisMethod method = SynthesisMethod::kTaccl) {
   const auto names = shippedTopologies(gpus);
   ASSERT_GE(names.size(), 4u);
   std::vector<Algorithm> all;
@@ -184,8 +184,10 @@ void synthesizedOnTopologies(int gpus) {
     ASSERT_TRUE(topology.isOk());
     for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
                                 CollectiveKind::kAllToAll}) {
+      if (method == SynthesisMethod::kForest && kind == CollectiveKind::kAllToAll) continue;
       SynthesisRequest request;
       request.topology = &*topology;
+      request.method = method;
       request.collective = kind;
       request.time_limit_s = 20;
       Result<SynthesisResult> result = synthesize(request);
@@ -194,11 +196,13 @@ void synthesizedOnTopologies(int gpus) {
       all.push_back(std::move(result->algorithm));
     }
   }
-  runSuite(Suite{fmt::format("synthesized n={}", gpus), gpus, all});
+  runSuite(Suite{fmt::format("synthesized ({}) n={}", synthesisMethodName(method), gpus), gpus, all});
 }
 
 TEST(Differential, Synthesized8Ranks) { synthesizedOnTopologies(8); }
 TEST(Differential, Synthesized16Ranks) { synthesizedOnTopologies(16); }
+TEST(Differential, SynthesizedForest8Ranks) { synthesizedOnTopologies(8, SynthesisMethod::kForest); }
+TEST(Differential, SynthesizedForest16Ranks) { synthesizedOnTopologies(16, SynthesisMethod::kForest); }
 
 }  // namespace
 }  // namespace braid

@@ -1,0 +1,93 @@
+// The tree-packing construction (ForestColl: Zhao et al., arXiv 2402.06787; ../shared/reference/anchors_algorithms.md
+// §1) in Braid's route model: every message from rank a to rank b follows Topology::route(a, b), as the simulator,
+// NCCL and MSCCL send it, so a logical link's traffic loads every physical link of its route.
+//
+//   forestRate      the optimal broadcast rate per root of a tree-based all-gather (linear program, GLPK), and the
+//                   split of every physical link's bandwidth among the logical links whose routes cross it;
+//   forestUnits     that split in integer tree units (k trees per root), checked exactly with integer max-flows;
+//   packArborescences (forest_pack.h) the k out-trees per root;
+//   forestPipeline  the trees as the synthesizer's routing (chunk -> parent link), ordered into a schedule.
+//
+// Units: GB/s (1 GB/s = 1e3 bytes/us), bytes, microseconds.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+#include "synthesizer/forest_pack.h"
+#include "synthesizer/model.h"
+
+namespace braid::synth {
+
+/// The optimal rate of a tree-based all-gather on a logical topology.
+struct ForestRate {
+  /// GB/s at which every root can broadcast its share to every other rank at once.
+  /// An all-gather of m bytes per rank then takes m / (rate_gbps x 1e3) us (bandwidth only).
+  double rate_gbps = 0;
+  /// Bandwidth given to each logical link (index = LogicalTopology::links), GB/s; on every physical link the sum
+  /// over the logical links whose route crosses it is at most its bandwidth.
+  std::vector<double> link_gbps;
+  int lp_columns = 0;
+  int lp_rows = 0;
+  double seconds = 0;
+};
+
+/// The linear program: maximise R over c_l >= 0 (bandwidth of logical link l) and, for every destination rank v, a
+/// flow f^v from a super-source with an arc of capacity R to every rank, of value n R into v, with f^v_l <= c_l and,
+/// for every physical link e, sum of c_l over the logical links whose route crosses e <= B_e. By Edmonds' branching
+/// theorem (root-set form, as ForestColl uses it) the flow condition is exactly what k trees per root of rate R/k
+/// each need, so R is the best rate any all-gather built of trees along these routes reaches. Relays are GPUs (a
+/// tree's inner vertices); switches never copy. Errors: kInvalidArgument for fewer than 2 ranks or a rank no
+/// logical link reaches; kTimeout when GLPK hits `seconds_limit`; kInternalError when GLPK fails otherwise.
+Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_limit);
+
+/// ForestRate in integer units: `k` trees per root, each at rate_gbps / k; capacity[u * n + v] = how many tree units
+/// the logical link u -> v carries (floor(c_l k / rate)). rate_gbps <= the LP's rate: the largest rate at which the
+/// units are feasible (every rank's max-flow from the super-source is >= n k; exact integer arithmetic).
+struct ForestUnits {
+  int64_t k = 0;
+  double rate_gbps = 0;
+  std::vector<int64_t> capacity;  // n x n, row = sender
+};
+
+/// Chooses the smallest k in 1..max_k whose feasible rate is within `tolerance` (relative) of the LP's rate, or the
+/// k with the best rate when none is. Errors: kInvalidArgument for max_k < 1 or a rate that is not positive.
+Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate& rate, int max_k, double tolerance);
+
+/// The trees as a synthesizer pipeline: chunkup = k x pipeline pieces per root; the pieces of a tree group of
+/// multiplicity m follow its edges. The schedule is the fluid one of the construction: every logical link sends at
+/// the rate of its tree units (units x rate / k), one chunk at a time in the order chunks reach its sender (ties:
+/// lower piece first), each send paying the route's α; the rates fit every physical link by construction.
+struct ForestPipeline {
+  ChunkProblem problem;
+  Routing routing;
+  Schedule schedule;
+  int pipeline = 1;  // pieces per tree unit
+};
+
+/// Builds the chunk problem, routing and schedule for `trees` (packArborescences on `units`) at nccl-tests size
+/// `size_bytes` with `pipeline` pieces per tree unit.
+ForestPipeline forestPipeline(const LogicalTopology& logical, const std::vector<PackedTree>& trees,
+                              const ForestUnits& units, int pipeline, uint64_t size_bytes);
+
+/// A logical topology with a link for every ordered pair of ranks that has a route (Topology::route), no relay
+/// restriction and no symmetry; `transposed` as buildLogicalTopology (reduce-scatter: data moves dst -> src).
+/// Errors: kInvalidArgument when a rank has no route to or from any other.
+Result<LogicalTopology> buildCompleteLogicalTopology(const Topology& topology, bool transposed);
+
+}  // namespace braid::synth
+
+namespace braid::synth {
+
+/// The whole construction on one logical topology (forward for all-gather, transposed for reduce-scatter): rate LP,
+/// tree units (k <= 32 trees per root, the smallest k within `tolerance` of the LP's rate), packing, and the fluid
+/// schedule with `pieces` pieces per tree unit (fewer when n k pieces would exceed 4096 chunks). Stage reports
+/// ("tree rate", "tree units", "packing", "schedule", each with `tag` appended) go to `stages`. Errors: those of
+/// forestRate, forestUnits and packArborescences; kTimeout when ctx's deadline passes.
+Result<ForestPipeline> solveForest(const LogicalTopology& logical, uint64_t size_bytes, double tolerance, int pieces,
+                                   const StageContext& ctx, const std::string& tag, std::vector<StageReport>* stages);
+
+}  // namespace braid::synth

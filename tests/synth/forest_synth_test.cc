@@ -1,0 +1,120 @@
+// The tree-packing method end to end (SynthesisMethod::kForest): its rate against the bounds computed by other
+// means (src/cost: the cut bound by Dinkelbach iteration over min cuts, the route LP over GPU pairs), the algorithms
+// it returns, determinism, and its errors.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "braid/bounds.h"
+#include "braid/synthesize.h"
+#include "braid/topology.h"
+#include "synthesizer/forest.h"
+
+namespace braid {
+namespace {
+
+Topology shipped(const std::string& name) {
+  Result<Topology> t = loadTopologyOrShipped(name);
+  EXPECT_TRUE(t.isOk()) << name << ": " << t.status().toString();
+  return t.isOk() ? *t : Topology{};
+}
+
+// All-gather time at the optimal tree rate for `size` bytes (nccl-tests size: size / n per rank), microseconds.
+double forestAllGatherUs(const Topology& t, uint64_t size, bool transposed = false) {
+  Result<synth::LogicalTopology> logical = synth::buildCompleteLogicalTopology(t, transposed);
+  EXPECT_TRUE(logical.isOk());
+  Result<synth::ForestRate> rate = synth::forestRate(*logical, 60);
+  EXPECT_TRUE(rate.isOk()) << rate.status().toString();
+  return static_cast<double>(size) / t.numGpus() / (rate->rate_gbps * 1e3);
+}
+
+TEST(ForestSynth, DgxH100RateIsNvlinkOverSevenPeers) {
+  // 18 NVLinks x 20.6 GB/s into the NVSwitch per GPU; every GPU takes in 7 shares: 370.8 / 7 GB/s per root.
+  const Topology t = shipped("dgx-h100-x1");
+  const uint64_t size = uint64_t{256} << 20;
+  EXPECT_NEAR(forestAllGatherUs(t, size), size / 8.0 / (370.8 / 7 * 1e3), 1e-6);
+}
+
+TEST(ForestSynth, RateMeetsTheBoundsWhereTheyBindAndNeverBeatsThem) {
+  const uint64_t size = uint64_t{256} << 20;
+  // Topologies where the cut or the route LP is reached exactly by trees along routes (values of src/cost).
+  for (const char* name :
+       {"dgx1-v100", "dgx-a100-x2", "pcie-2s4g", "ndv2-x2", "dgx2-x1", "dgx-h100-x1", "dgx-h100-x4", "ndv2-x4"}) {
+    const Topology t = shipped(name);
+    Result<CollectiveBound> bound = collectiveBound(t, CollectiveKind::kAllGather, size);
+    ASSERT_TRUE(bound.isOk()) << name;
+    const double forest_us = forestAllGatherUs(t, size);
+    EXPECT_GE(forest_us, bound->bandwidth_us * (1 - 1e-6)) << name;  // no algorithm beats a valid bound
+    EXPECT_NEAR(forest_us, bound->bandwidth_us, 1e-6 * bound->bandwidth_us) << name;
+    Result<CollectiveBound> rs = collectiveBound(t, CollectiveKind::kReduceScatter, size);
+    ASSERT_TRUE(rs.isOk());
+    EXPECT_NEAR(forestAllGatherUs(t, size, /*transposed=*/true), rs->bandwidth_us, 1e-6 * rs->bandwidth_us) << name;
+  }
+}
+
+TEST(ForestSynth, EveryCollectiveVerifiesOnShippedTopologies) {
+  for (const char* name : {"dgx1-v100", "dgx-a100-x2", "pcie-2s4g"}) {
+    const Topology t = shipped(name);
+    for (CollectiveKind kind :
+         {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce}) {
+      SynthesisRequest request;
+      request.topology = &t;
+      request.collective = kind;
+      request.method = SynthesisMethod::kForest;
+      Result<SynthesisResult> result = synthesize(request);
+      ASSERT_TRUE(result.isOk()) << name << " " << collectiveName(kind) << ": " << result.status().toString();
+      EXPECT_TRUE(verify(result->algorithm).ok);
+      EXPECT_EQ(result->algorithm.num_ranks, t.numGpus());
+      EXPECT_EQ(result->algorithm.provenance.generator, "braid synth --method forest");
+      bool packed = false;
+      for (const StageReport& stage : result->stages) packed |= stage.name.rfind("packing", 0) == 0;
+      EXPECT_TRUE(packed) << name;
+    }
+  }
+}
+
+TEST(ForestSynth, SameInputsGiveTheSameAlgorithm) {
+  const Topology t = shipped("dgx-a100-x2");
+  std::string first;
+  for (int run = 0; run < 2; ++run) {
+    SynthesisRequest request;
+    request.topology = &t;
+    request.collective = CollectiveKind::kAllReduce;
+    request.method = SynthesisMethod::kForest;
+    Result<SynthesisResult> result = synthesize(request);
+    ASSERT_TRUE(result.isOk()) << result.status().toString();
+    result->algorithm.provenance = Provenance{};
+    const std::string xml = writeMscclXml(result->algorithm);
+    if (run == 0) {
+      first = xml;
+    } else {
+      EXPECT_EQ(xml, first);
+    }
+  }
+}
+
+TEST(ForestSynth, RefusesWhatItDoesNotBuild) {
+  const Topology t = shipped("dgx1-v100");
+  SynthesisRequest request;
+  request.topology = &t;
+  request.method = SynthesisMethod::kForest;
+  for (CollectiveKind kind : {CollectiveKind::kAllToAll, CollectiveKind::kBroadcast, CollectiveKind::kReduce}) {
+    request.collective = kind;
+    Result<SynthesisResult> result = synthesize(request);
+    ASSERT_FALSE(result.isOk());
+    EXPECT_EQ(result.status().code(), StatusCode::kUnsupported) << collectiveName(kind);
+  }
+  request.collective = CollectiveKind::kAllGather;
+  request.forest_pieces = 0;
+  EXPECT_EQ(synthesize(request).status().code(), StatusCode::kInvalidArgument);
+  request.forest_pieces = 4;
+  request.forest_tolerance = 1.5;
+  EXPECT_EQ(synthesize(request).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(parseSynthesisMethod("forest"), SynthesisMethod::kForest);
+  EXPECT_EQ(parseSynthesisMethod("taccl"), SynthesisMethod::kTaccl);
+  EXPECT_FALSE(parseSynthesisMethod("sccl").has_value());
+}
+
+}  // namespace
+}  // namespace braid
