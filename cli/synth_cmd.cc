@@ -47,8 +47,8 @@ struct SynthCmdOptions {
   std::string protocol;
   std::string sizes = "1K,1M,256M";
   std::string method = "taccl";
-  double tree_tolerance = 0.03;
-  int pieces = 4;
+  std::optional<double> tree_tolerance;  // forest only; default SynthesisRequest's
+  std::optional<int> pieces;
 };
 
 std::string lower(std::string text) {
@@ -131,12 +131,14 @@ Topology loadSynthTopology(const SynthCmdOptions& opt, const std::optional<Sketc
 std::string summaryHeader(const SynthesisResult& result, const Topology& topology, CollectiveKind collective,
                           bool sketch_given) {
   const Algorithm& a = result.algorithm;
-  std::string out = fmt::format(
-      "# Braid synth: {} on {} ({} ranks, {} node(s)), sketch {}{}, chunkup {}: {:.2f} s, "
-      "VERIFIED\n",
-      collectiveName(collective), topology.name, a.num_ranks, topology.numNodes(),
-      result.sketch.source.empty() ? result.sketch.name : result.sketch.source, sketch_given ? "" : " (derived)",
-      result.sketch.chunkup, result.seconds);
+  const std::string how =
+      result.method == SynthesisMethod::kForest
+          ? std::string("method forest (tree packing, no sketch)")
+          : fmt::format("sketch {}{}", result.sketch.source.empty() ? result.sketch.name : result.sketch.source,
+                        sketch_given ? "" : " (derived)");
+  std::string out = fmt::format("# Braid synth: {} on {} ({} ranks, {} node(s)), {}, chunkup {}: {:.2f} s, VERIFIED\n",
+                                collectiveName(collective), topology.name, a.num_ranks, topology.numNodes(), how,
+                                result.chunkup, result.seconds);
   out += fmt::format("# algorithm {}: {} chunks, {} channel(s), {} threadblocks, {} steps, protocol {}, {}\n", a.name,
                      a.num_chunks, a.num_channels, a.numThreadblocks(), a.numSteps(), protocolName(a.protocol),
                      a.in_place && a.out_of_place ? "in-place and out-of-place"
@@ -195,11 +197,16 @@ int runSynth(const SynthCmdOptions& opt) {
     }
     const std::optional<SynthesisMethod> method = parseSynthesisMethod(lower(opt.method));
     if (!method) return fail(kUsageError, fmt::format("--method: '{}' is not taccl or forest", opt.method));
-    if (!(opt.tree_tolerance >= 0 && opt.tree_tolerance < 1)) {
-      return fail(kUsageError, fmt::format("--tree-tolerance: {} is not in [0, 1)", opt.tree_tolerance));
+    const bool tolerance_given = opt.tree_tolerance.has_value(), pieces_given = opt.pieces.has_value();
+    if ((tolerance_given || pieces_given) && *method != SynthesisMethod::kForest) {
+      return fail(kUsageError,
+                  fmt::format("{} applies to --method forest only", pieces_given ? "--pieces" : "--tree-tolerance"));
     }
-    if (opt.pieces < 1 || opt.pieces > 64) {
-      return fail(kUsageError, fmt::format("--pieces: {} is not in 1..64", opt.pieces));
+    if (tolerance_given && !(*opt.tree_tolerance >= 0 && *opt.tree_tolerance < 1)) {
+      return fail(kUsageError, fmt::format("--tree-tolerance: {} is not in [0, 1)", *opt.tree_tolerance));
+    }
+    if (pieces_given && (*opt.pieces < 1 || *opt.pieces > 64)) {
+      return fail(kUsageError, fmt::format("--pieces: {} is not in 1..64", *opt.pieces));
     }
     if (*method == SynthesisMethod::kForest && !opt.sketch.empty()) {
       return fail(kUsageError, "--sketch applies to --method taccl only (the forest method uses no sketch)");
@@ -264,8 +271,8 @@ int runSynth(const SynthCmdOptions& opt) {
     request.time_limit_s = opt.time_limit_s;
     request.protocol = protocol;
     request.method = *method;
-    request.forest_tolerance = opt.tree_tolerance;
-    request.forest_pieces = opt.pieces;
+    if (tolerance_given) request.forest_tolerance = *opt.tree_tolerance;
+    if (pieces_given) request.forest_pieces = *opt.pieces;
     request.progress = progress.callback();
     Result<SynthesisResult> synthesized = synthesize(request);
     if (!synthesized) {
@@ -384,9 +391,9 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
                   "reducescatter, allreduce)")
       ->capture_default_str();
   cmd->add_option("--tree-tolerance", opt->tree_tolerance,
-                  "forest: use the fewest trees per root whose rate is within this fraction of the optimum (0 = best)")
-      ->capture_default_str();
-  cmd->add_option("--pieces", opt->pieces, "forest: pieces per tree, pipelined down it (1..64)")->capture_default_str();
+                  "forest: use the fewest trees per root whose rate is within this fraction of the optimum (0 = best; "
+                  "default 0.03)");
+  cmd->add_option("--pieces", opt->pieces, "forest: pieces per tree, pipelined down it (1..64, default 4)");
   cmd->add_option("--protocol,--proto", opt->protocol, "Simple | LL | LL128 (default Simple)");
   cmd->add_option("--sizes", opt->sizes, "comma-separated nccl-tests sizes the comparison simulates")
       ->capture_default_str();

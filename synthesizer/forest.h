@@ -53,9 +53,11 @@ struct ForestUnits {
   std::vector<int64_t> capacity;  // n x n, row = sender
 };
 
-/// Chooses the smallest k in 1..max_k whose feasible rate is within `tolerance` (relative) of the LP's rate, or the
-/// k with the best rate when none is. Errors: kInvalidArgument for max_k < 1 or a rate that is not positive.
-Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate& rate, int max_k, double tolerance);
+/// Chooses the smallest k in min_k..max_k whose feasible rate is within `tolerance` (relative) of the LP's rate, or
+/// the k with the best rate when none is (min_k = max_k fixes k). Errors: kInvalidArgument for max_k < min_k,
+/// min_k < 1 or a rate that is not positive; kInternalError when no k is feasible at any positive rate.
+Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate& rate, int max_k, double tolerance,
+                                int min_k = 1);
 
 /// The trees as a synthesizer pipeline: chunkup = k x pipeline pieces per root; the pieces of a tree group of
 /// multiplicity m follow its edges. The schedule is the fluid one of the construction: every logical link sends at
@@ -66,6 +68,7 @@ struct ForestPipeline {
   Routing routing;
   Schedule schedule;
   int pipeline = 1;  // pieces per tree unit
+  int64_t k = 1;     // trees per root
 };
 
 /// Builds the chunk problem, routing and schedule for `trees` (packArborescences on `units`) at nccl-tests size
@@ -86,8 +89,10 @@ namespace braid::synth {
 /// tree units (k <= 32 trees per root, the smallest k within `tolerance` of the LP's rate), packing, and the fluid
 /// schedule with `pieces` pieces per tree unit (fewer when n k pieces would exceed 4096 chunks). Stage reports
 /// ("tree rate", "tree units", "packing", "schedule", each with `tag` appended) go to `stages`. Errors: those of
-/// forestRate, forestUnits and packArborescences; kTimeout when ctx's deadline passes.
+/// forestRate, forestUnits and packArborescences; kTimeout when ctx's deadline passes. `fixed_k` > 0 imposes k (the
+/// reduce-scatter part of an all-reduce takes the all-gather part's k, so that both cut the buffer alike).
 Result<ForestPipeline> solveForest(const LogicalTopology& logical, uint64_t size_bytes, double tolerance, int pieces,
-                                   const StageContext& ctx, const std::string& tag, std::vector<StageReport>* stages);
+                                   const StageContext& ctx, const std::string& tag, std::vector<StageReport>* stages,
+                                   int fixed_k = 0);
 
 }  // namespace braid::synth

@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <queue>
-#include <tuple>
 #include <optional>
+#include <queue>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -22,6 +22,7 @@ ForestPipeline forestPipeline(const LogicalTopology& logical, const std::vector<
   const int n = logical.num_ranks;
   ForestPipeline out;
   out.pipeline = pipeline;
+  out.k = units.k;
   const int chunkup = static_cast<int>(units.k) * pipeline;
   out.problem = makeChunkProblem(CollectiveKind::kAllGather, logical, chunkup, /*root=*/0, size_bytes);
   std::map<std::pair<int, int>, int> chunk_of;  // (owner, piece) -> chunk id
@@ -98,10 +99,12 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 Result<ForestPipeline> solveForest(const LogicalTopology& logical, uint64_t size_bytes, double tolerance, int pieces,
-                                   const StageContext& ctx, const std::string& tag, std::vector<StageReport>* stages) {
+                                   const StageContext& ctx, const std::string& tag, std::vector<StageReport>* stages,
+                                   int fixed_k) {
   const int n = logical.num_ranks;
   auto start = std::chrono::steady_clock::now();
-  ctx.report({.stage = "tree rate", .detail = fmt::format("linear program over {} logical links", logical.links.size())});
+  ctx.report(
+      {.stage = "tree rate", .detail = fmt::format("linear program over {} logical links", logical.links.size())});
   BRAID_ASSIGN_OR_RETURN(ForestRate rate, forestRate(logical, std::max(0.1, ctx.secondsLeft())));
   stages->push_back({.name = "tree rate" + tag,
                      .seconds = secondsSince(start),
@@ -111,7 +114,8 @@ Result<ForestPipeline> solveForest(const LogicalTopology& logical, uint64_t size
 
   start = std::chrono::steady_clock::now();
   ctx.report({.stage = "tree units", .detail = fmt::format("integer tree units at {:.6g} GB/s", rate.rate_gbps)});
-  BRAID_ASSIGN_OR_RETURN(ForestUnits units, forestUnits(logical, rate, /*max_k=*/32, tolerance));
+  BRAID_ASSIGN_OR_RETURN(ForestUnits units, fixed_k > 0 ? forestUnits(logical, rate, fixed_k, tolerance, fixed_k)
+                                                        : forestUnits(logical, rate, /*max_k=*/32, tolerance));
   stages->push_back({.name = "tree units" + tag,
                      .seconds = secondsSince(start),
                      .status = fmt::format("k = {} trees per root at {:.6g} GB/s ({:.4g}% of the LP's rate)", units.k,
@@ -120,12 +124,11 @@ Result<ForestPipeline> solveForest(const LogicalTopology& logical, uint64_t size
   start = std::chrono::steady_clock::now();
   ctx.report({.stage = "packing", .detail = fmt::format("{} trees per root on {} ranks", units.k, n)});
   const auto deadline = ctx.deadline;
-  BRAID_ASSIGN_OR_RETURN(std::vector<PackedTree> trees,
-                         packArborescences(n, units.capacity, units.k,
-                                           [deadline] { return std::chrono::steady_clock::now() < deadline; }));
-  stages->push_back({.name = "packing" + tag,
-                     .seconds = secondsSince(start),
-                     .status = fmt::format("{} tree groups", trees.size())});
+  BRAID_ASSIGN_OR_RETURN(std::vector<PackedTree> trees, packArborescences(n, units.capacity, units.k, [deadline] {
+                           return std::chrono::steady_clock::now() < deadline;
+                         }));
+  stages->push_back(
+      {.name = "packing" + tag, .seconds = secondsSince(start), .status = fmt::format("{} tree groups", trees.size())});
 
   start = std::chrono::steady_clock::now();
   int pipeline = std::max(1, pieces);

@@ -2,6 +2,7 @@
 // units (exact max-flow checks, forest_pack.h). Method: ForestColl (Zhao et al., arXiv 2402.06787) steps 1-2, with
 // the switch removal replaced by the route model's own split of every physical link among the GPU pairs whose
 // routes cross it (forest.h).
+#include <fmt/format.h>
 #include <glpk.h>
 
 #include <algorithm>
@@ -9,13 +10,11 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <tuple>
-#include <utility>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "common/log.h"
 #include "synthesizer/forest.h"
@@ -36,7 +35,6 @@ std::vector<int64_t> unitsAt(const LogicalTopology& logical, const ForestRate& r
   }
   return capacity;
 }
-
 
 /// The node shifts that are automorphisms of the logical topology with its physical links: shift s maps every vertex
 /// of node i to the vertex of the same kind and local index in node (i + s) mod nodes (vertices outside nodes, such
@@ -116,9 +114,8 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
   if (n < 2) return Status(StatusCode::kInvalidArgument, "tree packing needs at least 2 ranks");
   for (int r = 0; r < n; ++r) {
     if (logical.in_links[r].empty() || logical.out_links[r].empty()) {
-      return Status(StatusCode::kInvalidArgument,
-                    fmt::format("rank {} has no route {} any other rank", r,
-                                logical.in_links[r].empty() ? "from" : "to"));
+      return Status(StatusCode::kInvalidArgument, fmt::format("rank {} has no route {} any other rank", r,
+                                                              logical.in_links[r].empty() ? "from" : "to"));
     }
   }
   const auto start = SteadyClock::now();
@@ -222,11 +219,11 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
   out.lp_columns = columns;
   out.lp_rows = static_cast<int>(rows.size());
   out.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  BRAID_LOG(kTrace,
-            "tree-rate LP: {} columns, {} rows ({} symmetries, {} destinations), GLPK code {} status {}, R {:.6g} GB/s, "
-            "{:.3f} s",
-            columns, rows.size(), group.size(), destinations.size(), rc, status, glp_get_obj_val(lp.get()),
-            out.seconds);
+  BRAID_LOG(
+      kTrace,
+      "tree-rate LP: {} columns, {} rows ({} symmetries, {} destinations), GLPK code {} status {}, R {:.6g} GB/s, "
+      "{:.3f} s",
+      columns, rows.size(), group.size(), destinations.size(), rc, status, glp_get_obj_val(lp.get()), out.seconds);
   if (rc == GLP_ETMLIM) {
     return Status(StatusCode::kTimeout, fmt::format("the tree-rate LP ({} columns, {} rows) ran past {:g} s", columns,
                                                     rows.size(), seconds_limit));
@@ -241,12 +238,15 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
   return out;
 }
 
-Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate& rate, int max_k, double tolerance) {
-  if (max_k < 1) return Status(StatusCode::kInvalidArgument, "forestUnits: max_k must be at least 1");
+Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate& rate, int max_k, double tolerance,
+                                int min_k) {
+  if (min_k < 1 || max_k < min_k) {
+    return Status(StatusCode::kInvalidArgument, "forestUnits: need 1 <= min_k <= max_k");
+  }
   if (!(rate.rate_gbps > 0)) return Status(StatusCode::kInvalidArgument, "forestUnits: the rate must be positive");
   const int n = logical.num_ranks;
   std::optional<ForestUnits> best;
-  for (int k = 1; k <= max_k; ++k) {
+  for (int k = min_k; k <= max_k; ++k) {
     auto feasibleAt = [&](double r) { return treeUnitsFeasible(n, unitsAt(logical, rate, r / k), k); };
     double lo = 0, hi = rate.rate_gbps;
     if (feasibleAt(hi)) {
@@ -263,8 +263,10 @@ Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate
     }
     if (best && best->rate_gbps >= rate.rate_gbps * (1 - tolerance)) break;
   }
-  if (!best) return internalError("no tree units are feasible at any positive rate (the logical topology is not "
-                                  "strongly connected)");
+  if (!best)
+    return internalError(
+        "no tree units are feasible at any positive rate (the logical topology is not "
+        "strongly connected)");
   return *best;
 }
 

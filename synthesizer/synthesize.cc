@@ -115,16 +115,18 @@ Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKi
 
 // The tree-packing construction for one movement (all-gather trees, or reduce-scatter's on the transposed logical
 // topology) as a Pipeline.
+// `k` (in/out): 0 = choose the trees per root and return the choice; > 0 = impose it.
 Result<Pipeline> runForest(const synth::LogicalTopology& logical, uint64_t size, const SynthesisRequest& request,
-                           const synth::StageContext& ctx, const std::string& tag, SynthesisResult* result) {
+                           const synth::StageContext& ctx, const std::string& tag, SynthesisResult* result, int* k) {
   const double time_limit_s = request.time_limit_s;
   Result<synth::ForestPipeline> solved =
-      synth::solveForest(logical, size, request.forest_tolerance, request.forest_pieces, ctx, tag, &result->stages);
+      synth::solveForest(logical, size, request.forest_tolerance, request.forest_pieces, ctx, tag, &result->stages, *k);
   if (!solved && solved.status().code() == StatusCode::kTimeout) {
     return Status(StatusCode::kTimeout, fmt::format("no algorithm within the time limit of {:g} s (tree packing{}): {}",
                                                     time_limit_s, tag, solved.status().message()));
   }
   BRAID_RETURN_IF_ERROR(solved.status());
+  *k = static_cast<int>(solved->k);
   Pipeline p;
   p.problem = std::move(solved->problem);
   p.routing = std::move(solved->routing);
@@ -214,6 +216,7 @@ Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
     result.notes.push_back(fmt::format("costs taken at {} bytes (1 MiB per chunk, TACCL's profile convention)", size));
   }
   result.costing_size_bytes = size;
+  result.method = request.method;
 
   synth::StageContext ctx;
   ctx.start = start;
@@ -234,6 +237,7 @@ Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
   }
   Pipeline fwd, rev;
   bool reuse = false;
+  int forest_k = 0;  // trees per root of the forest's first part, imposed on its second
   if (need_reverse) {
     if (forest) {
       BRAID_ASSIGN_OR_RETURN(reverse, synth::buildCompleteLogicalTopology(topology, true));
@@ -245,7 +249,7 @@ Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
   const bool two_solves = need_forward && need_reverse && !reuse;
   if (need_forward || reuse) {
     if (forest) {
-      BRAID_ASSIGN_OR_RETURN(fwd, runForest(forward, size, request, ctx, "", &result));
+      BRAID_ASSIGN_OR_RETURN(fwd, runForest(forward, size, request, ctx, "", &result, &forest_k));
     } else {
       BRAID_ASSIGN_OR_RETURN(fwd, runPipeline(forward, pattern, sketch, request.root, size, two_solves ? 0.5 : 1.0, ctx,
                                               "", request.time_limit_s, &result));
@@ -258,7 +262,7 @@ Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
           "reduce-scatter: the transposed logical topology mirrors the forward one, so the all-gather schedule "
           "run backwards is reused");
     } else if (forest) {
-      BRAID_ASSIGN_OR_RETURN(rev, runForest(reverse, size, request, ctx, " (reversed)", &result));
+      BRAID_ASSIGN_OR_RETURN(rev, runForest(reverse, size, request, ctx, " (reversed)", &result, &forest_k));
     } else {
       BRAID_ASSIGN_OR_RETURN(rev, runPipeline(reverse, pattern, sketch, request.root, size, 1.0, ctx, " (reversed)",
                                               request.time_limit_s, &result));
@@ -319,6 +323,7 @@ Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
   prov.solver = forest ? fmt::format("glpk {} + boost.graph max-flow", glp_version()) : z3Version();
   prov.created = isoNow();
   prov.extra["chunkup"] = std::to_string(chunkup);
+  result.chunkup = chunkup;
   prov.extra["costing_size_bytes"] = std::to_string(size);
   prov.extra["model_makespan_us"] = fmt::format("{:.6g}", result.makespan_us);
   prov.extra["symmetry_group_size"] = std::to_string(forward.symmetry.size());
@@ -340,11 +345,12 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
     retry.forest_pieces /= 2;
     retry.time_limit_s = request.time_limit_s - std::chrono::duration<double>(Clock::now() - start).count();
     if (!(retry.time_limit_s > 0)) break;
-    const std::string why = result.status().message().substr(0, result.status().message().find('\n'));
+    std::string why = result.status().message().substr(0, result.status().message().find('\n'));
+    if (!why.empty() && why.back() == ':') why.pop_back();
     result = synthesizeOnce(retry);
     if (result.isOk()) {
-      result->notes.push_back(
-          fmt::format("forest: {} pieces per tree (from {}): {}", retry.forest_pieces, request.forest_pieces, why));
+      result->notes.push_back(fmt::format("forest: {} piece(s) per tree instead of {}: with {}, {}",
+                                          retry.forest_pieces, request.forest_pieces, retry.forest_pieces * 2, why));
       result->seconds = std::chrono::duration<double>(Clock::now() - start).count();
     }
   }

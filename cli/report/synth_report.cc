@@ -198,11 +198,16 @@ Json synthReportJson(const SynthReport& report) {
                    {"source", report.topology->source},
                    {"gpus", report.topology->numGpus()},
                    {"nodes", report.topology->numNodes()}};
-  j["sketch"] = {{"source", result.sketch.source},
-                 {"name", result.sketch.name},
-                 {"derived", !report.sketch_given},
-                 {"yaml", writeSketchYaml(result.sketch)}};
-  j["chunkup"] = result.sketch.chunkup;
+  j["method"] = synthesisMethodName(result.method);
+  if (result.method == SynthesisMethod::kForest) {
+    j["sketch"] = nullptr;
+  } else {
+    j["sketch"] = {{"source", result.sketch.source},
+                   {"name", result.sketch.name},
+                   {"derived", !report.sketch_given},
+                   {"yaml", writeSketchYaml(result.sketch)}};
+  }
+  j["chunkup"] = result.chunkup;
   j["time_limit_s"] = report.time_limit_s;
   j["costing_size_bytes"] = result.costing_size_bytes;
   j["model_makespan_us"] = result.makespan_us;

@@ -86,7 +86,9 @@ struct StageReport {
 
 struct SynthesisResult {
   Algorithm algorithm;  // verified; provenance filled (generator, topology, sketch, solver, created)
-  Sketch sketch;        // the sketch used (derived or given)
+  SynthesisMethod method = SynthesisMethod::kTaccl;  // the method that built it
+  Sketch sketch;                                     // the sketch used (derived or given); empty for kForest
+  int chunkup = 1;      // chunks per rank's share (kTaccl: the sketch's chunkup; kForest: trees per root x pieces)
   CollectiveSpec spec;  // what was verified (out-of-place and in-place where declared)
   std::vector<StageReport> stages;
   double makespan_us = 0;  // the synthesizer's α-β model estimate at the costing size

@@ -255,5 +255,9 @@ expect_rc 2 "forest with a sketch" -- "$braid" synth --method forest --sketch "$
 expect_rc 1 "forest all-to-all" -- "$braid" synth --method forest -t dgx1-v100 -c alltoall
 grep -q "forest method builds allgather" "$tmp/err" && ok || fail "forest all-to-all: $(head -2 "$tmp/err")"
 expect_rc 2 "forest pieces out of range" -- "$braid" synth --method forest --pieces 0 -t dgx1-v100 -c allgather
+expect_rc 2 "pieces without the forest method" -- "$braid" synth --pieces 8 -t dgx1-v100 -c allgather
+grep -q "applies to --method forest only" "$tmp/err" && ok || fail "--pieces with taccl: $(head -2 "$tmp/err")"
+check_json "forest report names its method" 'assert d["method"] == "forest" and d["sketch"] is None, d["method"]' \
+  "$tmp/forest.json"
 
 finish

@@ -329,7 +329,8 @@ void packComplete(int n) {
 
 TEST(ForestPack, CompleteDigraph16) { packComplete(16); }
 
-// The larger cases take seconds; run them by hand: --gtest_also_run_disabled_tests --gtest_filter='ForestPack.DISABLED_*'.
+// The larger cases take seconds; run them by hand: --gtest_also_run_disabled_tests
+// --gtest_filter='ForestPack.DISABLED_*'.
 TEST(ForestPack, CompleteDigraph32) { packComplete(32); }
 TEST(ForestPack, DISABLED_CompleteDigraph64) { packComplete(64); }
 

@@ -74,6 +74,28 @@ TEST(ForestSynth, EveryCollectiveVerifiesOnShippedTopologies) {
   }
 }
 
+TEST(ForestSynth, AllReduceWhoseTwoPartsWantDifferentTreeCounts) {
+  // Uneven PCIe directions: the all-gather trees (downlinks) and the reduce-scatter trees (uplinks) have different
+  // rates; the reduce-scatter part takes the all-gather part's k so that both cut the buffer alike.
+  Topology t;
+  t.name = "uneven-pcie";
+  const int node = t.addNode("node0");
+  const int sw = t.addVertex(VertexKind::kPcieSwitch, node, "sw0");
+  const double up[4] = {24, 24, 16, 24}, down[4] = {12, 24, 24, 24};
+  for (int g = 0; g < 4; ++g) {
+    const int v = t.addVertex(VertexKind::kGpu, node);
+    t.addLink(v, sw, LinkKind::kPcie, up[g], 1.0);
+    t.addLink(sw, v, LinkKind::kPcie, down[g], 1.0);
+  }
+  SynthesisRequest request;
+  request.topology = &t;
+  request.collective = CollectiveKind::kAllReduce;
+  request.method = SynthesisMethod::kForest;
+  Result<SynthesisResult> result = synthesize(request);
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  EXPECT_TRUE(verify(result->algorithm).ok);
+}
+
 TEST(ForestSynth, SameInputsGiveTheSameAlgorithm) {
   const Topology t = shipped("dgx-a100-x2");
   std::string first;
