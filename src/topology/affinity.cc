@@ -86,10 +86,10 @@ std::vector<NicAffinity> gpuAffinity(const Topology& t, const Router& router, in
   if (!isGpuVertex(t, gpu)) return best;
   const int node = t.vertices[gpu].node;
   if (node < 0 || node >= t.numNodes()) return best;
-  const std::vector<double> width = router.widths(gpu);
+  Router::From from(router, gpu);
   for (int nic : t.nodes[node].nics) {
-    if (!isNicVertex(t, nic) || width[nic] <= 0) continue;
-    std::optional<Route> r = router.shortestWithin(gpu, nic, width[nic]);
+    if (!isNicVertex(t, nic)) continue;
+    std::optional<Route> r = from.best(nic);
     if (!r) continue;
     NicAffinity a;
     a.rank = rank;

@@ -54,7 +54,7 @@ std::vector<double> Router::widths(int src) const {
   return width;
 }
 
-std::optional<Route> Router::shortestWithin(int src, int dst, double bottleneck) const {
+std::vector<int> Router::shortestTree(int src, int stop, double bottleneck) const {
   const int n = static_cast<int>(t_.vertices.size());
   using Cost = std::pair<int, double>;
   std::vector<Cost> cost(n, Cost{std::numeric_limits<int>::max(), 0.0});
@@ -67,7 +67,7 @@ std::optional<Route> Router::shortestWithin(int src, int dst, double bottleneck)
     auto [hops, alpha, v] = queue.top();
     queue.pop();
     if (Cost{hops, alpha} > cost[v]) continue;
-    if (v == dst) break;
+    if (v == stop) break;
     if (v != src && !relay_(v)) continue;
     for (int li : (*out_)[v]) {
       const Link& l = t_.links[li];
@@ -80,6 +80,10 @@ std::optional<Route> Router::shortestWithin(int src, int dst, double bottleneck)
       }
     }
   }
+  return via;
+}
+
+std::optional<Route> Router::routeFromTree(int src, int dst, const std::vector<int>& via) const {
   if (via[dst] < 0) return std::nullopt;
   Route r;
   for (int v = dst; v != src; v = t_.links[via[v]].src) r.links.push_back(via[v]);
@@ -96,10 +100,27 @@ std::optional<Route> Router::shortestWithin(int src, int dst, double bottleneck)
   return r;
 }
 
+std::optional<Route> Router::shortestWithin(int src, int dst, double bottleneck) const {
+  return routeFromTree(src, dst, shortestTree(src, dst, bottleneck));
+}
+
 std::optional<Route> Router::best(int src, int dst) const {
   const std::vector<double> width = widths(src);
   if (width[dst] <= 0) return std::nullopt;
   return shortestWithin(src, dst, width[dst]);
+}
+
+Router::From::From(const Router& router, int src) : router_(router), src_(src), width_(router.widths(src)) {}
+
+std::optional<Route> Router::From::best(int dst) {
+  const double bottleneck = width_[dst];
+  if (bottleneck <= 0) return std::nullopt;
+  // Exact equality: destinations share a search only when Router::best would run it with the same bound.
+  for (const auto& [b, via] : via_) {
+    if (b == bottleneck) return router_.routeFromTree(src_, dst, via);
+  }
+  via_.emplace_back(bottleneck, router_.shortestTree(src_, -1, bottleneck));
+  return router_.routeFromTree(src_, dst, via_.back().second);
 }
 
 }  // namespace braid

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "braid/topology.h"
@@ -34,7 +35,29 @@ class Router {
   /// The best route from `src` to `dst`; nullopt when none exists.
   std::optional<Route> best(int src, int dst) const;
 
+  /// best(src, dst) for many destinations of one source, sharing the work: widths(src) once, and one (hops, α)
+  /// search per distinct bottleneck value, run to completion and kept for every destination with that bottleneck.
+  /// best(dst) returns exactly Router::best(src, dst): the search stopped at dst is a prefix of the complete one,
+  /// and a vertex's predecessor never changes once it is settled. The Router must outlive this object.
+  class From {
+   public:
+    From(const Router& router, int src);
+    std::optional<Route> best(int dst);
+
+   private:
+    const Router& router_;
+    int src_;
+    std::vector<double> width_;
+    std::vector<std::pair<double, std::vector<int>>> via_;  // bottleneck -> predecessor link per vertex
+  };
+
  private:
+  // Predecessor link of each vertex on its fewest-hops-then-least-α route from `src` over links at least
+  // `bottleneck` wide (-1: unreached); the search stops once `stop` is settled (-1: never).
+  std::vector<int> shortestTree(int src, int stop, double bottleneck) const;
+  // The route to `dst` read back through `via` (shortestTree's); nullopt when dst was not reached.
+  std::optional<Route> routeFromTree(int src, int dst, const std::vector<int>& via) const;
+
   const Topology& t_;
   std::function<bool(int)> relay_;
   std::shared_ptr<const Adjacency> out_;

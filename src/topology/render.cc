@@ -101,13 +101,14 @@ RouteMatrix routeMatrix(const Topology& t) {
   RouteMatrix m;
   m.cls.assign(gpus, std::vector<std::string>(gpus, "-"));
   m.bw.assign(gpus, std::vector<std::optional<double>>(gpus));
+  const std::vector<std::optional<Route>> routes = allGpuRoutes(t);  // route(a, b) for every pair at once
   for (int a = 0; a < gpus; ++a) {
     for (int b = 0; b < gpus; ++b) {
       if (a == b) {
         m.cls[a][b] = "X";
         continue;
       }
-      std::optional<Route> r = t.route(a, b);
+      const std::optional<Route>& r = routes[static_cast<size_t>(a) * gpus + b];
       if (!r) continue;
       m.cls[a][b] = routeClass(t, *r);
       m.bw[a][b] = r->bandwidth_gbps;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -162,11 +163,13 @@ Status validateTopology(const Topology& t) {
 // (Topology::route and allGpuRoutes share this one implementation.)
 namespace {
 
-// Topology::route with each GPU's nearest NICs (nearestNics) taken from `nics_of(rank)` and the adjacency `out`
-// (Router::adjacency), so that a caller routing many pairs computes both once (allGpuRoutes).
-template <typename NicsOf>
+// Topology::route with each GPU's nearest NICs (nearestNics) taken from `nics_of(rank)`. Each search is handed to
+// `search(key, relay, src, dst)`, which returns Router(t, relay()).best(src, dst); `key` names the relay rule among
+// this source's searches ({-1}: any vertex but a GPU; {-2}: inside the source's node; otherwise the sorted NIC
+// vertices allowed), so that a caller routing many pairs (allGpuRoutes) reuses one search per source and rule.
+template <typename NicsOf, typename Search>
 std::optional<Route> routeWithNics(const Topology& t, int src_rank, int dst_rank, const NicsOf& nics_of,
-                                   const std::shared_ptr<const Router::Adjacency>& out) {
+                                   const Search& search) {
   const std::vector<Vertex>& vertices = t.vertices;
   const int src = t.gpuVertex(src_rank);
   const int dst = t.gpuVertex(dst_rank);
@@ -185,16 +188,18 @@ std::optional<Route> routeWithNics(const Topology& t, int src_rank, int dst_rank
     const std::vector<int>& src_nics = nics_of(src_rank);
     const std::vector<int>& dst_nics = nics_of(dst_rank);
     if (!src_nics.empty() && !dst_nics.empty()) {
-      auto through = [&](std::vector<int> allowed) {
-        return Router(
-                   t,
-                   [&vertices, allowed](int v) {
-                     const Vertex& x = vertices[v];
-                     if (x.kind == VertexKind::kGpu) return false;
-                     return x.kind != VertexKind::kNic || std::find(allowed.begin(), allowed.end(), v) != allowed.end();
-                   },
-                   out)
-            .best(src, dst);
+      auto through = [&](const std::vector<int>& allowed) {
+        std::vector<int> key = allowed;
+        std::sort(key.begin(), key.end());
+        key.erase(std::unique(key.begin(), key.end()), key.end());
+        auto relay = [&vertices, key]() -> std::function<bool(int)> {
+          return [&vertices, key](int v) {
+            const Vertex& x = vertices[v];
+            if (x.kind == VertexKind::kGpu) return false;
+            return x.kind != VertexKind::kNic || std::binary_search(key.begin(), key.end(), v);
+          };
+        };
+        return search(key, relay, src, dst);
       };
       auto with = [](std::vector<int> a, const std::vector<int>& b) {
         a.insert(a.end(), b.begin(), b.end());
@@ -207,21 +212,21 @@ std::optional<Route> routeWithNics(const Topology& t, int src_rank, int dst_rank
       }
     }
   }
-  return Router(
-             t,
-             [&vertices, same_node, node](int v) {
-               const Vertex& x = vertices[v];
-               if (x.kind == VertexKind::kGpu) return false;
-               return !same_node || (x.node == node && x.kind != VertexKind::kNic && x.kind != VertexKind::kNetSwitch);
-             },
-             out)
-      .best(src, dst);
+  auto relay = [&vertices, same_node, node]() -> std::function<bool(int)> {
+    return [&vertices, same_node, node](int v) {
+      const Vertex& x = vertices[v];
+      if (x.kind == VertexKind::kGpu) return false;
+      return !same_node || (x.node == node && x.kind != VertexKind::kNic && x.kind != VertexKind::kNetSwitch);
+    };
+  };
+  return search(std::vector<int>{same_node ? -2 : -1}, relay, src, dst);
 }
 
 }  // namespace
 
 std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
   std::optional<std::vector<int>> src_nics, dst_nics;
+  const std::shared_ptr<const Router::Adjacency> out = Router::adjacency(*this);
   return routeWithNics(
       *this, src_rank, dst_rank,
       [&](int rank) -> const std::vector<int>& {
@@ -229,7 +234,9 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
         if (!slot) slot = nearestNics(*this, rank);
         return *slot;
       },
-      Router::adjacency(*this));
+      [&](const std::vector<int>&, const auto& relay, int src, int dst) {
+        return Router(*this, relay(), out).best(src, dst);
+      });
 }
 
 std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology) {
@@ -240,10 +247,26 @@ std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology) {
     return *nics[rank];
   };
   const std::shared_ptr<const Router::Adjacency> out = Router::adjacency(topology);
+  // One Router and one Router::From per relay rule of the current source: every destination routed under the
+  // same rule shares its widths and its (hops, alpha) searches.
+  struct Searches {
+    Router router;
+    Router::From from;
+    Searches(const Topology& t, std::function<bool(int)> relay, std::shared_ptr<const Router::Adjacency> adjacency,
+             int src)
+        : router(t, std::move(relay), std::move(adjacency)), from(router, src) {}
+  };
+  std::map<std::vector<int>, std::unique_ptr<Searches>> searches;
+  auto search = [&](const std::vector<int>& key, const auto& relay, int src, int dst) {
+    std::unique_ptr<Searches>& slot = searches[key];
+    if (!slot) slot = std::make_unique<Searches>(topology, relay(), out, src);
+    return slot->from.best(dst);
+  };
   std::vector<std::optional<Route>> routes(static_cast<size_t>(n) * n);
   for (int a = 0; a < n; ++a) {
+    searches.clear();  // the keys name rules of one source
     for (int b = 0; b < n; ++b) {
-      if (a != b) routes[static_cast<size_t>(a) * n + b] = routeWithNics(topology, a, b, nics_of, out);
+      if (a != b) routes[static_cast<size_t>(a) * n + b] = routeWithNics(topology, a, b, nics_of, search);
     }
   }
   return routes;
