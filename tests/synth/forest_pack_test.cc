@@ -329,10 +329,8 @@ void packComplete(int n) {
 
 TEST(ForestPack, CompleteDigraph16) { packComplete(16); }
 
-// The larger cases take seconds; run them by hand: --gtest_also_run_disabled_tests
-// --gtest_filter='ForestPack.DISABLED_*'.
 TEST(ForestPack, CompleteDigraph32) { packComplete(32); }
-TEST(ForestPack, DISABLED_CompleteDigraph64) { packComplete(64); }
+TEST(ForestPack, CompleteDigraph64) { packComplete(64); }
 
 // 8 boxes of 8: a single rank has 7 intra + 56 inter units in, >= 63 k; a union of j boxes has 8 j (64 - 8 j) inter
 // units in, >= (64 - 8 j) k, i.e. k <= 8 j inter. With (intra, inter) = (60, 2): 532 / 63 -> k = 8; with
@@ -351,7 +349,7 @@ void packBoxes64(int64_t intra, int64_t inter, int64_t k) {
 }
 
 TEST(ForestPack, Boxes64Small) { packBoxes64(60, 2, 8); }
-TEST(ForestPack, DISABLED_Boxes64Large) { packBoxes64(600, 20, 84); }
+TEST(ForestPack, Boxes64Large) { packBoxes64(600, 20, 84); }
 
 }  // namespace
 }  // namespace braid::synth

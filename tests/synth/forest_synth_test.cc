@@ -20,6 +20,15 @@ Topology shipped(const std::string& name) {
   return t.isOk() ? *t : Topology{};
 }
 
+// A forest-method request for `kind` on `t`.
+SynthesisRequest forestRequest(const Topology& t, CollectiveKind kind) {
+  SynthesisRequest request;
+  request.topology = &t;
+  request.collective = kind;
+  request.method = SynthesisMethod::kForest;
+  return request;
+}
+
 // All-gather time at the optimal tree rate for `size` bytes (nccl-tests size: size / n per rank), microseconds.
 double forestAllGatherUs(const Topology& t, uint64_t size, bool transposed = false) {
   Result<synth::LogicalTopology> logical = synth::buildCompleteLogicalTopology(t, transposed);
@@ -58,11 +67,7 @@ TEST(ForestSynth, EveryCollectiveVerifiesOnShippedTopologies) {
     const Topology t = shipped(name);
     for (CollectiveKind kind :
          {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce}) {
-      SynthesisRequest request;
-      request.topology = &t;
-      request.collective = kind;
-      request.method = SynthesisMethod::kForest;
-      Result<SynthesisResult> result = synthesize(request);
+      Result<SynthesisResult> result = synthesize(forestRequest(t, kind));
       ASSERT_TRUE(result.isOk()) << name << " " << collectiveName(kind) << ": " << result.status().toString();
       EXPECT_TRUE(verify(result->algorithm).ok);
       EXPECT_EQ(result->algorithm.num_ranks, t.numGpus());
@@ -87,11 +92,7 @@ TEST(ForestSynth, AllReduceWhoseTwoPartsWantDifferentTreeCounts) {
     t.addLink(v, sw, LinkKind::kPcie, up[g], 1.0);
     t.addLink(sw, v, LinkKind::kPcie, down[g], 1.0);
   }
-  SynthesisRequest request;
-  request.topology = &t;
-  request.collective = CollectiveKind::kAllReduce;
-  request.method = SynthesisMethod::kForest;
-  Result<SynthesisResult> result = synthesize(request);
+  Result<SynthesisResult> result = synthesize(forestRequest(t, CollectiveKind::kAllReduce));
   ASSERT_TRUE(result.isOk()) << result.status().toString();
   EXPECT_TRUE(verify(result->algorithm).ok);
 }
@@ -100,11 +101,7 @@ TEST(ForestSynth, SameInputsGiveTheSameAlgorithm) {
   const Topology t = shipped("dgx-a100-x2");
   std::string first;
   for (int run = 0; run < 2; ++run) {
-    SynthesisRequest request;
-    request.topology = &t;
-    request.collective = CollectiveKind::kAllReduce;
-    request.method = SynthesisMethod::kForest;
-    Result<SynthesisResult> result = synthesize(request);
+    Result<SynthesisResult> result = synthesize(forestRequest(t, CollectiveKind::kAllReduce));
     ASSERT_TRUE(result.isOk()) << result.status().toString();
     result->algorithm.provenance = Provenance{};
     const std::string xml = writeMscclXml(result->algorithm);
