@@ -273,6 +273,10 @@ int runSynth(const SynthCmdOptions& opt) {
     request.method = *method;
     if (tolerance_given) request.forest_tolerance = *opt.tree_tolerance;
     if (pieces_given) request.forest_pieces = *opt.pieces;
+    if (*method == SynthesisMethod::kForest) {
+      request.score = simulatedScore(topology);
+      request.score_name = kSimulatedScoreName;
+    }
     request.progress = progress.callback();
     Result<SynthesisResult> synthesized = synthesize(request);
     if (!synthesized) {
@@ -392,8 +396,10 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--tree-tolerance", opt->tree_tolerance,
                   "forest: use the fewest trees per root whose rate is within this fraction of the optimum (0 = best; "
-                  "default 0.03)");
-  cmd->add_option("--pieces", opt->pieces, "forest: pieces per tree, pipelined down it (1..64, default 4)");
+                  "default: 0.03 and 0.1 both built, the simulator keeps the faster)");
+  cmd->add_option("--pieces", opt->pieces,
+                  "forest: pieces per tree, pipelined down it (1..64; default: 1, 2, 4, 8, 16 and 32 built, the "
+                  "simulator keeps the fastest at the costing size)");
   cmd->add_option("--protocol,--proto", opt->protocol, "Simple | LL | LL128 (default Simple)");
   cmd->add_option("--sizes", opt->sizes, "comma-separated nccl-tests sizes the comparison simulates")
       ->capture_default_str();

@@ -198,6 +198,10 @@ int main(int argc, char** argv) {
         req.topology = &*topo;
         req.collective = *coll;
         req.time_limit_s = time_limit;
+        if (forest) {
+          req.score = braid::cli::simulatedScore(*topo);
+          req.score_name = braid::cli::kSimulatedScoreName;
+        }
         const auto t0 = std::chrono::steady_clock::now();
         braid::Result<braid::SynthesisResult> result = braid::synthesize(req);
         const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

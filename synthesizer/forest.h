@@ -33,6 +33,9 @@ struct ForestRate {
   int lp_columns = 0;
   int lp_rows = 0;
   double seconds = 0;
+  /// Empty for the LP's own split; otherwise which logical links share the physical links equally
+  /// (forestEqualShareRate).
+  std::string sharing;
 };
 
 /// The linear program: maximise R over c_l >= 0 (bandwidth of logical link l) and, for every destination rank v, a
@@ -42,7 +45,24 @@ struct ForestRate {
 /// each need, so R is the best rate any all-gather built of trees along these routes reaches. Relays are GPUs (a
 /// tree's inner vertices); switches never copy. Errors: kInvalidArgument for fewer than 2 ranks or a rank no
 /// logical link reaches; kTimeout when GLPK hits `seconds_limit`; kInternalError when GLPK fails otherwise.
-Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_limit);
+///
+/// With `link_caps` (one per logical link, GB/s) the physical links drop out: c_l <= link_caps[l] instead, and the
+/// result's link_gbps are the caps; kInfeasible when the links with a positive cap do not connect every rank.
+Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_limit,
+                              const std::vector<double>* link_caps = nullptr);
+
+/// The bandwidth each kept logical link gets when every kept link sends at once and every physical link is shared
+/// equally by the kept logical links crossing it: min over its route's links e of B_e / (kept links crossing e), as
+/// Braid's simulator shares a link among the messages on it (docs/simulator.md, "Fair sharing of links"); 0 for
+/// links not kept. keep has one entry per logical link.
+std::vector<double> equalShareCaps(const LogicalTopology& logical, const std::vector<char>& keep);
+
+/// The best tree rate whose link bandwidths are equal shares (equalShareCaps), over a few sets of kept links: every
+/// pair; the pairs `split` (forestRate's LP) gives bandwidth; on several nodes, the pairs inside nodes plus the
+/// pairs of the same local index across nodes (rails). The LP's own split is optimal but may give the logical links
+/// on one physical link unequal bandwidths, which links shared equally do not deliver; an equal-share rate is
+/// delivered whenever the kept links are busy together. rate_gbps <= split.rate_gbps. Errors: as forestRate.
+Result<ForestRate> forestEqualShareRate(const LogicalTopology& logical, const ForestRate& split, double seconds_limit);
 
 /// ForestRate in integer units: `k` trees per root, each at rate_gbps / k; capacity[u * n + v] = how many tree units
 /// the logical link u -> v carries (floor(c_l k / rate)). rate_gbps <= the LP's rate: the largest rate at which the
@@ -62,7 +82,8 @@ Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate
 /// The trees as a synthesizer pipeline: chunkup = k x pipeline pieces per root; the pieces of a tree group of
 /// multiplicity m follow its edges. The schedule is the fluid one of the construction: every logical link sends at
 /// the rate of its tree units (units x rate / k), one chunk at a time in the order chunks reach its sender (ties:
-/// lower piece first), each send paying the route's α; the rates fit every physical link by construction.
+/// lower piece first); a chunk arrives the route's α after its last byte is sent, while the link already sends the
+/// next one (cut-through, as the simulator); the rates fit every physical link by construction.
 struct ForestPipeline {
   ChunkProblem problem;
   Routing routing;
@@ -85,14 +106,33 @@ Result<LogicalTopology> buildCompleteLogicalTopology(const Topology& topology, b
 
 namespace braid::synth {
 
-/// The whole construction on one logical topology (forward for all-gather, transposed for reduce-scatter): rate LP,
-/// tree units (k <= 32 trees per root, the smallest k within `tolerance` of the LP's rate), packing, and the fluid
-/// schedule with `pieces` pieces per tree unit (fewer when n k pieces would exceed 4096 chunks). Stage reports
-/// ("tree rate", "tree units", "packing", "schedule", each with `tag` appended) go to `stages`. Errors: those of
-/// forestRate, forestUnits and packArborescences; kTimeout when ctx's deadline passes. `fixed_k` > 0 imposes k (the
-/// reduce-scatter part of an all-reduce takes the all-gather part's k, so that both cut the buffer alike).
-Result<ForestPipeline> solveForest(const LogicalTopology& logical, uint64_t size_bytes, double tolerance, int pieces,
-                                   const StageContext& ctx, const std::string& tag, std::vector<StageReport>* stages,
-                                   int fixed_k = 0);
+/// The tree rates of one logical topology (stage "tree rate"): the LP's optimum with its own split of the physical
+/// links, and the best equal-share rate (forestEqualShareRate).
+struct ForestRates {
+  ForestRate split;
+  ForestRate equal;
+};
+
+/// Runs forestRate and forestEqualShareRate under ctx's deadline; appends the stage report ("tree rate" + tag) to
+/// `stages`. Errors: forestRate's; kTimeout with the stage named.
+Result<ForestRates> forestRateStage(const LogicalTopology& logical, const StageContext& ctx, const std::string& tag,
+                                    std::vector<StageReport>* stages);
+
+/// Integer tree units and their packing (stages "tree units" and "packing" + tag): k <= 32 trees per root, the
+/// smallest k within `tolerance` of `rate` (forestUnits), or k = fixed_k when fixed_k > 0 (the reduce-scatter part
+/// of an all-reduce takes the all-gather part's k, so that both cut the buffer alike). Errors: those of forestUnits
+/// and packArborescences; kTimeout when ctx's deadline passes.
+struct ForestTrees {
+  ForestUnits units;
+  std::vector<PackedTree> trees;
+};
+Result<ForestTrees> forestTreesStage(const LogicalTopology& logical, const ForestRate& rate, double tolerance,
+                                     int fixed_k, const StageContext& ctx, const std::string& tag,
+                                     std::vector<StageReport>* stages);
+
+/// forestPipeline with `pieces` pieces per tree unit, fewer (halved) while n k pieces would exceed 4096 chunks; the
+/// stage report ("schedule" + tag) goes to `stages`.
+ForestPipeline forestScheduleStage(const LogicalTopology& logical, const ForestTrees& trees, int pieces,
+                                   uint64_t size_bytes, const std::string& tag, std::vector<StageReport>* stages);
 
 }  // namespace braid::synth

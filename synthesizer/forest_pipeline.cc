@@ -38,7 +38,8 @@ ForestPipeline forestPipeline(const LogicalTopology& logical, const std::vector<
   }
 
   // The fluid schedule: logical link l sends at the rate of its tree units (capacity x rate / k), first come first
-  // served by the time a chunk reached its sender (ties: lower piece, then lower owner), each send alone (one α).
+  // served by the time a chunk reached its sender (ties: lower piece, then lower owner); a chunk reaches the
+  // receiver the route's α after its last byte left, and the link starts its next chunk meanwhile (cut-through).
   Schedule& s = out.schedule;
   const int num_links = static_cast<int>(logical.links.size());
   s.link_order.assign(num_links, {});
@@ -76,8 +77,8 @@ ForestPipeline forestPipeline(const LogicalTopology& logical, const std::vector<
     const int64_t link_units = units.capacity[static_cast<size_t>(link.src) * n + link.dst];
     const double gbps = std::max<double>(1, static_cast<double>(link_units)) * unit_gbps;
     x.start_us = std::max(when, link_free[x.link]);
-    x.end_us = x.start_us + link.alpha_us + bytes / (gbps * 1e3);
-    link_free[x.link] = x.end_us;
+    link_free[x.link] = x.start_us + bytes / (gbps * 1e3);
+    x.end_us = link_free[x.link] + link.alpha_us;
     s.link_order[x.link].push_back(t);
     s.makespan_us = std::max(s.makespan_us, x.end_us);
     for (int child : children[static_cast<size_t>(x.chunk) * n + link.dst]) push(child, x.end_us);
@@ -98,43 +99,56 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 
 }  // namespace
 
-Result<ForestPipeline> solveForest(const LogicalTopology& logical, uint64_t size_bytes, double tolerance, int pieces,
-                                   const StageContext& ctx, const std::string& tag, std::vector<StageReport>* stages,
-                                   int fixed_k) {
-  const int n = logical.num_ranks;
-  auto start = std::chrono::steady_clock::now();
+Result<ForestRates> forestRateStage(const LogicalTopology& logical, const StageContext& ctx, const std::string& tag,
+                                    std::vector<StageReport>* stages) {
+  const auto start = std::chrono::steady_clock::now();
   ctx.report(
       {.stage = "tree rate", .detail = fmt::format("linear program over {} logical links", logical.links.size())});
-  BRAID_ASSIGN_OR_RETURN(ForestRate rate, forestRate(logical, std::max(0.1, ctx.secondsLeft())));
+  ForestRates rates;
+  BRAID_ASSIGN_OR_RETURN(rates.split, forestRate(logical, std::max(0.1, ctx.secondsLeft())));
+  BRAID_ASSIGN_OR_RETURN(rates.equal, forestEqualShareRate(logical, rates.split, std::max(0.1, ctx.secondsLeft())));
   stages->push_back({.name = "tree rate" + tag,
                      .seconds = secondsSince(start),
-                     .variables = rate.lp_columns,
-                     .constraints = rate.lp_rows,
-                     .status = fmt::format("optimal: {:.6g} GB/s per root", rate.rate_gbps)});
+                     .variables = rates.split.lp_columns,
+                     .constraints = rates.split.lp_rows,
+                     .status = fmt::format("optimal: {:.6g} GB/s per root; equal shares: {:.6g} GB/s over {}",
+                                           rates.split.rate_gbps, rates.equal.rate_gbps, rates.equal.sharing)});
+  return rates;
+}
 
-  start = std::chrono::steady_clock::now();
+Result<ForestTrees> forestTreesStage(const LogicalTopology& logical, const ForestRate& rate, double tolerance,
+                                     int fixed_k, const StageContext& ctx, const std::string& tag,
+                                     std::vector<StageReport>* stages) {
+  const int n = logical.num_ranks;
+  auto start = std::chrono::steady_clock::now();
   ctx.report({.stage = "tree units", .detail = fmt::format("integer tree units at {:.6g} GB/s", rate.rate_gbps)});
-  BRAID_ASSIGN_OR_RETURN(ForestUnits units, fixed_k > 0 ? forestUnits(logical, rate, fixed_k, tolerance, fixed_k)
-                                                        : forestUnits(logical, rate, /*max_k=*/32, tolerance));
+  ForestTrees out;
+  BRAID_ASSIGN_OR_RETURN(out.units, fixed_k > 0 ? forestUnits(logical, rate, fixed_k, tolerance, fixed_k)
+                                                : forestUnits(logical, rate, /*max_k=*/32, tolerance));
+  const std::string shares = rate.sharing.empty() ? "the LP's split" : "equal shares";
   stages->push_back({.name = "tree units" + tag,
                      .seconds = secondsSince(start),
-                     .status = fmt::format("k = {} trees per root at {:.6g} GB/s ({:.4g}% of the LP's rate)", units.k,
-                                           units.rate_gbps, 100 * units.rate_gbps / rate.rate_gbps)});
+                     .status = fmt::format("k = {} trees per root at {:.6g} GB/s ({:.4g}% of {}' rate)", out.units.k,
+                                           out.units.rate_gbps, 100 * out.units.rate_gbps / rate.rate_gbps, shares)});
 
   start = std::chrono::steady_clock::now();
-  ctx.report({.stage = "packing", .detail = fmt::format("{} trees per root on {} ranks", units.k, n)});
+  ctx.report({.stage = "packing", .detail = fmt::format("{} trees per root on {} ranks", out.units.k, n)});
   const auto deadline = ctx.deadline;
-  BRAID_ASSIGN_OR_RETURN(std::vector<PackedTree> trees, packArborescences(n, units.capacity, units.k, [deadline] {
+  BRAID_ASSIGN_OR_RETURN(out.trees, packArborescences(n, out.units.capacity, out.units.k, [deadline] {
                            return std::chrono::steady_clock::now() < deadline;
                          }));
-  stages->push_back(
-      {.name = "packing" + tag, .seconds = secondsSince(start), .status = fmt::format("{} tree groups", trees.size())});
+  stages->push_back({.name = "packing" + tag,
+                     .seconds = secondsSince(start),
+                     .status = fmt::format("{} tree groups", out.trees.size())});
+  return out;
+}
 
-  start = std::chrono::steady_clock::now();
+ForestPipeline forestScheduleStage(const LogicalTopology& logical, const ForestTrees& trees, int pieces,
+                                   uint64_t size_bytes, const std::string& tag, std::vector<StageReport>* stages) {
+  const auto start = std::chrono::steady_clock::now();
   int pipeline = std::max(1, pieces);
-  while (pipeline > 1 && static_cast<int64_t>(n) * units.k * pipeline > 4096) pipeline /= 2;
-  ctx.report({.stage = "schedule", .detail = fmt::format("{} pieces per tree unit", pipeline)});
-  ForestPipeline out = forestPipeline(logical, trees, units, pipeline, size_bytes);
+  while (pipeline > 1 && static_cast<int64_t>(logical.num_ranks) * trees.units.k * pipeline > 4096) pipeline /= 2;
+  ForestPipeline out = forestPipeline(logical, trees.trees, trees.units, pipeline, size_bytes);
   stages->push_back({.name = "schedule" + tag,
                      .seconds = secondsSince(start),
                      .status = fmt::format("fluid, {} pieces per tree unit", pipeline),

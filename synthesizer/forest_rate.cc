@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -108,7 +109,8 @@ std::vector<std::vector<int>> nodeShiftGroup(const LogicalTopology& logical) {
 
 }  // namespace
 
-Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_limit) {
+Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_limit,
+                              const std::vector<double>* link_caps) {
   const int n = logical.num_ranks;
   const int num_links = static_cast<int>(logical.links.size());
   if (n < 2) return Status(StatusCode::kInvalidArgument, "tree packing needs at least 2 ranks");
@@ -122,7 +124,21 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
   // Symmetry: averaging an optimal solution over a group of automorphisms gives an optimal solution whose c is
   // constant on link orbits, and with such a c the flow condition holds for a destination iff it holds for its
   // images. So c gets one column per link orbit and flows are written for one destination per rank orbit.
-  const std::vector<std::vector<int>> group = nodeShiftGroup(logical);
+  std::vector<std::vector<int>> group = nodeShiftGroup(logical);
+  if (link_caps != nullptr) {
+    if (link_caps->size() != static_cast<size_t>(num_links)) {
+      return Status(StatusCode::kInvalidArgument, "forestRate: one capacity per logical link is needed");
+    }
+    // Tying c on orbits is only valid for capacities the group preserves.
+    for (const std::vector<int>& g : group) {
+      for (int l = 0; l < num_links; ++l) {
+        if (std::fabs((*link_caps)[l] - (*link_caps)[g[l]]) > 1e-9 * std::max(1.0, (*link_caps)[l])) {
+          group.resize(1);
+          break;
+        }
+      }
+    }
+  }
   std::vector<int> orbit(num_links, -1);  // link -> representative (smallest id in its orbit)
   for (int l = 0; l < num_links; ++l) {
     orbit[l] = l;
@@ -190,7 +206,7 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
   for (const LogicalLink& l : logical.links) {
     for (int e : l.resources) crossing[e].push_back(l.id);
   }
-  for (size_t e = 0; e < crossing.size(); ++e) {
+  for (size_t e = 0; e < crossing.size() && link_caps == nullptr; ++e) {
     if (crossing[e].empty()) continue;
     for (int l : crossing[e]) coef(c_col(l), 1);
     rows.push_back({GLP_UP, 0, logical.resource_gbps[e]});
@@ -200,6 +216,13 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
   glp_set_obj_dir(lp.get(), GLP_MAX);
   glp_add_cols(lp.get(), columns);
   for (int j = 1; j <= columns; ++j) glp_set_col_bnds(lp.get(), j, GLP_LO, 0.0, 0.0);
+  if (link_caps != nullptr) {
+    for (int l = 0; l < num_links; ++l) {
+      if (orbit[l] != l) continue;
+      const double cap = std::max(0.0, (*link_caps)[l]);
+      glp_set_col_bnds(lp.get(), c_of[l], cap > 0 ? GLP_DB : GLP_FX, 0.0, cap);
+    }
+  }
   glp_set_obj_coef(lp.get(), r_col, 1.0);
   glp_add_rows(lp.get(), static_cast<int>(rows.size()));
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -233,9 +256,80 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
   }
   out.rate_gbps = glp_get_col_prim(lp.get(), r_col);
   out.link_gbps.resize(num_links);
-  for (int l = 0; l < num_links; ++l) out.link_gbps[l] = std::max(0.0, glp_get_col_prim(lp.get(), c_col(l)));
-  if (!(out.rate_gbps > 0)) return internalError("the tree-rate LP found no positive rate");
+  for (int l = 0; l < num_links; ++l) {
+    out.link_gbps[l] =
+        link_caps != nullptr ? std::max(0.0, (*link_caps)[l]) : std::max(0.0, glp_get_col_prim(lp.get(), c_col(l)));
+  }
+  if (!(out.rate_gbps > 0)) {
+    if (link_caps != nullptr) {
+      return Status(StatusCode::kInfeasible, "the logical links kept do not connect every rank to every other");
+    }
+    return internalError("the tree-rate LP found no positive rate");
+  }
   return out;
+}
+
+std::vector<double> equalShareCaps(const LogicalTopology& logical, const std::vector<char>& keep) {
+  std::vector<int> count(logical.resource_gbps.size(), 0);
+  for (const LogicalLink& l : logical.links) {
+    if (!keep[l.id]) continue;
+    for (int e : l.resources) ++count[e];
+  }
+  std::vector<double> caps(logical.links.size(), 0);
+  for (const LogicalLink& l : logical.links) {
+    if (!keep[l.id]) continue;
+    double cap = std::numeric_limits<double>::infinity();
+    for (int e : l.resources) cap = std::min(cap, logical.resource_gbps[e] / count[e]);
+    caps[l.id] = std::isfinite(cap) ? cap : 0;
+  }
+  return caps;
+}
+
+Result<ForestRate> forestEqualShareRate(const LogicalTopology& logical, const ForestRate& split, double seconds_limit) {
+  const auto start = SteadyClock::now();
+  const int num_links = static_cast<int>(logical.links.size());
+  struct Candidate {
+    std::string name;
+    std::vector<char> keep;
+  };
+  std::vector<Candidate> candidates;
+  candidates.push_back({"every pair", std::vector<char>(num_links, 1)});
+  {
+    std::vector<char> keep(num_links, 0);
+    for (int l = 0; l < num_links; ++l) keep[l] = split.link_gbps[l] > 1e-9 * split.rate_gbps;
+    candidates.push_back({"the pairs the split uses", std::move(keep)});
+  }
+  bool multi_node = false;
+  for (const LogicalLink& l : logical.links) multi_node |= l.inter_node;
+  if (multi_node) {
+    std::vector<char> keep(num_links, 0);
+    for (const LogicalLink& l : logical.links) {
+      keep[l.id] = !l.inter_node || logical.local_of[l.src] == logical.local_of[l.dst];
+    }
+    candidates.push_back({"pairs inside nodes and same-index pairs across nodes", std::move(keep)});
+  }
+  std::optional<ForestRate> best;
+  for (const Candidate& c : candidates) {
+    const double left = seconds_limit - std::chrono::duration<double>(SteadyClock::now() - start).count();
+    if (left <= 0) {
+      if (best) break;
+      return Status(StatusCode::kTimeout, fmt::format("the equal-share tree rates ran past {:g} s", seconds_limit));
+    }
+    const std::vector<double> caps = equalShareCaps(logical, c.keep);
+    Result<ForestRate> rate = forestRate(logical, left, &caps);
+    if (!rate.isOk()) {
+      if (rate.status().code() == StatusCode::kInfeasible) continue;
+      return rate.status();
+    }
+    BRAID_LOG(kTrace, "equal-share tree rate over {}: {:.6g} GB/s", c.name, rate->rate_gbps);
+    if (!best || rate->rate_gbps > best->rate_gbps * (1 + 1e-9)) {
+      best = std::move(*rate);
+      best->sharing = c.name;
+    }
+  }
+  if (!best) return internalError("no equal-share tree rate (not even over every pair) was found");
+  best->seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  return *best;
 }
 
 Result<ForestUnits> forestUnits(const LogicalTopology& logical, const ForestRate& rate, int max_k, double tolerance,

@@ -4,6 +4,7 @@
 #include "braid/synthesize.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <glpk.h>
 #include <z3.h>
 
@@ -11,7 +12,10 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "synthesizer/forest.h"
@@ -113,27 +117,6 @@ Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKi
   return p;
 }
 
-// The tree-packing construction for one movement (all-gather trees, or reduce-scatter's on the transposed logical
-// topology) as a Pipeline.
-// `k` (in/out): 0 = choose the trees per root and return the choice; > 0 = impose it.
-Result<Pipeline> runForest(const synth::LogicalTopology& logical, uint64_t size, const SynthesisRequest& request,
-                           const synth::StageContext& ctx, const std::string& tag, SynthesisResult* result, int* k) {
-  const double time_limit_s = request.time_limit_s;
-  Result<synth::ForestPipeline> solved =
-      synth::solveForest(logical, size, request.forest_tolerance, request.forest_pieces, ctx, tag, &result->stages, *k);
-  if (!solved && solved.status().code() == StatusCode::kTimeout) {
-    return Status(StatusCode::kTimeout, fmt::format("no algorithm within the time limit of {:g} s (tree packing{}): {}",
-                                                    time_limit_s, tag, solved.status().message()));
-  }
-  BRAID_RETURN_IF_ERROR(solved.status());
-  *k = static_cast<int>(solved->k);
-  Pipeline p;
-  p.problem = std::move(solved->problem);
-  p.routing = std::move(solved->routing);
-  p.schedule = std::move(solved->schedule);
-  return p;
-}
-
 }  // namespace
 
 const char* synthesisMethodName(SynthesisMethod method) {
@@ -150,8 +133,30 @@ namespace {
 
 constexpr const char* kTooLargeToVerify = "too large to verify";
 
-Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
-  const auto start = Clock::now();
+// What both methods share once the request is checked: the collective's movements and the costing size.
+struct Setup {
+  const Topology* topology = nullptr;
+  CollectiveKind coll = CollectiveKind::kAllGather;
+  CollectiveKind pattern = CollectiveKind::kAllGather;  // how data moves: all-gather, broadcast or all-to-all
+  bool forest = false;
+  bool need_forward = false;  // a gather/broadcast/all-to-all movement
+  bool need_reverse = false;  // a reduction movement (the reverse schedule)
+  uint64_t size = 0;
+};
+
+// The movements a method built, for the emitter.
+struct Movements {
+  const synth::LogicalTopology* forward_logical = nullptr;
+  const synth::LogicalTopology* reverse_logical = nullptr;
+  const Pipeline* fwd = nullptr;
+  const Pipeline* rev = nullptr;
+  int chunkup = 1;
+  std::string name;
+  bool level_channels = false;
+  int symmetry_group_size = 1;
+};
+
+Status checkRequest(const SynthesisRequest& request) {
   if (!request.topology) return Status(StatusCode::kInvalidArgument, "synthesize: no topology given");
   const Topology& topology = *request.topology;
   const CollectiveKind coll = request.collective;
@@ -171,52 +176,363 @@ Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
   if (!(request.time_limit_s > 0)) {
     return Status(StatusCode::kInvalidArgument, "the time limit must be positive (seconds)");
   }
-  const bool forest = request.method == SynthesisMethod::kForest;
-  if (forest && coll != CollectiveKind::kAllGather && coll != CollectiveKind::kReduceScatter &&
+  if (request.method != SynthesisMethod::kForest) return Status::ok();
+  if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kReduceScatter &&
       coll != CollectiveKind::kAllReduce) {
     return Status(
         StatusCode::kUnsupported,
         fmt::format("the forest method builds allgather, reducescatter and allreduce, not {}", collectiveName(coll)));
   }
-
-  if (forest && (!(request.forest_tolerance >= 0 && request.forest_tolerance < 1) || request.forest_pieces < 1 ||
-                 request.forest_pieces > 64)) {
+  const bool tolerance_ok =
+      request.forest_tolerance == -1 || (request.forest_tolerance >= 0 && request.forest_tolerance < 1);
+  if (!tolerance_ok || request.forest_pieces < 0 || request.forest_pieces > 64) {
     return Status(StatusCode::kInvalidArgument,
-                  fmt::format("forest options: tolerance {} must be in [0, 1), pieces {} in 1..64",
+                  fmt::format("forest options: tolerance {} must be in [0, 1) (-1 = chosen), pieces {} in 1..64 "
+                              "(0 = chosen)",
                               request.forest_tolerance, request.forest_pieces));
   }
+  return Status::ok();
+}
 
-  SynthesisResult result;
-  if (forest) {
-    result.sketch.source = "none (forest method)";
+// The sketch (TACCL method), the movements and the costing size; notes go to `result`.
+Result<Setup> prepare(const SynthesisRequest& request, SynthesisResult* result) {
+  Setup setup;
+  setup.topology = request.topology;
+  setup.coll = request.collective;
+  setup.forest = request.method == SynthesisMethod::kForest;
+  const CollectiveKind coll = setup.coll;
+  if (setup.forest) {
+    result->sketch.source = "none (forest method)";
   } else if (request.has_sketch) {
-    result.sketch = request.sketch;
+    result->sketch = request.sketch;
   } else {
-    BRAID_ASSIGN_OR_RETURN(result.sketch, deriveSketch(topology, coll));
+    BRAID_ASSIGN_OR_RETURN(result->sketch, deriveSketch(*request.topology, coll));
   }
-  const Sketch& sketch = result.sketch;
-  for (const std::string& note : sketch.notes) result.notes.push_back("sketch: " + note);
-
-  const CollectiveKind pattern = coll == CollectiveKind::kAllToAll ? CollectiveKind::kAllToAll
-                                 : (coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce)
-                                     ? CollectiveKind::kBroadcast
-                                     : CollectiveKind::kAllGather;
-  const bool need_forward = coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce;
-  const bool need_reverse =
+  const Sketch& sketch = result->sketch;
+  for (const std::string& note : sketch.notes) result->notes.push_back("sketch: " + note);
+  setup.pattern = coll == CollectiveKind::kAllToAll ? CollectiveKind::kAllToAll
+                  : (coll == CollectiveKind::kBroadcast || coll == CollectiveKind::kReduce)
+                      ? CollectiveKind::kBroadcast
+                      : CollectiveKind::kAllGather;
+  setup.need_forward = coll != CollectiveKind::kReduceScatter && coll != CollectiveKind::kReduce;
+  setup.need_reverse =
       coll == CollectiveKind::kReduceScatter || coll == CollectiveKind::kAllReduce || coll == CollectiveKind::kReduce;
-
   uint64_t size = request.size_bytes ? request.size_bytes : sketch.size_bytes;
-  if (size == 0 && forest) {
+  if (size == 0 && setup.forest) {
     size = uint64_t{256} << 20;
-    result.notes.push_back("costs taken at 256 MiB (the forest method's default costing size)");
+    result->notes.push_back("costs taken at 256 MiB (the forest method's default costing size)");
   } else if (size == 0) {
-    const uint64_t chunks = pattern == CollectiveKind::kBroadcast ? static_cast<uint64_t>(sketch.chunkup)
-                                                                  : static_cast<uint64_t>(n) * sketch.chunkup;
+    const uint64_t n = static_cast<uint64_t>(request.topology->numGpus());
+    const uint64_t chunks =
+        setup.pattern == CollectiveKind::kBroadcast ? static_cast<uint64_t>(sketch.chunkup) : n * sketch.chunkup;
     size = chunks << 20;
-    result.notes.push_back(fmt::format("costs taken at {} bytes (1 MiB per chunk, TACCL's profile convention)", size));
+    result->notes.push_back(fmt::format("costs taken at {} bytes (1 MiB per chunk, TACCL's profile convention)", size));
   }
-  result.costing_size_bytes = size;
-  result.method = request.method;
+  setup.size = size;
+  result->costing_size_bytes = size;
+  result->method = request.method;
+  return setup;
+}
+
+// Emits the MSCCL program, verifies it and fills the spec, the model makespan and the provenance. An algorithm
+// beyond the verifier's limits is kUnsupported with kTooLargeToVerify in the message.
+Status finishAlgorithm(const SynthesisRequest& request, const Setup& setup, const Movements& m,
+                       const synth::StageContext& ctx, SynthesisResult* result) {
+  const auto emit_start = Clock::now();
+  const CollectiveKind coll = setup.coll;
+  synth::EmitRequest emit;
+  emit.collective = coll;
+  emit.protocol = request.protocol;
+  emit.root = request.root;
+  emit.name = m.name;
+  emit.level_channels = m.level_channels;
+  if (setup.need_forward) {
+    emit.forward_logical = m.forward_logical;
+    emit.forward_problem = &m.fwd->problem;
+    emit.forward = &m.fwd->schedule;
+  }
+  if (setup.need_reverse) {
+    emit.reverse_logical = m.reverse_logical;
+    emit.reverse_problem = &m.rev->problem;
+    emit.reverse = &m.rev->schedule;
+  }
+  ctx.report({.stage = "emit", .detail = "building the MSCCL program"});
+  BRAID_ASSIGN_OR_RETURN(result->algorithm, synth::emitProgram(emit));
+  StageReport emit_report;
+  emit_report.name = "emit";
+  emit_report.seconds = std::chrono::duration<double>(Clock::now() - emit_start).count();
+  emit_report.status = fmt::format("{} threadblocks, {} steps, {} channel(s)", result->algorithm.numThreadblocks(),
+                                   result->algorithm.numSteps(), result->algorithm.num_channels);
+  result->stages.push_back(emit_report);
+
+  ctx.report({.stage = "verify", .detail = "proving the postcondition"});
+  VerifyReport report = verify(result->algorithm);
+  const bool unverifiable =
+      !report.issues.empty() && std::all_of(report.issues.begin(), report.issues.end(),
+                                            [](const VerifyIssue& i) { return i.kind == IssueKind::kUnverifiable; });
+  if (!report.ok && unverifiable) {
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("the synthesized {} ({} threadblocks, {} steps) is {} within the verifier's limits:\n{}",
+                              collectiveName(coll), result->algorithm.numThreadblocks(), result->algorithm.numSteps(),
+                              kTooLargeToVerify, report.toString()));
+  }
+  if (!report.ok) {
+    return internalError(fmt::format("synthesized {} failed verification (a synthesizer bug):\n{}",
+                                     collectiveName(coll), report.toString()));
+  }
+  BRAID_ASSIGN_OR_RETURN(result->spec, result->algorithm.spec(!result->algorithm.out_of_place));
+
+  result->makespan_us =
+      (setup.need_forward ? m.fwd->schedule.makespan_us : 0) + (setup.need_reverse ? m.rev->schedule.makespan_us : 0);
+  const Topology& topology = *setup.topology;
+  Provenance& prov = result->algorithm.provenance;
+  prov.generator = setup.forest ? "braid synth --method forest" : "braid synth";
+  prov.topology = topology.source.empty() ? topology.name : topology.source;
+  prov.sketch = result->sketch.source;
+  prov.solver = setup.forest ? fmt::format("glpk {} + boost.graph max-flow", glp_version()) : z3Version();
+  prov.created = isoNow();
+  prov.extra["chunkup"] = std::to_string(m.chunkup);
+  result->chunkup = m.chunkup;
+  prov.extra["costing_size_bytes"] = std::to_string(setup.size);
+  prov.extra["model_makespan_us"] = fmt::format("{:.6g}", result->makespan_us);
+  prov.extra["symmetry_group_size"] = std::to_string(m.symmetry_group_size);
+  return Status::ok();
+}
+
+bool anyInterNode(const synth::LogicalTopology& logical) {
+  return std::any_of(logical.links.begin(), logical.links.end(),
+                     [](const synth::LogicalLink& l) { return l.inter_node; });
+}
+
+// The TACCL pipeline: routing, ordering and scheduling per movement, then one emitted program.
+Status synthesizeTaccl(const SynthesisRequest& request, const Setup& setup, const synth::StageContext& ctx,
+                       SynthesisResult* result) {
+  const Topology& topology = *setup.topology;
+  const Sketch& sketch = result->sketch;
+  synth::LogicalTopology forward, reverse;
+  BRAID_ASSIGN_OR_RETURN(forward, synth::buildLogicalTopology(topology, sketch, false, &result->notes));
+  Pipeline fwd, rev;
+  bool reuse = false;
+  if (setup.need_reverse) {
+    BRAID_ASSIGN_OR_RETURN(reverse, synth::buildLogicalTopology(topology, sketch, true, nullptr));
+    reuse = mirrors(forward, reverse);
+  }
+  const bool two_solves = setup.need_forward && setup.need_reverse && !reuse;
+  if (setup.need_forward || reuse) {
+    BRAID_ASSIGN_OR_RETURN(fwd, runPipeline(forward, setup.pattern, sketch, request.root, setup.size,
+                                            two_solves ? 0.5 : 1.0, ctx, "", request.time_limit_s, result));
+  }
+  if (setup.need_reverse) {
+    if (reuse) {
+      rev = fwd;
+      result->notes.push_back(
+          "reduce-scatter: the transposed logical topology mirrors the forward one, so the all-gather schedule "
+          "run backwards is reused");
+    } else {
+      BRAID_ASSIGN_OR_RETURN(rev, runPipeline(reverse, setup.pattern, sketch, request.root, setup.size, 1.0, ctx,
+                                              " (reversed)", request.time_limit_s, result));
+    }
+  }
+  Movements m;
+  m.forward_logical = &forward;
+  m.reverse_logical = reuse ? &forward : &reverse;
+  m.fwd = &fwd;
+  m.rev = &rev;
+  m.chunkup = sketch.chunkup;
+  m.name = fmt::format("braid-{}-{}-c{}", collectiveName(setup.coll), topology.name, sketch.chunkup);
+  m.level_channels = anyInterNode(forward);
+  m.symmetry_group_size = static_cast<int>(forward.symmetry.size());
+  return finishAlgorithm(request, setup, m, ctx, result);
+}
+
+Status forestTimeout(const Status& status, double time_limit_s, const std::string& stage) {
+  if (status.code() != StatusCode::kTimeout) return status;
+  return Status(StatusCode::kTimeout, fmt::format("no algorithm within the time limit of {:g} s (tree packing{}): {}",
+                                                  time_limit_s, stage, status.message()));
+}
+
+// One movement of the tree-packing method: its logical topology, rates and the tree stages' reports.
+struct ForestPart {
+  const synth::LogicalTopology* logical = nullptr;
+  std::string tag;
+  synth::ForestRates rates;
+};
+
+// The candidates the forest method builds: bandwidth split x tolerance x pieces (SynthesisRequest says which).
+struct ForestChoices {
+  std::vector<bool> equal_shares;  // true = equal-share rates, false = the LP's split
+  std::vector<double> tolerances;
+  std::vector<int> pieces;
+  bool first_success = true;  // no scoring: the first candidate that verifies is kept
+};
+
+ForestChoices forestChoices(const SynthesisRequest& request, const std::vector<ForestPart>& parts) {
+  ForestChoices c;
+  const bool scored = static_cast<bool>(request.score);
+  const bool pieces_fixed = request.forest_pieces > 0;
+  c.first_success = !scored || pieces_fixed;
+  bool split_better = false, equal_close = true;
+  for (const ForestPart& p : parts) {
+    split_better |= p.rates.split.rate_gbps > p.rates.equal.rate_gbps * (1 + 1e-6);
+    equal_close &= p.rates.equal.rate_gbps >= p.rates.split.rate_gbps * (1 - 0.03);
+  }
+  if (scored && !c.first_success) {
+    c.equal_shares = split_better ? std::vector<bool>{true, false} : std::vector<bool>{true};
+  } else {
+    c.equal_shares = {equal_close};
+  }
+  if (request.forest_tolerance >= 0) {
+    c.tolerances = {request.forest_tolerance};
+  } else if (scored && !c.first_success) {
+    c.tolerances = {0.03, 0.1};
+  } else {
+    c.tolerances = {0.03};
+  }
+  if (!c.first_success) {
+    c.pieces = {1, 2, 4, 8, 16, 32};
+  } else {
+    for (int p = pieces_fixed ? request.forest_pieces : 4; p >= 1; p /= 2) c.pieces.push_back(p);
+  }
+  return c;
+}
+
+// The tree-packing method: rates once per movement, then every candidate (ForestChoices) emitted and verified;
+// with a scorer the lowest score is kept, otherwise the first that verifies.
+Status synthesizeForest(const SynthesisRequest& request, const Setup& setup, const synth::StageContext& ctx,
+                        SynthesisResult* result) {
+  const Topology& topology = *setup.topology;
+  synth::LogicalTopology forward, reverse;
+  BRAID_ASSIGN_OR_RETURN(forward, synth::buildCompleteLogicalTopology(topology, false));
+  bool reuse = false;
+  if (setup.need_reverse) {
+    BRAID_ASSIGN_OR_RETURN(reverse, synth::buildCompleteLogicalTopology(topology, true));
+    reuse = mirrors(forward, reverse);
+  }
+  // parts[0] is built first and chooses k; an all-reduce whose transposed topology differs adds parts[1] with that
+  // k imposed (both parts cut the buffer alike). A mirrored reduce-scatter runs parts[0]'s trees backwards.
+  std::vector<ForestPart> parts;
+  if (setup.need_forward || reuse) {
+    parts.push_back({&forward, "", {}});
+  } else {
+    parts.push_back({&reverse, " (reversed)", {}});
+  }
+  if (setup.need_forward && setup.need_reverse && !reuse) parts.push_back({&reverse, " (reversed)", {}});
+  if (reuse) {
+    result->notes.push_back(
+        "reduce-scatter: the transposed logical topology mirrors the forward one, so the all-gather trees run "
+        "backwards are reused");
+  }
+  for (ForestPart& p : parts) {
+    Result<synth::ForestRates> rates = synth::forestRateStage(*p.logical, ctx, p.tag, &result->stages);
+    if (!rates.isOk()) return forestTimeout(rates.status(), request.time_limit_s, p.tag);
+    p.rates = std::move(*rates);
+  }
+  const ForestChoices choices = forestChoices(request, parts);
+
+  std::optional<SynthesisResult> best;
+  double best_score = 0;
+  std::string best_label;
+  std::vector<std::string> tried;  // "k=K pieces=P <split>: score" per candidate
+  std::set<std::tuple<bool, int64_t, int>> seen;
+  Status first_error = Status::ok();
+  bool out_of_time = false;
+  Clock::duration last_candidate{0};
+  for (bool equal : choices.equal_shares) {
+    for (double tolerance : choices.tolerances) {
+      if (out_of_time || (best && choices.first_success)) break;
+      std::vector<StageReport> tree_stages;
+      std::vector<synth::ForestTrees> trees;
+      int k = 0;
+      for (const ForestPart& p : parts) {
+        const synth::ForestRate& rate = equal ? p.rates.equal : p.rates.split;
+        Result<synth::ForestTrees> t =
+            synth::forestTreesStage(*p.logical, rate, tolerance, k, ctx, p.tag, &tree_stages);
+        if (!t.isOk()) return forestTimeout(t.status(), request.time_limit_s, p.tag);
+        k = static_cast<int>(t->units.k);
+        trees.push_back(std::move(*t));
+      }
+      for (int pieces : choices.pieces) {
+        if (best && choices.first_success) break;
+        // A candidate that would end past the deadline (judged by the last one's time) is not started.
+        if (best && Clock::now() + last_candidate >= ctx.deadline) {
+          out_of_time = true;
+          break;
+        }
+        const auto candidate_start = Clock::now();
+        SynthesisResult candidate = *result;
+        candidate.stages.insert(candidate.stages.end(), tree_stages.begin(), tree_stages.end());
+        std::vector<Pipeline> built;
+        for (size_t i = 0; i < parts.size(); ++i) {
+          synth::ForestPipeline fp = synth::forestScheduleStage(*parts[i].logical, trees[i], pieces, setup.size,
+                                                                parts[i].tag, &candidate.stages);
+          built.push_back({std::move(fp.problem), std::move(fp.routing), std::move(fp.schedule)});
+        }
+        const int chunkup = built[0].problem.chunkup;
+        const int used_pieces = chunkup / k;
+        if (!seen.insert({equal, k, used_pieces}).second) continue;
+        const std::string label = fmt::format("k={} pieces={}{}", k, used_pieces, equal ? "" : " (LP split)");
+        Movements m;
+        m.forward_logical = &forward;
+        m.reverse_logical = reuse ? &forward : &reverse;
+        const Pipeline* fwd = setup.need_forward || reuse ? &built[0] : nullptr;
+        const Pipeline* rev = nullptr;
+        if (setup.need_reverse) rev = reuse ? &built[0] : &built.back();
+        m.fwd = fwd;
+        m.rev = rev;
+        m.chunkup = chunkup;
+        m.name = fmt::format("braid-forest-{}-{}-c{}", collectiveName(setup.coll), topology.name, chunkup);
+        m.level_channels = anyInterNode(forward);
+        Status finished = finishAlgorithm(request, setup, m, ctx, &candidate);
+        if (!finished.isOk()) {
+          const bool too_large = finished.code() == StatusCode::kUnsupported &&
+                                 finished.message().find(kTooLargeToVerify) != std::string::npos;
+          if (!too_large) return finished;
+          if (first_error.isOk()) first_error = finished;
+          std::string why = finished.message().substr(0, finished.message().find('\n'));
+          if (!why.empty() && why.back() == ':') why.pop_back();
+          tried.push_back(fmt::format("{}: {}", label, why));
+          continue;
+        }
+        if (choices.first_success) {
+          if (!tried.empty()) {
+            candidate.notes.push_back(
+                fmt::format("forest: {} piece(s) per tree unit; not built: {}", used_pieces, fmt::join(tried, "; ")));
+          }
+          best = std::move(candidate);
+          break;
+        }
+        Result<double> score = request.score(candidate.algorithm, setup.size);
+        last_candidate = Clock::now() - candidate_start;
+        if (!score.isOk()) {
+          if (first_error.isOk()) first_error = score.status();
+          tried.push_back(fmt::format("{}: not scored ({})", label, score.status().message()));
+          continue;
+        }
+        tried.push_back(fmt::format("{}: {:.2f}", label, *score));
+        if (!best || *score < best_score) {
+          best_score = *score;
+          best_label = label;
+          best = std::move(candidate);
+        }
+      }
+    }
+  }
+  if (!best) return first_error.isOk() ? internalError("the forest method built no candidate") : first_error;
+  if (!choices.first_success) {
+    best->notes.push_back(fmt::format("forest: {} candidates scored by {} at {} bytes{} ({}); kept {}", tried.size(),
+                                      request.score_name.empty() ? "the caller's scorer" : request.score_name,
+                                      setup.size, out_of_time ? ", stopped at the time limit" : "",
+                                      fmt::join(tried, "; "), best_label));
+  }
+  *result = std::move(*best);
+  return Status::ok();
+}
+
+Result<SynthesisResult> synthesizeWith(const SynthesisRequest& request) {
+  const auto start = Clock::now();
+  BRAID_RETURN_IF_ERROR(checkRequest(request));
+  SynthesisResult result;
+  BRAID_ASSIGN_OR_RETURN(Setup setup, prepare(request, &result));
 
   synth::StageContext ctx;
   ctx.start = start;
@@ -228,133 +544,18 @@ Result<SynthesisResult> synthesizeOnce(const SynthesisRequest& request) {
   // runs; stopped (joined) when synthesize() returns.
   synth::Watchdog watchdog(start, ctx.deadline, request.progress);
   ctx.watchdog = &watchdog;
-
-  synth::LogicalTopology forward, reverse;
-  if (forest) {
-    BRAID_ASSIGN_OR_RETURN(forward, synth::buildCompleteLogicalTopology(topology, false));
+  if (setup.forest) {
+    BRAID_RETURN_IF_ERROR(synthesizeForest(request, setup, ctx, &result));
   } else {
-    BRAID_ASSIGN_OR_RETURN(forward, synth::buildLogicalTopology(topology, sketch, false, &result.notes));
+    BRAID_RETURN_IF_ERROR(synthesizeTaccl(request, setup, ctx, &result));
   }
-  Pipeline fwd, rev;
-  bool reuse = false;
-  int forest_k = 0;  // trees per root of the forest's first part, imposed on its second
-  if (need_reverse) {
-    if (forest) {
-      BRAID_ASSIGN_OR_RETURN(reverse, synth::buildCompleteLogicalTopology(topology, true));
-    } else {
-      BRAID_ASSIGN_OR_RETURN(reverse, synth::buildLogicalTopology(topology, sketch, true, nullptr));
-    }
-    reuse = mirrors(forward, reverse);
-  }
-  const bool two_solves = need_forward && need_reverse && !reuse;
-  if (need_forward || reuse) {
-    if (forest) {
-      BRAID_ASSIGN_OR_RETURN(fwd, runForest(forward, size, request, ctx, "", &result, &forest_k));
-    } else {
-      BRAID_ASSIGN_OR_RETURN(fwd, runPipeline(forward, pattern, sketch, request.root, size, two_solves ? 0.5 : 1.0, ctx,
-                                              "", request.time_limit_s, &result));
-    }
-  }
-  if (need_reverse) {
-    if (reuse) {
-      rev = fwd;
-      result.notes.push_back(
-          "reduce-scatter: the transposed logical topology mirrors the forward one, so the all-gather schedule "
-          "run backwards is reused");
-    } else if (forest) {
-      BRAID_ASSIGN_OR_RETURN(rev, runForest(reverse, size, request, ctx, " (reversed)", &result, &forest_k));
-    } else {
-      BRAID_ASSIGN_OR_RETURN(rev, runPipeline(reverse, pattern, sketch, request.root, size, 1.0, ctx, " (reversed)",
-                                              request.time_limit_s, &result));
-    }
-  }
-
-  const auto emit_start = Clock::now();
-  synth::EmitRequest emit;
-  emit.collective = coll;
-  emit.protocol = request.protocol;
-  emit.root = request.root;
-  const int chunkup = need_forward ? fwd.problem.chunkup : rev.problem.chunkup;
-  emit.name = forest ? fmt::format("braid-forest-{}-{}-c{}", collectiveName(coll), topology.name, chunkup)
-                     : fmt::format("braid-{}-{}-c{}", collectiveName(coll), topology.name, sketch.chunkup);
-  emit.level_channels =
-      std::any_of(forward.links.begin(), forward.links.end(), [](const synth::LogicalLink& l) { return l.inter_node; });
-  if (need_forward) {
-    emit.forward_logical = &forward;
-    emit.forward_problem = &fwd.problem;
-    emit.forward = &fwd.schedule;
-  }
-  if (need_reverse) {
-    emit.reverse_logical = reuse ? &forward : &reverse;
-    emit.reverse_problem = &rev.problem;
-    emit.reverse = &rev.schedule;
-  }
-  ctx.report({.stage = "emit", .detail = "building the MSCCL program"});
-  BRAID_ASSIGN_OR_RETURN(result.algorithm, synth::emitProgram(emit));
-  StageReport emit_report;
-  emit_report.name = "emit";
-  emit_report.seconds = std::chrono::duration<double>(Clock::now() - emit_start).count();
-  emit_report.status = fmt::format("{} threadblocks, {} steps, {} channel(s)", result.algorithm.numThreadblocks(),
-                                   result.algorithm.numSteps(), result.algorithm.num_channels);
-  result.stages.push_back(emit_report);
-
-  ctx.report({.stage = "verify", .detail = "proving the postcondition"});
-  VerifyReport report = verify(result.algorithm);
-  const bool unverifiable =
-      !report.issues.empty() && std::all_of(report.issues.begin(), report.issues.end(),
-                                            [](const VerifyIssue& i) { return i.kind == IssueKind::kUnverifiable; });
-  if (!report.ok && unverifiable) {
-    return Status(StatusCode::kUnsupported,
-                  fmt::format("the synthesized {} ({} threadblocks, {} steps) is {} within the verifier's limits:\n{}",
-                              collectiveName(coll), result.algorithm.numThreadblocks(), result.algorithm.numSteps(),
-                              kTooLargeToVerify, report.toString()));
-  }
-  if (!report.ok) {
-    return internalError(fmt::format("synthesized {} failed verification (a synthesizer bug):\n{}",
-                                     collectiveName(coll), report.toString()));
-  }
-  BRAID_ASSIGN_OR_RETURN(result.spec, result.algorithm.spec(!result.algorithm.out_of_place));
-
-  result.makespan_us = (need_forward ? fwd.schedule.makespan_us : 0) + (need_reverse ? rev.schedule.makespan_us : 0);
-  Provenance& prov = result.algorithm.provenance;
-  prov.generator = forest ? "braid synth --method forest" : "braid synth";
-  prov.topology = topology.source.empty() ? topology.name : topology.source;
-  prov.sketch = sketch.source;
-  prov.solver = forest ? fmt::format("glpk {} + boost.graph max-flow", glp_version()) : z3Version();
-  prov.created = isoNow();
-  prov.extra["chunkup"] = std::to_string(chunkup);
-  result.chunkup = chunkup;
-  prov.extra["costing_size_bytes"] = std::to_string(size);
-  prov.extra["model_makespan_us"] = fmt::format("{:.6g}", result.makespan_us);
-  prov.extra["symmetry_group_size"] = std::to_string(forward.symmetry.size());
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  prov.extra["synthesis_seconds"] = fmt::format("{:.3f}", result.seconds);
+  result.algorithm.provenance.extra["synthesis_seconds"] = fmt::format("{:.3f}", result.seconds);
   return result;
 }
 
 }  // namespace
 
-Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
-  const auto start = Clock::now();
-  Result<SynthesisResult> result = synthesizeOnce(request);
-  // The tree-packing method's size grows with its pieces per tree: fewer pieces give fewer steps for the verifier.
-  SynthesisRequest retry = request;
-  while (!result.isOk() && request.method == SynthesisMethod::kForest && retry.forest_pieces > 1 &&
-         result.status().code() == StatusCode::kUnsupported &&
-         result.status().message().find(kTooLargeToVerify) != std::string::npos) {
-    retry.forest_pieces /= 2;
-    retry.time_limit_s = request.time_limit_s - std::chrono::duration<double>(Clock::now() - start).count();
-    if (!(retry.time_limit_s > 0)) break;
-    std::string why = result.status().message().substr(0, result.status().message().find('\n'));
-    if (!why.empty() && why.back() == ':') why.pop_back();
-    result = synthesizeOnce(retry);
-    if (result.isOk()) {
-      result->notes.push_back(fmt::format("forest: {} piece(s) per tree instead of {}: with {}, {}",
-                                          retry.forest_pieces, request.forest_pieces, retry.forest_pieces * 2, why));
-      result->seconds = std::chrono::duration<double>(Clock::now() - start).count();
-    }
-  }
-  return result;
-}
+Result<SynthesisResult> synthesize(const SynthesisRequest& request) { return synthesizeWith(request); }
 
 }  // namespace braid

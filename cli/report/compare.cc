@@ -207,6 +207,17 @@ Result<SimResult> simulateRunnable(const Runnable& what, uint64_t bytes, std::op
   return result;
 }
 
+std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const Topology& topology) {
+  const Topology* t = &topology;
+  return [t](const Algorithm& algorithm, uint64_t size_bytes) -> Result<double> {
+    const uint64_t n = static_cast<uint64_t>(std::max(1, t->numGpus()));
+    const uint64_t bytes = std::max<uint64_t>(n * 4, size_bytes - size_bytes % (n * 4));
+    Runnable what{&algorithm, t, -1};
+    BRAID_ASSIGN_OR_RETURN(SimResult sim, simulateRunnable(what, bytes, std::nullopt, false, 1, false));
+    return sim.time_us;
+  };
+}
+
 // ---- compareAlgorithm -------------------------------------------------------------------------------------
 
 Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& topology, CollectiveKind collective,

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -142,6 +143,13 @@ class NcclBaselines {
 /// simulate() of a runnable at one size. Errors: "simulating <name> at <bytes> bytes: <why>".
 Result<SimResult> simulateRunnable(const Runnable& what, uint64_t bytes, std::optional<Protocol> protocol,
                                    bool in_place, int instances, bool record_timeline);
+
+/// A SynthesisRequest::score for `topology` (which must outlive it): the simulated time in µs of a candidate at
+/// `size_bytes`, rounded down to whole float elements per rank, out-of-place, with the algorithm's protocol — what
+/// compareAlgorithm reports for it at that size.
+std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const Topology& topology);
+/// SynthesisRequest::score_name for simulatedScore.
+inline constexpr const char* kSimulatedScoreName = "Braid's simulator (us, float, out-of-place)";
 
 struct CompareOptions {
   uint64_t element_bytes = 4;        // nccl-tests datatype size (float)

@@ -64,11 +64,21 @@ struct SynthesisRequest {
   Protocol protocol = Protocol::kSimple;  // written into the algorithm
   SynthesisMethod method = SynthesisMethod::kTaccl;
   /// kForest: the smallest number of trees per root k (1 .. 32) whose integer rate is within this fraction of the
-  /// optimal rate is used (fewer trees mean fewer, larger messages); 0 asks for the best k up to 32.
-  double forest_tolerance = 0.03;
+  /// optimal rate is used (fewer trees mean fewer, larger messages); 0 asks for the best k up to 32. -1 (default):
+  /// chosen — 0.03 and 0.1 are both candidates when `score` is set, 0.03 otherwise.
+  double forest_tolerance = -1;
   /// kForest: pieces each tree unit's share is cut into and pipelined down its tree (1 .. 64); fewer when the
-  /// algorithm would exceed 4096 chunks.
-  int forest_pieces = 4;
+  /// algorithm would exceed 4096 chunks. 0 (default): chosen — 1, 2, 4, 8, 16 and 32 are candidates when `score` is
+  /// set; otherwise 4, and 2 then 1 when 4 is too large to verify.
+  int forest_pieces = 0;
+  /// kForest: scores a verified candidate algorithm at the costing size, lower is better (the CLI, the benchmarks
+  /// and the communicator's Pareto set pass Braid's simulator, in µs); may be empty. With it, every candidate of
+  /// the choices above (and both bandwidth splits, where the LP's differs from the equal-share one: forest.h) is
+  /// built, verified and scored, and the lowest score is kept; a candidate that cannot be scored is skipped. The
+  /// scores are listed in a note. Candidates stop at the time limit, keeping the best so far.
+  std::function<Result<double>(const Algorithm& algorithm, uint64_t size_bytes)> score;
+  /// What `score` measures, for the note (e.g. "Braid's simulator, us").
+  std::string score_name;
   /// Progress reports; may be empty. Calls never overlap, but may come from the watchdog thread: while a solver
   /// call runs, the last report is repeated about once a second with "(running N s)" appended to its detail.
   std::function<void(const SynthesisProgress&)> progress;

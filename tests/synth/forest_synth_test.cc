@@ -125,7 +125,7 @@ TEST(ForestSynth, RefusesWhatItDoesNotBuild) {
     EXPECT_EQ(result.status().code(), StatusCode::kUnsupported) << collectiveName(kind);
   }
   request.collective = CollectiveKind::kAllGather;
-  request.forest_pieces = 0;
+  request.forest_pieces = -1;
   EXPECT_EQ(synthesize(request).status().code(), StatusCode::kInvalidArgument);
   request.forest_pieces = 4;
   request.forest_tolerance = 1.5;
@@ -133,6 +133,71 @@ TEST(ForestSynth, RefusesWhatItDoesNotBuild) {
   EXPECT_EQ(parseSynthesisMethod("forest"), SynthesisMethod::kForest);
   EXPECT_EQ(parseSynthesisMethod("taccl"), SynthesisMethod::kTaccl);
   EXPECT_FALSE(parseSynthesisMethod("sccl").has_value());
+}
+
+TEST(ForestSynth, EqualSharesReachTheBoundOnMultiNodeMachines) {
+  // Equal shares of every physical link among the kept pairs (what the simulator delivers when they send at once)
+  // lose nothing against the LP's split here: the rate equals the bound src/cost computes by other means.
+  const uint64_t size = uint64_t{256} << 20;
+  for (const char* name : {"dgx-a100-x2", "dgx-h100-x4", "ndv2-x4"}) {
+    const Topology t = shipped(name);
+    Result<synth::LogicalTopology> logical = synth::buildCompleteLogicalTopology(t, false);
+    ASSERT_TRUE(logical.isOk());
+    Result<synth::ForestRate> split = synth::forestRate(*logical, 60);
+    ASSERT_TRUE(split.isOk());
+    Result<synth::ForestRate> equal = synth::forestEqualShareRate(*logical, *split, 60);
+    ASSERT_TRUE(equal.isOk()) << equal.status().toString();
+    EXPECT_FALSE(equal->sharing.empty());
+    Result<CollectiveBound> bound = collectiveBound(t, CollectiveKind::kAllGather, size);
+    ASSERT_TRUE(bound.isOk());
+    const double us = static_cast<double>(size) / t.numGpus() / (equal->rate_gbps * 1e3);
+    EXPECT_NEAR(us, bound->bandwidth_us, 1e-6 * bound->bandwidth_us) << name;
+  }
+}
+
+TEST(ForestSynth, EqualShareCapsSplitEveryLinkEvenly) {
+  // dgx-a100-x1: every GPU reaches the NVSwitch over 240 GB/s and has 7 peers, so each pair gets 240 / 7 GB/s.
+  const Topology t = shipped("dgx-a100-x1");
+  Result<synth::LogicalTopology> logical = synth::buildCompleteLogicalTopology(t, false);
+  ASSERT_TRUE(logical.isOk());
+  const std::vector<double> caps = synth::equalShareCaps(*logical, std::vector<char>(logical->links.size(), 1));
+  for (double c : caps) EXPECT_NEAR(c, 240.0 / 7, 1e-9);
+  // Keeping only links out of rank 0 gives them 240 / 7 each as well (rank 0's uplink is the bottleneck) and
+  // leaves the rest at 0.
+  std::vector<char> keep(logical->links.size(), 0);
+  for (int l : logical->out_links[0]) keep[l] = 1;
+  const std::vector<double> star = synth::equalShareCaps(*logical, keep);
+  for (const synth::LogicalLink& l : logical->links) EXPECT_NEAR(star[l.id], l.src == 0 ? 240.0 / 7 : 0, 1e-9);
+}
+
+TEST(ForestSynth, ScorerPicksTheLowestScoringCandidate) {
+  const Topology t = shipped("dgx-a100-x2");
+  SynthesisRequest request = forestRequest(t, CollectiveKind::kAllGather);
+  // A scorer that prefers more chunks: the most pieces per tree must win, and every candidate is listed.
+  request.score = [](const Algorithm& a, uint64_t) -> Result<double> {
+    return -std::stod(a.provenance.extra.at("chunkup"));
+  };
+  request.score_name = "test scorer";
+  Result<SynthesisResult> result = synthesize(request);
+  ASSERT_TRUE(result.isOk()) << result.status().toString();
+  EXPECT_EQ(result->chunkup % 32, 0);
+  bool listed = false;
+  for (const std::string& note : result->notes) listed |= note.find("scored by test scorer") != std::string::npos;
+  EXPECT_TRUE(listed);
+  // Fixed pieces: one candidate, no scoring.
+  request.forest_pieces = 2;
+  result = synthesize(request);
+  ASSERT_TRUE(result.isOk());
+  EXPECT_EQ(result->chunkup % 2, 0);
+  EXPECT_LE(result->chunkup, 2 * 32);
+  // A scorer that fails everywhere is an error naming why.
+  request.forest_pieces = 0;
+  request.score = [](const Algorithm&, uint64_t) -> Result<double> {
+    return Status(StatusCode::kInternalError, "no simulator here");
+  };
+  result = synthesize(request);
+  ASSERT_FALSE(result.isOk());
+  EXPECT_NE(result.status().message().find("no simulator here"), std::string::npos) << result.status().toString();
 }
 
 }  // namespace
