@@ -45,6 +45,17 @@ std::vector<Scored> candidatesFor(CollectiveKind kind, const Topology& topology,
     request.collective = kind;
     request.method = method;
     request.time_limit_s = kSynthesisSeconds;
+    if (method == SynthesisMethod::kForest) {
+      // The tree method's candidates (pieces, tree counts) are chosen by the simulator at its costing size.
+      const uint64_t n = static_cast<uint64_t>(topology.numGpus());
+      request.score = [&topology, n](const Algorithm& algorithm, uint64_t size) -> Result<double> {
+        SimOptions options;
+        options.size_bytes = std::max<uint64_t>(n * 4, size - size % (n * 4));
+        BRAID_ASSIGN_OR_RETURN(SimResult sim, simulate(algorithm, topology, options));
+        return sim.time_us;
+      };
+      request.score_name = "Braid's simulator (us, out-of-place)";
+    }
     Result<SynthesisResult> synthesized = synthesize(request);
     if (synthesized.isOk()) {
       Scored s;
