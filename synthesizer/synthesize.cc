@@ -528,7 +528,9 @@ Status synthesizeForest(const SynthesisRequest& request, const Setup& setup, con
   return Status::ok();
 }
 
-Result<SynthesisResult> synthesizeWith(const SynthesisRequest& request) {
+}  // namespace
+
+Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   const auto start = Clock::now();
   BRAID_RETURN_IF_ERROR(checkRequest(request));
   SynthesisResult result;
@@ -553,9 +555,5 @@ Result<SynthesisResult> synthesizeWith(const SynthesisRequest& request) {
   result.algorithm.provenance.extra["synthesis_seconds"] = fmt::format("{:.3f}", result.seconds);
   return result;
 }
-
-}  // namespace
-
-Result<SynthesisResult> synthesize(const SynthesisRequest& request) { return synthesizeWith(request); }
 
 }  // namespace braid

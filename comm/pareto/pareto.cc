@@ -26,6 +26,17 @@ std::vector<uint64_t> paretoSizes() {
   return sizes;
 }
 
+/// Simulated time of `algorithm` at `size` bytes, rounded down to whole float elements per rank (one element at
+/// least), out-of-place.
+Result<double> simulatedUs(const Algorithm& algorithm, const Topology& topology, uint64_t size) {
+  const uint64_t n = static_cast<uint64_t>(topology.numGpus());
+  SimOptions options;
+  options.size_bytes = std::max<uint64_t>(n * 4, size - size % (n * 4));
+  options.in_place = false;
+  BRAID_ASSIGN_OR_RETURN(SimResult sim, simulate(algorithm, topology, options));
+  return sim.time_us;
+}
+
 struct Scored {
   ParetoCandidate candidate;
   std::vector<double> time_us;  // per paretoSizes() entry; infinity where it cannot run
@@ -47,14 +58,10 @@ std::vector<Scored> candidatesFor(CollectiveKind kind, const Topology& topology,
     request.time_limit_s = kSynthesisSeconds;
     if (method == SynthesisMethod::kForest) {
       // The tree method's candidates (pieces, tree counts) are chosen by the simulator at its costing size.
-      const uint64_t n = static_cast<uint64_t>(topology.numGpus());
-      request.score = [&topology, n](const Algorithm& algorithm, uint64_t size) -> Result<double> {
-        SimOptions options;
-        options.size_bytes = std::max<uint64_t>(n * 4, size - size % (n * 4));
-        BRAID_ASSIGN_OR_RETURN(SimResult sim, simulate(algorithm, topology, options));
-        return sim.time_us;
+      request.score = [&topology](const Algorithm& algorithm, uint64_t size) {
+        return simulatedUs(algorithm, topology, size);
       };
-      request.score_name = "Braid's simulator (us, out-of-place)";
+      request.score_name = "Braid's simulator (us, float, out-of-place)";
     }
     Result<SynthesisResult> synthesized = synthesize(request);
     if (synthesized.isOk()) {
@@ -90,14 +97,10 @@ std::vector<Scored> candidatesFor(CollectiveKind kind, const Topology& topology,
 
 /// Simulated time of every candidate at every size (sizes rounded down to whole float elements per rank).
 void score(std::vector<Scored>& scored, const Topology& topology, const std::vector<uint64_t>& sizes) {
-  const uint64_t n = static_cast<uint64_t>(topology.numGpus());
   for (Scored& s : scored) {
     for (uint64_t size : sizes) {
-      SimOptions options;
-      options.size_bytes = size - size % (n * 4);
-      options.in_place = false;
-      Result<SimResult> sim = simulate(s.candidate.algorithm, topology, options);
-      s.time_us.push_back(sim.isOk() ? sim->time_us : std::numeric_limits<double>::infinity());
+      Result<double> us = simulatedUs(s.candidate.algorithm, topology, size);
+      s.time_us.push_back(us.isOk() ? *us : std::numeric_limits<double>::infinity());
     }
   }
 }
