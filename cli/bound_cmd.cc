@@ -19,8 +19,8 @@
 #include "braid/collective.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "comm/pareto/compare.h"
 #include "common/text.h"
-#include "report/compare.h"
 #include "report/synth_report.h"
 
 namespace braid::cli {

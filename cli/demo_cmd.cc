@@ -20,7 +20,7 @@
 #include "braid/synthesize.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
-#include "report/compare.h"
+#include "comm/pareto/compare.h"
 #include "report/html_report.h"
 #include "report/synth_report.h"
 

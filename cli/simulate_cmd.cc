@@ -29,8 +29,8 @@
 #include "braid/simulate.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "comm/pareto/compare.h"
 #include "common/text.h"
-#include "report/compare.h"
 #include "report/html_report.h"
 #include "report/synth_report.h"
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -24,8 +25,8 @@
 #include "braid/taccl.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "comm/pareto/compare.h"
 #include "common/text.h"
-#include "report/compare.h"
 #include "report/synth_report.h"
 
 namespace braid::cli {
@@ -40,6 +41,7 @@ struct SynthCmdOptions {
   std::string coll;
   std::string size;
   double time_limit_s = 60;
+  uint64_t budget = 0;  // 0: SynthesisRequest's default (from the time limit)
   std::string out;
   std::string format;
   std::string json;
@@ -149,7 +151,129 @@ std::string summaryHeader(const SynthesisResult& result, const Topology& topolog
   return out;
 }
 
+/// --sizes FROM:TO[:FACTOR] (nccl-tests' -b/-e/-f; factor 4 by default): the measured sizes of a Pareto set.
+/// nullopt when `text` is not a range; throws CmdError on a bad one.
+std::optional<std::vector<uint64_t>> parseSizeRange(const std::string& text) {
+  if (text.find(':') == std::string::npos) return std::nullopt;
+  std::vector<std::string> parts;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ':')) parts.push_back(item);
+  if (parts.size() < 2 || parts.size() > 3)
+    throw CmdError(kUsageError, fmt::format("--sizes: '{}' is not FROM:TO or FROM:TO:FACTOR (e.g. 1K:1G)", text));
+  const std::optional<uint64_t> from = parseNcclTestsSize(parts[0]), to = parseNcclTestsSize(parts[1]);
+  if (!from || !to || *from == 0 || *to < *from)
+    throw CmdError(
+        kUsageError,
+        fmt::format("--sizes: '{}' is not a range of sizes FROM <= TO (bytes, or numbers with K, M or G)", text));
+  if (*to > kMaxSimulatedBytes)
+    throw CmdError(kUsageError, fmt::format("--sizes: {} is more than {} bytes (256G), the largest size simulated",
+                                            parts[1], kMaxSimulatedBytes));
+  uint64_t factor = 4;
+  if (parts.size() == 3) {
+    const std::optional<uint64_t> f = parseNcclTestsSize(parts[2]);
+    if (!f || *f < 2 || *f > 1024)
+      throw CmdError(kUsageError, fmt::format("--sizes: factor '{}' is not 2..1024", parts[2]));
+    factor = *f;
+  }
+  std::vector<uint64_t> sizes;
+  for (uint64_t s = *from; s <= *to; s *= factor) {
+    sizes.push_back(s);
+    if (s > *to / factor) break;
+  }
+  if (sizes.size() > 64) throw CmdError(kUsageError, fmt::format("--sizes: '{}' gives more than 64 sizes", text));
+  return sizes;
+}
+
+/// `braid synth --sizes FROM:TO`: the collective's Pareto set (include/braid/pareto.h), its table, the algorithm of
+/// every window Braid serves written into the directory -o (MSCCL XML, minBytes/maxBytes set), --json the set.
+int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const std::vector<uint64_t>& sizes) {
+  for (const auto& [given, name] :
+       std::vector<std::pair<bool, std::string>>{{!opt.sketch.empty(), "--sketch"},
+                                                 {!opt.size.empty(), "--size"},
+                                                 {!opt.protocol.empty(), "--protocol"},
+                                                 {!opt.format.empty(), "--format"},
+                                                 {opt.tree_tolerance.has_value(), "--tree-tolerance"},
+                                                 {opt.pieces.has_value(), "--pieces"},
+                                                 {opt.method != "taccl", "--method"}}) {
+    if (given)
+      throw CmdError(kUsageError, fmt::format("{} does not apply to a Pareto set (--sizes FROM:TO): every method and "
+                                              "protocol is a candidate",
+                                              name));
+  }
+  if (collective != CollectiveKind::kAllGather && collective != CollectiveKind::kReduceScatter &&
+      collective != CollectiveKind::kAllReduce && collective != CollectiveKind::kAllToAll) {
+    throw CmdError(kUsageError, fmt::format("--sizes FROM:TO: a Pareto set is for allgather, reducescatter, "
+                                            "allreduce or alltoall, not {}",
+                                            collectiveName(collective)));
+  }
+  if (!(opt.time_limit_s > 0))
+    throw CmdError(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
+  std::error_code ec;
+  if (!opt.out.empty() && !std::filesystem::is_directory(opt.out, ec))
+    throw CmdError(kFailure, fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
+  const Topology topology = loadSynthTopology(opt, std::nullopt);
+  const auto start = std::chrono::steady_clock::now();
+  ParetoOptions options;
+  options.sizes = sizes;
+  options.time_limit_s = opt.time_limit_s;
+  options.budget_units = opt.budget;
+  options.progress = [&start](const std::string& line) {
+    std::cerr << fmt::format("[synth {:.1f}s] {}\n",
+                             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), line);
+  };
+  Result<CollectiveParetoSet> set = synthesizeCollectiveParetoSet(topology, opt.topology, collective, options);
+  if (!set) throw CmdError(kFailure, set.status().message());
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::vector<std::string> files(set->windows.size());
+  for (size_t i = 0; i < set->windows.size() && !opt.out.empty(); ++i) {
+    const ParetoWindow& w = set->windows[i];
+    if (w.nccl || w.candidate.algorithm.num_ranks == 0) continue;
+    files[i] =
+        (std::filesystem::path(opt.out) / fmt::format("{}-{}-{}-{}.xml", collectiveName(collective), topology.name,
+                                                      bytesText(w.min_bytes), bytesText(w.max_bytes)))
+            .string();
+    Status written = writeFileAtomic(files[i], writeMscclXml(w.candidate.algorithm));
+    if (!written) throw CmdError(kFailure, written.message());
+  }
+  if (!opt.json.empty()) {
+    nlohmann::ordered_json j = paretoSetJson(*set, files);
+    j["topology"] = topology.name;
+    j["ranks"] = topology.numGpus();
+    j["seconds"] = seconds;
+    const std::string text = dumpJson(j, 2) + "\n";
+    if (opt.json == "-") {
+      std::cout << text;
+      return 0;
+    }
+    Status written = writeFileAtomic(opt.json, text);
+    if (!written) throw CmdError(kFailure, written.message());
+  }
+  int braid_windows = 0;
+  for (const ParetoWindow& w : set->windows) braid_windows += w.nccl ? 0 : 1;
+  std::string out = fmt::format(
+      "# Braid Pareto set: {} on {} ({} ranks, {} node(s)), {} sizes {} .. {}: {} window(s), {} served by Braid, "
+      "{} left to NCCL; {:.1f} s\n",
+      collectiveName(collective), topology.name, topology.numGpus(), topology.numNodes(), sizes.size(),
+      bytesText(sizes.front()), bytesText(sizes.back()), set->windows.size(), braid_windows,
+      set->windows.size() - braid_windows, seconds);
+  out +=
+      "# times: Braid's simulator, float, out-of-place; NCCL = NCCL 2.28's own choice (its tuning model) built in "
+      "the IR and simulated the same way; cut bound = ForestColl's hardware cut bound; NCCL/Braid > 1: Braid "
+      "faster\n";
+  out += paretoSetTable(*set);
+  for (const std::string& n : set->notes) out += "# note: " + n + "\n";
+  for (const std::string& f : files)
+    if (!f.empty()) out += fmt::format("# wrote {}\n", f);
+  if (!opt.json.empty()) out += fmt::format("# report {}\n", opt.json);
+  std::cout << out;
+  std::cout.flush();
+  if (!std::cout) throw CmdError(kFailure, "cannot write to standard output");
+  return 0;
+}
+
 int runSynth(const SynthCmdOptions& opt) {
+  const auto command_start = std::chrono::steady_clock::now();
   auto fail = [](int code, const std::string& message) {
     std::cerr << "braid synth: " << message << "\n";
     return code;
@@ -162,6 +286,9 @@ int runSynth(const SynthCmdOptions& opt) {
                   fmt::format("--coll: '{}' is not one of allgather, reducescatter, allreduce, alltoall, broadcast, "
                               "reduce",
                               opt.coll));
+    }
+    if (std::optional<std::vector<uint64_t>> range = parseSizeRange(opt.sizes)) {
+      return runParetoSet(opt, *collective, *range);
     }
     uint64_t costing_size = 0;
     if (!opt.size.empty()) {
@@ -269,6 +396,7 @@ int runSynth(const SynthCmdOptions& opt) {
     request.root = opt.root;
     request.size_bytes = costing_size;
     request.time_limit_s = opt.time_limit_s;
+    request.budget_units = opt.budget;
     request.protocol = protocol;
     request.method = *method;
     if (tolerance_given) request.forest_tolerance = *opt.tree_tolerance;
@@ -316,6 +444,8 @@ int runSynth(const SynthCmdOptions& opt) {
     report.comparison = comparison ? &*comparison : nullptr;
     report.sketch_given = sketch.has_value();
     report.time_limit_s = opt.time_limit_s;
+    report.command_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - command_start).count();
+    report.peak_rss_bytes = peakRssBytes();
     report.output = opt.out;
     report.output_format = format;
     report.notes = notes;
@@ -337,6 +467,10 @@ int runSynth(const SynthCmdOptions& opt) {
     }
     if (!json_to_stdout) {
       std::string out = summaryHeader(result, topology, *collective, sketch.has_value());
+      out += fmt::format(
+          "# wall time: synthesis {:.2f} s of the command's {:.2f} s (loading, synthesis, comparison); "
+          "peak memory {:.1f} MiB\n",
+          result.seconds, report.command_seconds, report.peak_rss_bytes / 1048576.0);
       out += "#\n# stages\n" + stageTable(result.stages);
       if (comparison) {
         out +=
@@ -384,8 +518,13 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--size", opt->size,
                   "nccl-tests size the link costs are taken at (1K, 8M, bytes; default: the sketch's, else 1 MiB per "
                   "chunk)");
-  cmd->add_option("--time-limit", opt->time_limit_s, "wall-clock budget for the solvers, seconds")
+  cmd->add_option("--time-limit", opt->time_limit_s,
+                  "wall-clock limit, seconds; a stage it ends early makes the result machine-dependent (said in a "
+                  "note and in --json's clock_cuts)")
       ->capture_default_str();
+  cmd->add_option("--budget", opt->budget,
+                  "the solvers' budget in Z3 resource units: the same algorithm on any machine and under any load "
+                  "(default: 1,000,000 per second of --time-limit)");
   cmd->add_option("-o,--output", opt->out, "write the algorithm: .json = Braid JSON, otherwise MSCCL XML");
   cmd->add_option("--format", opt->format, "xml | json: format of -o (default: by extension)");
   cmd->add_option("--json", opt->json, "write the JSON report here ('-' = standard output, replacing the summary)");
@@ -401,7 +540,10 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
                   "forest: pieces per tree, pipelined down it (1..64; default: 1, 2, 4, 8, 16 and 32 built, the "
                   "simulator keeps the fastest at the costing size)");
   cmd->add_option("--protocol,--proto", opt->protocol, "Simple | LL | LL128 (default Simple)");
-  cmd->add_option("--sizes", opt->sizes, "comma-separated nccl-tests sizes the comparison simulates")
+  cmd->add_option("--sizes", opt->sizes,
+                  "comma-separated nccl-tests sizes the comparison simulates; FROM:TO[:FACTOR] (e.g. 1K:1G, factor "
+                  "4) builds the collective's Pareto set instead: every method and protocol, NCCL's windows marked, "
+                  "-o DIR gets one MSCCL XML per Braid window")
       ->capture_default_str();
   cmd->callback([opt, exit_code]() { *exit_code = runSynth(*opt); });
 }

@@ -8,9 +8,13 @@
 //                   faster than NCCL's ring; ndv2-x4 all-gather and all-reduce >= 1.2x;
 //   wall clock: every synthesis returns (an algorithm, or "no algorithm within the time limit") within the time
 //                   limit + 5 s. Each row says what came back: optimal (every solver stage proved its optimum, or the
-//                   1 % gap), best-so-far (a stage stopped at the time limit with its best), none (kTimeout).
+//                   1 % gap), best-so-far (a stage stopped at its budget or the time limit with its best), none
+//                   (kTimeout); "clock" after it when the wall clock, not the budget, ended a stage (the row may then
+//                   differ between runs: SynthesisResult::clock_cuts).
 // Usage: synth_benchmark [--all] [--topologies a,b,...] [--collectives allgather,...] [--time-limit S]
-//                        [--sizes 1K,1M,256M] [--method taccl|forest|both]
+//                        [--budget UNITS] [--sizes 1K,1M,256M] [--method taccl|forest|both] [--xml-dir DIR]
+//   --budget: the solvers' budget in Z3 resource units (SynthesisRequest::budget_units; default from the limit).
+//   --xml-dir: writes each algorithm as DIR/<topology>-<collective>-<method>.xml (MSCCL XML), to compare runs.
 //   --method: the synthesis method (include/braid/synthesize.h SynthesisMethod; default taccl); both = a row per
 //          method, side by side (the forest method skips all-to-all). The limits above apply to taccl rows.
 //   --all: every shipped topology (the .yaml files of the first topology directory, src/common/paths.h) x
@@ -28,10 +32,12 @@
 #include <string>
 #include <vector>
 
+#include "braid/algorithm.h"
+#include "braid/file_io.h"
 #include "braid/synthesize.h"
 #include "braid/topology.h"
+#include "comm/pareto/compare.h"
 #include "common/paths.h"
-#include "report/compare.h"
 
 namespace {
 
@@ -81,13 +87,17 @@ std::vector<std::string> shippedTopologies() {
   return {};
 }
 
-/// "best-so-far" when a stage stopped at the time limit with its best, else "optimal".
+/// "best-so-far" when a stage stopped at its budget or the time limit with its best, else "optimal"; " clock"
+/// appended when the wall clock ended a stage.
 std::string resultStatus(const braid::SynthesisResult& result) {
+  const std::string clock = result.clock_cuts.empty() ? "" : " clock";
   for (const braid::StageReport& stage : result.stages) {
-    if (stage.status.find("time limit") != std::string::npos || stage.status.find("no time left") != std::string::npos)
-      return "best-so-far";
+    const std::string& s = stage.status;
+    if (s.find("time limit") != std::string::npos || s.find("no time left") != std::string::npos ||
+        s.find("budget") != std::string::npos)
+      return "best-so-far" + clock;
   }
-  return "optimal";
+  return "optimal" + clock;
 }
 
 std::string fmtOpt(const std::optional<double>& v, const char* spec = "{:.2f}") {
@@ -103,6 +113,8 @@ int main(int argc, char** argv) {
   std::vector<std::string> collectives = {"allgather", "allreduce", "alltoall"};
   std::vector<std::string> size_texts = {"1K", "1M", "256M"};
   double time_limit = 60;
+  uint64_t budget = 0;
+  std::string xml_dir;
   std::vector<braid::SynthesisMethod> methods = {braid::SynthesisMethod::kTaccl};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -128,6 +140,10 @@ int main(int argc, char** argv) {
       size_texts = split(value());
     } else if (arg == "--time-limit") {
       time_limit = std::stod(value());
+    } else if (arg == "--budget") {
+      budget = std::stoull(value());
+    } else if (arg == "--xml-dir") {
+      xml_dir = value();
     } else if (arg == "--method") {
       const std::string m = value();
       if (m == "both") {
@@ -140,7 +156,8 @@ int main(int argc, char** argv) {
       }
     } else {
       std::cerr << "usage: synth_benchmark [--all] [--topologies a,b] [--collectives allgather,allreduce,alltoall] "
-                   "[--time-limit S] [--sizes 1K,1M,256M] [--method taccl|forest|both]\n";
+                   "[--time-limit S] [--budget UNITS] [--sizes 1K,1M,256M] [--method taccl|forest|both] "
+                   "[--xml-dir DIR]\n";
       return 2;
     }
   }
@@ -163,10 +180,12 @@ int main(int argc, char** argv) {
       time_limit);
   fmt::print(
       "# vs NCCL / vs ring = NCCL time / Braid time (> 1: Braid faster); /cut, /routed = Braid time / that bound\n");
-  for (const std::string& line : braid::cli::boundLegend(braid::CollectiveKind::kAllReduce)) {
+  for (const std::string& line : braid::boundLegend(braid::CollectiveKind::kAllReduce)) {
     fmt::print("# {}\n", line);
   }
-  fmt::print("# wall s = synthesize()'s wall-clock time; status: optimal, best-so-far (time limit hit), none\n");
+  fmt::print(
+      "# wall s = synthesize()'s wall-clock time; status: optimal, best-so-far (a budget or the time limit hit; "
+      "\"clock\": the wall clock ended a stage), none\n");
   fmt::print("{:<12} {:<13} {:<6} {:>5} {:>7} {:<11} {:>6}", "topology", "collective", "method", "ranks", "wall s",
              "status", "chunk");
   for (const std::string& s : size_texts) {
@@ -198,9 +217,10 @@ int main(int argc, char** argv) {
         req.topology = &*topo;
         req.collective = *coll;
         req.time_limit_s = time_limit;
+        req.budget_units = budget;
         if (forest) {
-          req.score = braid::cli::simulatedScore(*topo);
-          req.score_name = braid::cli::kSimulatedScoreName;
+          req.score = braid::simulatedScore(*topo);
+          req.score_name = braid::kSimulatedScoreName;
         }
         const auto t0 = std::chrono::steady_clock::now();
         braid::Result<braid::SynthesisResult> result = braid::synthesize(req);
@@ -224,8 +244,14 @@ int main(int argc, char** argv) {
           }
           continue;
         }
-        braid::Result<braid::cli::Comparison> cmp =
-            braid::cli::compareAlgorithm(result->algorithm, *topo, *coll, sizes);
+        if (!xml_dir.empty()) {
+          const std::string path = fmt::format("{}/{}-{}-{}.xml", xml_dir, name, coll_name, method_name);
+          if (braid::Status w = braid::writeFileAtomic(path, braid::writeMscclXml(result->algorithm)); !w) {
+            std::cerr << "synth_benchmark: " << w.message() << "\n";
+            return 1;
+          }
+        }
+        braid::Result<braid::Comparison> cmp = braid::compareAlgorithm(result->algorithm, *topo, *coll, sizes);
         if (!cmp) {
           fmt::print("{:<12} {:<13} {:>5} compare FAILED: {}\n", name, coll_name, topo->numGpus(),
                      cmp.status().message());
@@ -234,7 +260,7 @@ int main(int argc, char** argv) {
         }
         fmt::print("{:<12} {:<13} {:<6} {:>5} {:>7.2f} {:<11} {:>6}", name, coll_name, method_name, topo->numGpus(),
                    wall, resultStatus(*result), result->algorithm.provenance.extra["chunkup"]);
-        for (const braid::cli::SizeComparison& row : cmp->sizes) {
+        for (const braid::SizeComparison& row : cmp->sizes) {
           fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f} {:>7.3f}", "", row.predicted_us,
                      fmtOpt(row.speedup_vs_nccl), fmtOpt(row.speedup_vs_ring), row.ratio_to_cut_bound,
                      row.ratio_to_bound);
@@ -250,7 +276,7 @@ int main(int argc, char** argv) {
                                            result->seconds, limit.max_seconds));
             failures += ok ? 0 : 1;
           }
-          const braid::cli::SizeComparison* big = nullptr;
+          const braid::SizeComparison* big = nullptr;
           for (const auto& row : cmp->sizes) {
             if (row.requested_bytes == (uint64_t{256} << 20)) big = &row;
           }

@@ -52,7 +52,7 @@
 #include "braid/synthesize.h"
 #include "braid/taccl.h"
 #include "braid/topology.h"
-#include "report/compare.h"
+#include "comm/pareto/compare.h"
 
 namespace {
 

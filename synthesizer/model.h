@@ -121,7 +121,8 @@ ChunkProblem makeChunkProblem(CollectiveKind pattern, const LogicalTopology& log
 
 // ---- stage plumbing -------------------------------------------------------------------------------
 
-class Watchdog;  // watchdog.h
+class Watchdog;   // watchdog.h
+class ClockCuts;  // budget.h
 
 struct StageContext {
   std::chrono::steady_clock::time_point start;             // when synthesize() began
@@ -131,6 +132,13 @@ struct StageContext {
   /// When set, progress goes through it (serialized, repeated while a solver runs) and the stages register their
   /// Z3 contexts with it, to be interrupted at `deadline` (synthesize() sets it; stage tests may leave it null).
   Watchdog* watchdog = nullptr;
+  /// The stage's solver budget: Z3 resource units (rlimit) its checks may spend in all (budget.h). 0: no solver work
+  /// (the stage keeps its greedy result). The default leaves stage tests unbounded but for the deadline.
+  uint64_t units = UINT64_MAX / 4;
+  /// Where wall-clock cuts are recorded (budget.h); may be null. Shared by the copies of one synthesis' context.
+  ClockCuts* cuts = nullptr;
+  /// Records that the wall clock, not the budget, ended some of `stage`'s work (no-op without `cuts`).
+  void clockCut(const std::string& stage) const;
   double secondsLeft() const;
   double elapsed() const;
   void report(const SynthesisProgress& p) const;  // fills elapsed_seconds, calls progress if set

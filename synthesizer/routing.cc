@@ -31,7 +31,8 @@
 //     with its own time limit; see RoutingModel::lpBound). Without arrival times every makespan is a load value (k x a
 //     link cost or k x a resource's per-chunk time), so bounds round up to the next such value.
 //   - Minimization by bisection on B with incremental checks (push/pop) of Z3's SMT solver, each bounded by a
-//     share of the time left (1/16 first, 4x longer on a second pass over bounds that timed out); each
+//     share of the stage's resource units (budget.h: 1/16 first, 4x more on a second pass over bounds that ran out);
+//     each
 //     satisfiable check moves the upper end to the routes' true makespan. A load-balancing greedy (symmetric BFS
 //     trees) gives the first upper bound without a solver call when it satisfies every constraint.
 //     Measured (2 cores, 60 s limit, 2e6-byte chunks): DGX-1 all-gather chunkup 6 slack 1 — bisection 0.2-0.5 s
@@ -59,6 +60,7 @@
 #include <vector>
 
 #include "common/env.h"
+#include "synthesizer/budget.h"
 #include "synthesizer/model.h"
 #include "synthesizer/routing_model.h"
 #include "synthesizer/watchdog.h"
@@ -82,9 +84,11 @@ using routing::RoutingModel;
 using routing::secondsSince;
 using routing::SteadyClock;
 
-constexpr double kHyperedgeSlack = 1e-3;  // the hyperedge tweak may cost at most 0.1 % of the makespan
-constexpr double kHyperedgeSeconds = 5;   // ... and may take this long (at most a quarter of the time left)
-constexpr double kLpSeconds = 5;          // the linear relaxation's bound may take this long (a fifth at most)
+constexpr double kHyperedgeSlack = 1e-3;                   // the hyperedge tweak may cost at most 0.1 % of the makespan
+constexpr uint64_t kHyperedgeUnits = 5 * kUnitsPerSecond;  // ... and spend this much (a quarter of the budget at most)
+constexpr uint64_t kMinCheckUnits = kUnitsPerSecond / 2;   // the smallest share of the budget a bisection check gets
+constexpr uint64_t kDiagnosisUnits = kUnitsPerSecond;      // the unsat core may spend at least this much
+constexpr double kLpSeconds = 5;  // the linear relaxation's bound may take this long (a fifth of the time left at most)
 
 Status checkInputs(const LogicalTopology& lt, const ChunkProblem& pb, int path_slack) {
   if (lt.num_ranks <= 0 || pb.num_ranks != lt.num_ranks)
@@ -171,6 +175,7 @@ class RoutingSearch {
 
   bool proven() const { return hasIncumbent() && best_t_ - lo_ <= kGapTarget * best_t_ + 1e-12; }
   bool hasIncumbent() const { return best_t_ >= 0; }
+  uint64_t unitsLeft() const { return units_left_; }
   Routing routing() {
     Routing out;
     out.parent = std::move(best_);
@@ -180,7 +185,8 @@ class RoutingSearch {
 
  private:
   void progress(const std::string& detail, double best) const;
-  z3::check_result timedCheck(double seconds);
+  /// One check of solver_ under at most `units` of the stage's budget (and the wall clock; budget.h).
+  z3::check_result boundedCheck(uint64_t units);
   double adopt(std::vector<std::vector<int>> routes);
   void resetSolver();
   void tryLp();
@@ -199,6 +205,7 @@ class RoutingSearch {
   double lo_ = 0;
   double solver_seconds_ = 0;
   bool lp_tried_ = false;
+  uint64_t units_left_ = ctx_.units;  // the stage's budget not yet spent
 };
 
 void RoutingSearch::progress(const std::string& detail, double best) const {
@@ -212,12 +219,9 @@ void RoutingSearch::progress(const std::string& detail, double best) const {
   ctx_.report(p);
 }
 
-z3::check_result RoutingSearch::timedCheck(double seconds) {
-  z3::params p(z_);
-  p.set("timeout", static_cast<unsigned>(std::clamp(seconds * 1000, 1.0, 4.0e9)));
-  solver_->set(p);
+z3::check_result RoutingSearch::boundedCheck(uint64_t units) {
   const auto c0 = SteadyClock::now();
-  const z3::check_result r = solver_->check();
+  const z3::check_result r = checkWithin(*solver_, ctx_, "routing", units, &units_left_);
   solver_seconds_ += secondsSince(c0);
   return r;
 }
@@ -248,7 +252,9 @@ void RoutingSearch::tryLp() {
   const double seconds = std::min(ctx_.secondsLeft() / 5, kLpSeconds);
   progress(fmt::format("linear relaxation: GLPK, {:.1f} s at most", seconds), best_t_);
   const auto c0 = SteadyClock::now();
-  const std::optional<double> lp = model_->lpBound(seconds);
+  bool clock_cut = false;
+  const std::optional<double> lp = model_->lpBound(seconds, &clock_cut);
+  if (clock_cut) ctx_.clockCut("routing");
   solver_seconds_ += secondsSince(c0);
   if (lp && *lp * (1 - 1e-9) > lo_) {
     lo_ = *lp * (1 - 1e-9);
@@ -286,12 +292,15 @@ Status RoutingSearch::start(SteadyClock::time_point t0) {
   lo_ = lower;
   resetSolver();
   if (best_t_ >= 0) return Status::ok();
-  const z3::check_result r = timedCheck(ctx_.secondsLeft());
-  progress(fmt::format("first routing: {}", r == z3::sat ? "found" : r == z3::unsat ? "none exists" : "timed out"), -1);
+  const z3::check_result r = boundedCheck(units_left_);
+  progress(fmt::format("first routing: {}", r == z3::sat     ? "found"
+                                            : r == z3::unsat ? "none exists"
+                                                             : "out of budget"),
+           -1);
   if (r == z3::unsat) {
     const auto d0 = SteadyClock::now();
     const std::vector<std::string> groups =
-        diagnose(logical_, problem_, *model_, path_slack_, std::max(1.0, ctx_.secondsLeft()), ctx_.watchdog);
+        diagnose(logical_, problem_, *model_, path_slack_, std::max(kDiagnosisUnits, units_left_), ctx_);
     solver_seconds_ += secondsSince(d0);
     progress(fmt::format("unsat core: {} constraint groups", groups.size()), -1);
     rep_.seconds = secondsSince(t0);
@@ -305,7 +314,7 @@ Status RoutingSearch::start(SteadyClock::time_point t0) {
     rep_.status = "timeout";
     return Status(
         StatusCode::kTimeout,
-        fmt::format("routing: Z3 found no routing within the time limit ({:.1f} s of solver time)", solver_seconds_));
+        fmt::format("routing: Z3 found no routing within the budget ({:.1f} s of solver time)", solver_seconds_));
   }
   if (adopt(model_->extract(solver_->get_model())) < 0)
     return internalError("routing: Z3's model does not give every target a route from the owner");
@@ -321,11 +330,8 @@ Status RoutingSearch::optimize() {
   opt.add(t >= z_.real_val(fmt::format("{:.9f}", lo_).c_str()));
   opt.add(t <= z_.real_val(fmt::format("{:.9f}", best_t_).c_str()));
   opt.minimize(t);
-  z3::params p(z_);
-  p.set("timeout", static_cast<unsigned>(std::clamp(ctx_.secondsLeft() * 1000, 1.0, 4.0e9)));
-  opt.set(p);
   const auto c0 = SteadyClock::now();
-  const z3::check_result r = opt.check();
+  const z3::check_result r = checkWithin(opt, ctx_, "routing", units_left_, &units_left_);
   solver_seconds_ += secondsSince(c0);
   std::optional<z3::model> m;
   try {
@@ -341,18 +347,21 @@ Status RoutingSearch::optimize() {
   return Status::ok();
 }
 
-// `floor` is the lower end of the search: the proven bound `lo_`, or a bound whose check timed out (then the search
-// goes on above it with the time left, but optimality is unproven). Checks start with short time limits (a check far
-// below the optimum can take long to refute); when the search has closed up to a timed-out bound, it is repeated
-// from the proven bound with 4x the limit.
+// `floor` is the lower end of the search: the proven bound `lo_`, or a bound whose check ran out of units (then the
+// search goes on above it with the units left, but optimality is unproven). Checks start with small shares of the
+// budget (a check far below the optimum can take long to refute); when the search has closed up to a bound that ran
+// out, it is repeated from the proven bound with 4x the share.
 Status RoutingSearch::bisect() {
   int step = 0;
   double floor = lo_;
-  double per_check = std::max(0.5, ctx_.secondsLeft() / 16);
+  uint64_t per_check = std::max(kMinCheckUnits, units_left_ / 16);
   bool timed_out = false;
   while (true) {
-    const double left = ctx_.secondsLeft();
-    if (left <= 0.05 || best_t_ - lo_ <= kGapTarget * best_t_) break;
+    if (units_left_ < kMinCheckUnits / 10 || best_t_ - lo_ <= kGapTarget * best_t_) break;
+    if (ctx_.secondsLeft() <= 0) {
+      ctx_.clockCut("routing");
+      break;
+    }
     if (best_t_ - floor <= kGapTarget * best_t_) {
       if (!timed_out) break;
       floor = lo_;
@@ -361,11 +370,10 @@ Status RoutingSearch::bisect() {
       continue;
     }
     const double bound = (floor + best_t_) / 2;
-    const double budget = std::min(left, per_check);
     solver_->push();
     const z3::expr_vector bounds = model_->boundConstraints(bound);
     for (unsigned i = 0; i < bounds.size(); ++i) solver_->add(bounds[i]);
-    const z3::check_result r = timedCheck(budget);
+    const z3::check_result r = boundedCheck(per_check);
     ++step;
     std::string what;
     if (r == z3::sat) {
@@ -384,12 +392,12 @@ Status RoutingSearch::bisect() {
     } else {
       floor = bound;
       timed_out = true;
-      what = "timed out";
+      what = "out of budget";
     }
     solver_->pop();
     rep_.constraints = std::max(rep_.constraints, static_cast<int>(model_->base().size() + bounds.size()));
     progress(fmt::format("bisection {}: T <= {:.3f} us {}", step, bound, what), best_t_);
-    if (r == z3::unknown && !lp_tried_ && ctx_.secondsLeft() > 0.1) {
+    if (r == z3::unknown && !lp_tried_ && units_left_ > 0) {
       tryLp();
       floor = std::max(floor, lo_);
     }
@@ -410,16 +418,17 @@ void RoutingSearch::hyperedgeTweak() {
   int current = distinctIntraLinks(logical_, best_);
   const int start = current;
   int low = minimize ? 0 : current + 1, high = minimize ? current - 1 : static_cast<int>(used.size());
-  const auto h0 = SteadyClock::now();
-  const double budget = std::min(ctx_.secondsLeft() / 4, kHyperedgeSeconds);
+  uint64_t budget = std::min(units_left_ / 4, kHyperedgeUnits);
+  const uint64_t per_check = budget / 3;
   while (low <= high && used.size() > 0) {
-    const double left = std::min(ctx_.secondsLeft(), budget - secondsSince(h0));
-    if (left <= 0.05) break;
+    if (budget < kMinCheckUnits / 10) break;
     const int goal = minimize ? (low + high) / 2 : (low + high + 1) / 2;
     solver_->push();
     solver_->add(minimize ? z3::atmost(used, static_cast<unsigned>(goal))
                           : z3::atleast(used, static_cast<unsigned>(goal)));
-    const z3::check_result r = timedCheck(std::min(left, budget / 3));
+    const uint64_t before = units_left_;
+    const z3::check_result r = boundedCheck(std::min(budget, per_check));
+    budget -= std::min(budget, before - units_left_);
     bool improved = false;
     if (r == z3::sat) {
       auto routes = model_->extract(solver_->get_model());
@@ -438,7 +447,7 @@ void RoutingSearch::hyperedgeTweak() {
                          minimize ? "at most" : "at least", goal,
                          r == z3::sat     ? "possible"
                          : r == z3::unsat ? "impossible"
-                                          : "timed out"),
+                                          : "out of budget"),
              best_t_);
     if (improved) {
       (minimize ? high : low) = minimize ? current - 1 : current + 1;
@@ -468,17 +477,22 @@ Result<Routing> routeChunks(const LogicalTopology& logical, const ChunkProblem& 
     search = std::make_unique<RoutingSearch>(logical, problem, path_slack, ctx, rep);
     BRAID_RETURN_IF_ERROR(search->start(t0));
     BRAID_RETURN_IF_ERROR(useOptimizeEngine() ? search->optimize() : search->bisect());
-    rep.status = search->proven() ? "optimal (gap <= 1%)" : "feasible (time limit)";
-    if ((logical.hyperedge == "uc-min" || logical.hyperedge == "uc-max") && ctx.secondsLeft() > 0.1)
+    rep.status = search->proven()         ? "optimal (gap <= 1%)"
+                 : ctx.secondsLeft() <= 0 ? "feasible (time limit)"
+                                          : "feasible (budget)";
+    if ((logical.hyperedge == "uc-min" || logical.hyperedge == "uc-max") && search->unitsLeft() > 0)
       search->hyperedgeTweak();
     Routing routing = search->routing();
     rep.makespan_us = routing.makespan_us;
     rep.seconds = secondsSince(t0);
+    rep.solver_units = ctx.units - search->unitsLeft();
     return routing;
   } catch (const z3::exception& e) {
     // After the deadline this is the watchdog's interrupt (the context stays cancelled): the search ends there.
     rep.seconds = secondsSince(t0);
+    if (search) rep.solver_units = ctx.units - search->unitsLeft();
     const bool late = ctx.secondsLeft() <= 0;
+    if (late) ctx.clockCut("routing");
     if (search && search->hasIncumbent()) {
       const bool proven = search->proven();
       Routing routing = search->routing();

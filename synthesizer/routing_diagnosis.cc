@@ -10,6 +10,7 @@
 #include <map>
 #include <numeric>
 
+#include "synthesizer/budget.h"
 #include "synthesizer/routing_model.h"
 #include "synthesizer/watchdog.h"
 
@@ -185,9 +186,10 @@ void addSymmetryTies(Diagnostic& d, const LogicalTopology& lt, const ChunkProble
   }
 }
 
-/// Checks the model under every tracked literal and shrinks the unsat core by deletion (each check briefly;
-/// undecided ones stay). At most 4 postconditions are named, then a count of the others.
-std::vector<std::string> shrinkCore(Diagnostic& d, SteadyClock::time_point t0, double seconds) {
+/// Checks the model under every tracked literal and shrinks the unsat core by deletion (each check with a tenth of
+/// the units; undecided ones stay). At most 4 postconditions are named, then a count of the others. Spends at most
+/// `*units` (and subtracts what it spent).
+std::vector<std::string> shrinkCore(Diagnostic& d, const StageContext& ctx, uint64_t* units) {
   z3::context& z = d.s.ctx();
   z3::solver& s = d.s;
   const std::vector<z3::expr>& post_lits = d.post_lits;
@@ -200,19 +202,15 @@ std::vector<std::string> shrinkCore(Diagnostic& d, SteadyClock::time_point t0, d
   names.push_back(kPathsGroup);
   lits.push_back(d.symmetry);
   names.push_back(kSymmetryGroup);
-  auto check_with = [&](const std::vector<int>& active, double limit) -> z3::check_result {
-    const double left = std::min(limit, seconds - secondsSince(t0));
-    if (left <= 0.01) return z3::unknown;
-    z3::params p(z);
-    p.set("timeout", static_cast<unsigned>(std::max(1.0, left * 1000)));
-    s.set(p);
+  const uint64_t per_check = std::max<uint64_t>(1, *units / 10);
+  auto check_with = [&](const std::vector<int>& active, uint64_t limit) -> z3::check_result {
     z3::expr_vector assumptions(z);
     for (int i : active) assumptions.push_back(lits[i]);
-    return s.check(assumptions);
+    return checkWithin(s, ctx, "routing diagnosis", limit, units, assumptions);
   };
   std::vector<int> all(lits.size());
   std::iota(all.begin(), all.end(), 0);
-  if (check_with(all, seconds) != z3::unsat) return {};
+  if (check_with(all, *units) != z3::unsat) return {};
   std::vector<int> core;
   const z3::expr_vector uc = s.unsat_core();
   for (unsigned k = 0; k < uc.size(); ++k)
@@ -227,7 +225,7 @@ std::vector<std::string> shrinkCore(Diagnostic& d, SteadyClock::time_point t0, d
     std::vector<int> trial;
     for (size_t j = 0; j < lits.size(); ++j)
       if (kept[j]) trial.push_back(static_cast<int>(j));
-    if (check_with(trial, std::max(1.0, seconds / 10)) != z3::unsat) kept[i] = 1;
+    if (check_with(trial, per_check) != z3::unsat) kept[i] = 1;
   }
   core.clear();
   for (size_t j = 0; j < lits.size(); ++j)
@@ -249,29 +247,26 @@ std::vector<std::string> shrinkCore(Diagnostic& d, SteadyClock::time_point t0, d
 /// The diagnostic model of the chunks `chunks` (one symmetry orbit: without loads, orbits do not interact): per-chunk
 /// variables over every link reachable from the owner, relay rules ignored; hop counts as reals; the four
 /// constraint groups as tracked literals. Returns the conflicting groups of its unsat core, shrunk by deletion,
-/// or nothing when the orbit is satisfiable or undecided within `seconds`.
+/// or nothing when the orbit is satisfiable or undecided within `*units` (less what it spends).
 std::vector<std::string> diagnoseOrbit(const LogicalTopology& lt, const ChunkProblem& pb,
                                        const RoutingModel& main_model, int slack, const std::vector<int>& chunks,
-                                       double seconds, Watchdog* watchdog) {
+                                       const StageContext& ctx, uint64_t* units) {
   if (std::vector<std::string> groups = reachabilityConflict(lt, pb, main_model, chunks); !groups.empty())
     return groups;
   z3::context z;
-  const auto t0 = SteadyClock::now();
-  Watchdog::SolverGuard guard(
-      watchdog, z, t0 + std::chrono::duration_cast<SteadyClock::duration>(std::chrono::duration<double>(seconds)));
+  Watchdog::SolverGuard guard(ctx.watchdog, z, ctx.deadline);
   Diagnostic d(z);
   addChunkConstraints(d, lt, pb, main_model, slack, chunks);
   addSymmetryTies(d, lt, pb, main_model, chunks);
-  return shrinkCore(d, t0, seconds);
+  return shrinkCore(d, ctx, units);
 }
 
 }  // namespace
 
 /// Why the main model is unsatisfiable: the first orbit whose diagnostic model is, orbits with links forced off by
-/// the symmetry first (they are where a conflict can come from). Empty when none was found within `seconds`.
+/// the symmetry first (they are where a conflict can come from). Empty when none was found within `units`.
 std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem& pb, const RoutingModel& main_model,
-                                  int slack, double seconds, Watchdog* watchdog) {
-  const auto t0 = SteadyClock::now();
+                                  int slack, uint64_t units, const StageContext& ctx) {
   std::map<int, std::vector<int>> orbits;  // representative -> its chunks
   for (size_t c = 0; c < pb.chunks.size(); ++c)
     orbits[main_model.representative(static_cast<int>(c))].push_back(static_cast<int>(c));
@@ -279,9 +274,8 @@ std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem&
   for (const auto& [rep, chunks] : orbits)
     if (!main_model.suspects().count(rep)) order.push_back(rep);
   for (int rep : order) {
-    const double left = seconds - secondsSince(t0);
-    if (left <= 0.01) break;
-    std::vector<std::string> groups = diagnoseOrbit(lt, pb, main_model, slack, orbits[rep], left, watchdog);
+    if (units == 0) break;
+    std::vector<std::string> groups = diagnoseOrbit(lt, pb, main_model, slack, orbits[rep], ctx, &units);
     if (!groups.empty()) return groups;
   }
   return {};

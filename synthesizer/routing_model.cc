@@ -433,7 +433,8 @@ double RoutingModel::nextLoadValue(double bound) const {
   return std::isfinite(best) ? std::max(best, bound) : bound;
 }
 
-std::optional<double> RoutingModel::lpBound(double seconds) const {
+std::optional<double> RoutingModel::lpBound(double seconds, bool* clock_cut) const {
+  if (clock_cut != nullptr) *clock_cut = !(seconds > 0);
   if (!(seconds > 0)) return std::nullopt;
   // A row of the relaxation: sum of coefficient x column, plus a constant (the slots fixed to 1).
   struct Row {
@@ -562,6 +563,7 @@ std::optional<double> RoutingModel::lpBound(double seconds) const {
   const int status = glp_get_status(lp.get());
   BRAID_LOG(kTrace, "routing LP bound: {} columns, {} rows, GLPK code {} status {}, T {:.6g} us, {:.3f} s", num_columns,
             rows.size(), rc, status, glp_get_obj_val(lp.get()), secondsSince(start));
+  if (clock_cut != nullptr) *clock_cut = rc == GLP_ETMLIM;
   if (rc != 0 || status != GLP_OPT) return std::nullopt;
   const double t = glp_get_obj_val(lp.get());
   if (!std::isfinite(t) || t <= 0) return std::nullopt;

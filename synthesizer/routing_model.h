@@ -119,8 +119,8 @@ class RoutingModel {
   /// 1) 729 columns, 862 rows, 0.012 s; dgx1-v100 all-to-all (chunkup 6) 2737 columns, 3920 rows, 0.58 s. Z3 on the
   /// pcie-2s4g relaxation (LRA checks of a bisection on T, arith.solver=2) ran for minutes past its 1 s timeout and
   /// ignored Z3_interrupt as well; z3::optimize with the default arithmetic solver did the same on DGX-1 all-to-all
-  /// chunkup 12.
-  std::optional<double> lpBound(double seconds) const;
+  /// chunkup 12. `*clock_cut` (may be null) is set when GLPK's time limit ended the solve.
+  std::optional<double> lpBound(double seconds, bool* clock_cut = nullptr) const;
 
   /// Routes of every chunk under `model`.
   std::vector<std::vector<int>> extract(const z3::model& model) const;
@@ -185,9 +185,9 @@ class RoutingModel {
 };
 
 /// Why the main model is unsatisfiable: the first orbit whose diagnostic model is, orbits with links forced off by
-/// the symmetry first (they are where a conflict can come from). Empty when none was found within `seconds`.
-/// `watchdog` (may be null) interrupts the diagnostic models' checks once `seconds` have passed.
+/// the symmetry first (they are where a conflict can come from). Empty when none was found within `units` Z3
+/// resource units (budget.h) or by ctx's deadline (ctx.watchdog, when set, interrupts checks past it).
 std::vector<std::string> diagnose(const LogicalTopology& lt, const ChunkProblem& pb, const RoutingModel& main_model,
-                                  int slack, double seconds, Watchdog* watchdog);
+                                  int slack, uint64_t units, const StageContext& ctx);
 
 }  // namespace braid::synth::routing

@@ -49,6 +49,7 @@
 #include <tuple>
 #include <vector>
 
+#include "synthesizer/budget.h"
 #include "synthesizer/model.h"
 #include "synthesizer/watchdog.h"
 
@@ -487,15 +488,26 @@ Status scheduleExact(const LogicalTopology& logical, const ChunkProblem& problem
                 .best_makespan_us = best});
     return keep("exact (no contiguity decisions)");
   }
-  if (ctx.secondsLeft() <= 0.01) return keep("kept greedy (no time left for the solver)");
+  if (ctx.units == 0) return keep("kept greedy (no solver budget left)");
+  if (ctx.secondsLeft() <= 0.01) {
+    ctx.clockCut("scheduling");
+    return keep("kept greedy (no time left for the solver)");
+  }
 
   const double lb = std::min(best, lowerBound(logical, problem, s, prep, max_contig));
   const double solver_start_elapsed = ctx.elapsed();
   std::string status;
   bool improved = false;
+  uint64_t units_left = ctx.units;
   try {
     z3::context zc;
     Watchdog::SolverGuard guard(ctx.watchdog, zc, ctx.deadline);  // interrupts zc's checks at the deadline
+    struct Spent {  // the units spent, into the report, however the search ends
+      const StageContext& ctx;
+      const uint64_t& left;
+      StageReport& rep;
+      ~Spent() { rep.solver_units = ctx.units - left; }
+    } spent{ctx, units_left, rep};
     Model m(zc);
     buildModel(zc, logical, problem, s, prep, max_contig, &m);
     rep.variables = m.variables;
@@ -523,18 +535,16 @@ Status scheduleExact(const LogicalTopology& logical, const ChunkProblem& problem
         within_gap = true;
         break;
       }
-      const double left = ctx.secondsLeft();
-      if (left <= 0.01) {
+      if (units_left == 0) {
         stopped = true;
         break;
       }
       z3::params params(zc);
-      params.set("timeout", static_cast<unsigned>(std::max(1.0, left * 1000)));
       params.set("smt.arith.solver", 2u);
       solver.set(params);
       solver.push();
       solver.add(m.makespan <= realValue(zc, target));
-      const z3::check_result r = solver.check();
+      const z3::check_result r = checkWithin(solver, ctx, "scheduling", units_left, &units_left);
       std::string outcome;
       if (r == z3::sat) {
         z3::model zm = solver.get_model();
@@ -580,11 +590,12 @@ Status scheduleExact(const LogicalTopology& logical, const ChunkProblem& problem
     } else if (within_gap) {
       status = "optimal (gap <= 1%)";
     } else if (improved) {
-      status = "feasible (time limit)";
+      status = "feasible (budget)";
     } else {
-      status = "kept greedy (time limit before a better schedule)";
+      status = "kept greedy (budget spent before a better schedule)";
     }
   } catch (const z3::exception& e) {
+    if (ctx.secondsLeft() <= 0) ctx.clockCut("scheduling");  // the watchdog's interrupt
     if (ctx.notes) ctx.notes->push_back(fmt::format("scheduling: Z3 error, input schedule kept: {}", e.msg()));
     status =
         improved ? fmt::format("feasible (Z3 error: {})", e.msg()) : fmt::format("kept greedy (Z3 error: {})", e.msg());

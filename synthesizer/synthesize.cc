@@ -18,6 +18,7 @@
 #include <tuple>
 #include <vector>
 
+#include "synthesizer/budget.h"
 #include "synthesizer/forest.h"
 #include "synthesizer/model.h"
 #include "synthesizer/watchdog.h"
@@ -71,19 +72,21 @@ struct Pipeline {
   synth::ChunkProblem problem;
   synth::Routing routing;
   synth::Schedule schedule;
+  uint64_t units_spent = 0;  // Z3 resource units of routing and scheduling
 };
 
-// Routing -> ordering -> scheduling for one movement pattern. `share` is the fraction of the time left that
-// this pipeline may use.
+// Routing -> ordering -> scheduling for one movement pattern. `units` (Z3 resource units) and `share` (the fraction
+// of the time left) are what this pipeline may use: routing gets 60 % of each, scheduling the rest.
 Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKind pattern, const Sketch& sketch,
-                             int root, uint64_t size, double share, synth::StageContext ctx, const std::string& tag,
-                             double time_limit_s, SynthesisResult* result) {
+                             int root, uint64_t size, uint64_t units, double share, synth::StageContext ctx,
+                             const std::string& tag, double time_limit_s, SynthesisResult* result) {
   Pipeline p;
   p.problem = synth::makeChunkProblem(pattern, logical, sketch.chunkup, root, size);
   const auto now = Clock::now();
   const double left = ctx.secondsLeft() * share;
   synth::StageContext routing_ctx = ctx;
   routing_ctx.deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(0.6 * left));
+  routing_ctx.units = units / 10 * 6;
   StageReport routing_report;
   Result<synth::Routing> routed =
       synth::routeChunks(logical, p.problem, sketch.path_slack, routing_ctx, &routing_report);
@@ -109,11 +112,13 @@ Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKi
 
   synth::StageContext sched_ctx = ctx;
   sched_ctx.deadline = now + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(left));
+  sched_ctx.units = units - std::min(units, routing_report.solver_units);
   StageReport sched_report;
   BRAID_RETURN_IF_ERROR(
       synth::scheduleExact(logical, p.problem, &p.schedule, /*max_contig=*/6, sched_ctx, &sched_report));
   sched_report.name = "scheduling" + tag;
   result->stages.push_back(sched_report);
+  p.units_spent = routing_report.solver_units + sched_report.solver_units;
   return p;
 }
 
@@ -320,7 +325,8 @@ Status synthesizeTaccl(const SynthesisRequest& request, const Setup& setup, cons
   const bool two_solves = setup.need_forward && setup.need_reverse && !reuse;
   if (setup.need_forward || reuse) {
     BRAID_ASSIGN_OR_RETURN(fwd, runPipeline(forward, setup.pattern, sketch, request.root, setup.size,
-                                            two_solves ? 0.5 : 1.0, ctx, "", request.time_limit_s, result));
+                                            two_solves ? ctx.units / 2 : ctx.units, two_solves ? 0.5 : 1.0, ctx, "",
+                                            request.time_limit_s, result));
   }
   if (setup.need_reverse) {
     if (reuse) {
@@ -329,8 +335,9 @@ Status synthesizeTaccl(const SynthesisRequest& request, const Setup& setup, cons
           "reduce-scatter: the transposed logical topology mirrors the forward one, so the all-gather schedule "
           "run backwards is reused");
     } else {
-      BRAID_ASSIGN_OR_RETURN(rev, runPipeline(reverse, setup.pattern, sketch, request.root, setup.size, 1.0, ctx,
-                                              " (reversed)", request.time_limit_s, result));
+      BRAID_ASSIGN_OR_RETURN(rev, runPipeline(reverse, setup.pattern, sketch, request.root, setup.size,
+                                              ctx.units - std::min(ctx.units, fwd.units_spent), 1.0, ctx, " (reversed)",
+                                              request.time_limit_s, result));
     }
   }
   Movements m;
@@ -454,8 +461,10 @@ Status synthesizeForest(const SynthesisRequest& request, const Setup& setup, con
       for (int pieces : choices.pieces) {
         if (best && choices.first_success) break;
         // A candidate that would end past the deadline (judged by the last one's time) is not started.
+        // That depends on the machine's speed and load: a wall-clock cut.
         if (best && Clock::now() + last_candidate >= ctx.deadline) {
           out_of_time = true;
+          ctx.clockCut("tree candidates");
           break;
         }
         const auto candidate_start = Clock::now();
@@ -542,6 +551,12 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(request.time_limit_s));
   ctx.progress = request.progress;
   ctx.notes = &result.notes;
+  result.budget_units = request.budget_units > 0
+                            ? request.budget_units
+                            : static_cast<uint64_t>(std::min(request.time_limit_s * synth::kUnitsPerSecond, 1e18));
+  ctx.units = result.budget_units;
+  synth::ClockCuts cuts;
+  ctx.cuts = &cuts;
   // Interrupts every Z3 check still running at its stage's deadline and repeats the last progress line while one
   // runs; stopped (joined) when synthesize() returns.
   synth::Watchdog watchdog(start, ctx.deadline, request.progress);
@@ -550,6 +565,13 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
     BRAID_RETURN_IF_ERROR(synthesizeForest(request, setup, ctx, &result));
   } else {
     BRAID_RETURN_IF_ERROR(synthesizeTaccl(request, setup, ctx, &result));
+  }
+  result.clock_cuts = cuts.stages();
+  if (!result.clock_cuts.empty()) {
+    result.notes.push_back(fmt::format(
+        "the wall-clock limit of {:g} s ended {} before the budget of {} resource units: another run may give another "
+        "algorithm (a larger --time-limit, or a smaller --budget, makes the result reproducible)",
+        request.time_limit_s, fmt::join(result.clock_cuts, ", "), result.budget_units));
   }
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.algorithm.provenance.extra["synthesis_seconds"] = fmt::format("{:.3f}", result.seconds);

@@ -2,6 +2,7 @@
 #include "report/synth_report.h"
 
 #include <fmt/format.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <string>
@@ -59,7 +60,75 @@ std::string ratio(const std::optional<double>& v) {
 std::string boundRatio(double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); }
 Json optionalJson(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
+std::string servedBy(const ParetoWindow& w, const std::string& nccl_choice) {
+  return w.nccl ? "NCCL " + nccl_choice : w.candidate.source;
+}
+
 }  // namespace
+
+uint64_t peakRssBytes() {
+  struct rusage usage {};
+  if (getrusage(RUSAGE_SELF, &usage) != 0 || usage.ru_maxrss <= 0) return 0;
+  return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
+}
+
+std::string bytesText(uint64_t bytes) {
+  if (bytes == kUnlimitedBytes) return "inf";
+  const char* units[] = {"", "K", "M", "G", "T"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  return fmt::format("{:.3g}{}", v, units[u]);
+}
+
+std::string paretoSetTable(const CollectiveParetoSet& set) {
+  std::vector<std::vector<std::string>> rows = {
+      {"window", "served by", "size", "Braid (us)", "NCCL (us)", "NCCL choice", "cut bound (us)", "NCCL/Braid"}};
+  int last_window = -1;
+  for (const ParetoPoint& p : set.points) {
+    const ParetoWindow& w = set.windows[p.window];
+    const bool first = p.window != last_window;
+    last_window = p.window;
+    const std::optional<double> speedup =
+        p.nccl_us && p.braid_us > 0 ? std::optional<double>(*p.nccl_us / p.braid_us) : std::nullopt;
+    rows.push_back({first ? fmt::format("{} .. {}", bytesText(w.min_bytes), bytesText(w.max_bytes)) : "",
+                    first ? servedBy(w, p.nccl_choice) : "", bytesText(p.size_bytes), us(p.braid_us), us(p.nccl_us),
+                    p.nccl_choice, us(p.cut_bound_us), speedup ? fmt::format("{:.2f}", *speedup) : "-"});
+  }
+  return layout(rows, {0, 1, 5}, "  ");
+}
+
+Json paretoSetJson(const CollectiveParetoSet& set, const std::vector<std::string>& files) {
+  Json j;
+  j["collective"] = collectiveName(set.collective);
+  j["windows"] = Json::array();
+  for (size_t i = 0; i < set.windows.size(); ++i) {
+    const ParetoWindow& w = set.windows[i];
+    const std::string file = i < files.size() ? files[i] : "";
+    j["windows"].push_back({{"min_bytes", w.min_bytes},
+                            {"max_bytes", w.max_bytes == kUnlimitedBytes ? Json(nullptr) : Json(w.max_bytes)},
+                            {"served_by", w.nccl ? "nccl" : "braid"},
+                            {"algorithm", w.candidate.algorithm.name},
+                            {"protocol", protocolName(w.candidate.algorithm.protocol)},
+                            {"source", w.candidate.source},
+                            {"file", file.empty() ? Json(nullptr) : Json(file)}});
+  }
+  j["points"] = Json::array();
+  for (const ParetoPoint& p : set.points) {
+    j["points"].push_back({{"size_bytes", p.size_bytes},
+                           {"window", p.window},
+                           {"braid_us", p.braid_us},
+                           {"braid", p.braid_label},
+                           {"nccl_us", optionalJson(p.nccl_us)},
+                           {"nccl_choice", p.nccl_choice},
+                           {"cut_bound_us", p.cut_bound_us}});
+  }
+  j["notes"] = set.notes;
+  return j;
+}
 
 Json boundLabelsJson(CollectiveKind collective, bool bound_command_fields) {
   Json j = Json::object();
@@ -113,13 +182,14 @@ std::function<void(const SynthesisProgress&)> ProgressPrinter::callback() {
 
 std::string stageTable(const std::vector<StageReport>& stages) {
   std::vector<std::vector<std::string>> rows = {
-      {"stage", "seconds", "variables", "constraints", "makespan (us)", "status"}};
+      {"stage", "seconds", "solver units", "variables", "constraints", "makespan (us)", "status"}};
   for (const StageReport& s : stages) {
-    rows.push_back({s.name, fmt::format("{:.2f}", s.seconds), s.variables ? std::to_string(s.variables) : "-",
+    rows.push_back({s.name, fmt::format("{:.2f}", s.seconds), s.solver_units ? std::to_string(s.solver_units) : "-",
+                    s.variables ? std::to_string(s.variables) : "-",
                     s.constraints ? std::to_string(s.constraints) : "-", s.makespan_us > 0 ? us(s.makespan_us) : "-",
                     s.status});
   }
-  return layout(rows, {0, 5}, "  ");
+  return layout(rows, {0, 6}, "  ");
 }
 
 std::string comparisonTable(const std::vector<std::pair<std::string, const Comparison*>>& blocks, bool labels) {
@@ -188,6 +258,8 @@ Json synthReportJson(const SynthReport& report) {
   const Algorithm& a = result.algorithm;
   Json j;
   j["synthesis_seconds"] = result.seconds;
+  j["command_seconds"] = report.command_seconds;
+  j["peak_rss_bytes"] = report.peak_rss_bytes;
   j["verified"] = true;  // synthesize() returns verified algorithms only
   j["collective"] = collectiveName(report.collective);
   j["ranks"] = a.num_ranks;
@@ -209,12 +281,17 @@ Json synthReportJson(const SynthReport& report) {
   }
   j["chunkup"] = result.chunkup;
   j["time_limit_s"] = report.time_limit_s;
+  j["budget_units"] = result.budget_units;
+  // Empty when the result depends on the inputs and the budget alone (SynthesisResult::clock_cuts).
+  j["clock_cuts"] = result.clock_cuts;
+  j["deterministic"] = result.clock_cuts.empty();
   j["costing_size_bytes"] = result.costing_size_bytes;
   j["model_makespan_us"] = result.makespan_us;
   j["stages"] = Json::array();
   for (const StageReport& s : result.stages) {
     j["stages"].push_back({{"name", s.name},
                            {"seconds", s.seconds},
+                           {"solver_units", s.solver_units},
                            {"variables", s.variables},
                            {"constraints", s.constraints},
                            {"status", s.status},

@@ -15,9 +15,10 @@
 #include <vector>
 
 #include "braid/algorithm.h"
+#include "braid/pareto.h"
 #include "braid/synthesize.h"
 #include "braid/topology.h"
-#include "report/compare.h"
+#include "comm/pareto/compare.h"
 
 namespace braid::cli {
 
@@ -69,7 +70,9 @@ struct SynthReport {
   const Comparison* comparison = nullptr;  // nullptr: not compared (broadcast, reduce)
   bool sketch_given = false;               // false: derived
   double time_limit_s = 0;
-  std::string output;  // the algorithm file written, empty when none
+  double command_seconds = 0;   // wall time of the whole command up to the report (synthesis is one stage of it)
+  uint64_t peak_rss_bytes = 0;  // the process' peak resident memory (getrusage), 0 = unknown
+  std::string output;           // the algorithm file written, empty when none
   std::string output_format;
   std::vector<std::string> notes;  // command-level notes (beside the synthesizer's and the comparison's)
 };
@@ -79,10 +82,27 @@ struct SynthReport {
 /// "all_reduce": the reduce-scatter + all-gather note.
 nlohmann::ordered_json boundLabelsJson(CollectiveKind collective, bool bound_command_fields);
 
-/// The report as JSON: synthesis_seconds, verified, collective, ranks, topology, sketch {source, name, derived,
-/// yaml}, chunkup, costing_size_bytes, model_makespan_us, stages[], algorithm {...}, bounds (boundLabelsJson, when
-/// compared), sizes[] (size_bytes, predicted_us, nccl_us, nccl_choice, nccl_ring_us, cut_bound_us, route_bound_us,
+/// The report as JSON: synthesis_seconds, command_seconds, peak_rss_bytes, verified, collective, ranks, topology,
+/// sketch {source, name, derived, yaml}, chunkup, time_limit_s, budget_units, clock_cuts[] and deterministic (no clock
+/// cut), costing_size_bytes, model_makespan_us, stages[] (with solver_units), algorithm {...}, bounds (boundLabelsJson,
+/// when compared), sizes[] (size_bytes, predicted_us, nccl_us, nccl_choice, nccl_ring_us, cut_bound_us, route_bound_us,
 /// latency_bound_us, bound_us, speedup_vs_nccl, speedup_vs_ring, ratio_to_cut_bound, ratio_to_bound, ...), notes[].
 nlohmann::ordered_json synthReportJson(const SynthReport& report);
+
+/// "1K", "1.41K", "256M", "1G", "inf" (kUnlimitedBytes): nccl-tests sizes, powers of 1024.
+std::string bytesText(uint64_t bytes);
+
+/// The process' peak resident memory in bytes (getrusage ru_maxrss), 0 when the OS does not say.
+uint64_t peakRssBytes();
+
+/// The Pareto set as a table, one row per measured size grouped by window: window, served by (algorithm /
+/// protocol, or "NCCL <choice>"), size, Braid us (the fastest candidate), NCCL us (its choice, simulated), NCCL
+/// choice, cut bound us, NCCL/Braid.
+std::string paretoSetTable(const CollectiveParetoSet& set);
+
+/// The Pareto set as JSON: collective, windows[] {min_bytes, max_bytes (null = unlimited), served_by ("braid" |
+/// "nccl"), algorithm, protocol, source, file}, points[] {size_bytes, window, braid_us, braid, nccl_us,
+/// nccl_choice, cut_bound_us}, notes[]. `files[i]`: where window i's algorithm was written ("" = not written).
+nlohmann::ordered_json paretoSetJson(const CollectiveParetoSet& set, const std::vector<std::string>& files);
 
 }  // namespace braid::cli

@@ -1,5 +1,6 @@
 // The synthesizer-backed Pareto set (include/braid/pareto.h): synthesized and classical candidates per collective,
-// scored with the simulator, the fastest at each size kept with its window.
+// each with each protocol, scored with the simulator next to NCCL's own choice; the fastest at each size kept with
+// its window, windows where NCCL is faster marked as NCCL's.
 #include "braid/pareto.h"
 
 #include <fmt/format.h>
@@ -12,65 +13,55 @@
 #include "braid/classic.h"
 #include "braid/simulate.h"
 #include "braid/synthesize.h"
+#include "comm/pareto/compare.h"
 #include "common/log.h"
 
 namespace braid {
 namespace {
 
-constexpr double kSynthesisSeconds = 30;  // per collective
-
-/// 1 KiB, 16 KiB, ..., 256 MiB.
-std::vector<uint64_t> paretoSizes() {
+/// 1 KiB, 4 KiB, ..., 1 GiB.
+std::vector<uint64_t> defaultSizes() {
   std::vector<uint64_t> sizes;
-  for (uint64_t s = 1 << 10; s <= (uint64_t{256} << 20); s *= 16) sizes.push_back(s);
+  for (uint64_t s = 1 << 10; s <= (uint64_t{1} << 30); s *= 4) sizes.push_back(s);
   return sizes;
 }
 
-/// Simulated time of `algorithm` at `size` bytes, rounded down to whole float elements per rank (one element at
-/// least), out-of-place.
-Result<double> simulatedUs(const Algorithm& algorithm, const Topology& topology, uint64_t size) {
-  const uint64_t n = static_cast<uint64_t>(topology.numGpus());
-  SimOptions options;
-  options.size_bytes = std::max<uint64_t>(n * 4, size - size % (n * 4));
-  options.in_place = false;
-  BRAID_ASSIGN_OR_RETURN(SimResult sim, simulate(algorithm, topology, options));
-  return sim.time_us;
+void say(const ParetoOptions& options, const std::string& line) {
+  if (options.progress) options.progress(line);
 }
-
-struct Scored {
-  ParetoCandidate candidate;
-  std::vector<double> time_us;  // per paretoSizes() entry; infinity where it cannot run
-};
 
 /// The synthesized algorithms (TACCL pipeline; tree packing for all-gather, reduce-scatter and all-reduce) when
 /// synthesis succeeds, and the classical ones that apply for `kind`.
-std::vector<Scored> candidatesFor(CollectiveKind kind, const Topology& topology, const std::string& topology_name) {
-  std::vector<Scored> out;
+std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& topology,
+                                           const std::string& topology_name, const ParetoOptions& options,
+                                           std::vector<std::string>* notes) {
+  std::vector<ParetoCandidate> out;
   for (SynthesisMethod method : {SynthesisMethod::kTaccl, SynthesisMethod::kForest}) {
     if (method == SynthesisMethod::kForest && kind != CollectiveKind::kAllGather &&
         kind != CollectiveKind::kReduceScatter && kind != CollectiveKind::kAllReduce) {
       continue;
     }
+    const std::string what = method == SynthesisMethod::kForest ? "tree packing" : "synthesized";
+    say(options, fmt::format("{}: {} (time limit {:g} s)", collectiveName(kind), what, options.time_limit_s));
     SynthesisRequest request;
     request.topology = &topology;
     request.collective = kind;
     request.method = method;
-    request.time_limit_s = kSynthesisSeconds;
+    request.time_limit_s = options.time_limit_s;
+    request.budget_units = options.budget_units;
     if (method == SynthesisMethod::kForest) {
       // The tree method's candidates (pieces, tree counts) are chosen by the simulator at its costing size.
-      request.score = [&topology](const Algorithm& algorithm, uint64_t size) {
-        return simulatedUs(algorithm, topology, size);
-      };
-      request.score_name = "Braid's simulator (us, float, out-of-place)";
+      request.score = simulatedScore(topology);
+      request.score_name = kSimulatedScoreName;
     }
     Result<SynthesisResult> synthesized = synthesize(request);
     if (synthesized.isOk()) {
-      Scored s;
-      s.candidate.algorithm = synthesized->algorithm;
-      s.candidate.source =
-          method == SynthesisMethod::kForest ? "tree packing " + topology_name : "synthesized " + topology_name;
-      out.push_back(std::move(s));
+      ParetoCandidate c;
+      c.algorithm = std::move(synthesized->algorithm);
+      c.source = what + " " + topology_name;
+      out.push_back(std::move(c));
     } else {
+      notes->push_back(fmt::format("no {} {}: {}", what, collectiveName(kind), synthesized.status().message()));
       BRAID_LOG(kInfo, "no {} {} for {}: {}", synthesisMethodName(method), collectiveName(kind), topology_name,
                 synthesized.status().toString());
     }
@@ -87,70 +78,159 @@ std::vector<Scored> candidatesFor(CollectiveKind kind, const Topology& topology,
     classic.topology = &topology;
     Result<Algorithm> built = buildClassic(classic);
     if (!built.isOk()) continue;
-    Scored s;
-    s.candidate.algorithm = std::move(built).value();
-    s.candidate.source = fmt::format("pareto {}: classical {}", topology_name, classicAlgoName(algo));
-    out.push_back(std::move(s));
+    ParetoCandidate c;
+    c.algorithm = std::move(built).value();
+    c.source = fmt::format("pareto {}: classical {}", topology_name, classicAlgoName(algo));
+    out.push_back(std::move(c));
   }
   return out;
 }
 
-/// Simulated time of every candidate at every size (sizes rounded down to whole float elements per rank).
-void score(std::vector<Scored>& scored, const Topology& topology, const std::vector<uint64_t>& sizes) {
-  for (Scored& s : scored) {
-    for (uint64_t size : sizes) {
-      Result<double> us = simulatedUs(s.candidate.algorithm, topology, size);
-      s.time_us.push_back(us.isOk() ? *us : std::numeric_limits<double>::infinity());
+/// A candidate run with one protocol, simulated at every measured size (infinity where it cannot run).
+struct Variant {
+  size_t candidate = 0;
+  Protocol protocol = Protocol::kSimple;
+  std::vector<double> us;
+};
+
+std::vector<Variant> scoreVariants(const std::vector<ParetoCandidate>& candidates, const Topology& topology,
+                                   const std::vector<uint64_t>& sizes, const ParetoOptions& options) {
+  const auto scorer = simulatedScore(topology);
+  std::vector<Variant> out;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    for (Protocol protocol : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
+      say(options, fmt::format("simulating {} / {} ({} of {})", candidates[c].source, protocolName(protocol),
+                               out.size() + 1, candidates.size() * 3));
+      Variant v;
+      v.candidate = c;
+      v.protocol = protocol;
+      Algorithm algorithm = candidates[c].algorithm;
+      algorithm.protocol = protocol;
+      for (uint64_t size : sizes) {
+        Result<double> us = scorer(algorithm, size);
+        v.us.push_back(us.isOk() ? *us : std::numeric_limits<double>::infinity());
+      }
+      out.push_back(std::move(v));
     }
   }
+  return out;
 }
 
 uint64_t geometricMidpoint(uint64_t a, uint64_t b) {
   return static_cast<uint64_t>(std::sqrt(static_cast<double>(a) * static_cast<double>(b)));
 }
 
-/// The fastest candidate at each size, runs of one winner merged into one window.
-std::vector<ParetoCandidate> keepWinners(const std::vector<Scored>& scored, const std::vector<uint64_t>& sizes) {
-  std::vector<int> winner(sizes.size(), -1);
-  for (size_t i = 0; i < sizes.size(); ++i) {
+/// The fastest variant at each measured size (the first listed on ties), and whether NCCL beats it there.
+struct Winner {
+  int variant = -1;
+  bool nccl = false;
+  bool operator==(const Winner& o) const { return variant == o.variant && nccl == o.nccl; }
+};
+
+std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparison& reference) {
+  std::vector<Winner> out(reference.sizes.size());
+  for (size_t i = 0; i < reference.sizes.size(); ++i) {
     double best = std::numeric_limits<double>::infinity();
-    for (size_t c = 0; c < scored.size(); ++c) {
-      if (scored[c].time_us[i] < best) {
-        best = scored[c].time_us[i];
-        winner[i] = static_cast<int>(c);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      if (variants[v].us[i] < best) {
+        best = variants[v].us[i];
+        out[i].variant = static_cast<int>(v);
       }
     }
+    const std::optional<double>& nccl = reference.sizes[i].nccl_us;
+    out[i].nccl = nccl && *nccl < best;
   }
-  std::vector<ParetoCandidate> kept;
-  size_t i = 0;
-  while (i < sizes.size()) {
-    if (winner[i] < 0) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j + 1 < sizes.size() && winner[j + 1] == winner[i]) ++j;
-    ParetoCandidate c = scored[winner[i]].candidate;
-    c.window_min = i == 0 ? 0 : geometricMidpoint(sizes[i - 1], sizes[i]);
-    c.window_max = j + 1 == sizes.size() ? kUnlimitedBytes : geometricMidpoint(sizes[j], sizes[j + 1]) - 1;
-    kept.push_back(std::move(c));
-    i = j + 1;
-  }
-  return kept;
+  return out;
+}
+
+std::string variantLabel(const ParetoCandidate& candidate, Protocol protocol) {
+  return fmt::format("{} / {}", candidate.source, protocolName(protocol));
 }
 
 }  // namespace
 
+Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
+                                                          CollectiveKind collective, const ParetoOptions& options) {
+  if (topology.numGpus() <= 0)
+    return invalidArgument(fmt::format("Pareto set: topology {} has no GPUs", topology_name));
+  if (collective != CollectiveKind::kAllGather && collective != CollectiveKind::kReduceScatter &&
+      collective != CollectiveKind::kAllReduce && collective != CollectiveKind::kAllToAll) {
+    return invalidArgument(fmt::format("Pareto set: {} is not allgather, reducescatter, allreduce or alltoall",
+                                       collectiveName(collective)));
+  }
+  std::vector<uint64_t> requested = options.sizes.empty() ? defaultSizes() : options.sizes;
+  std::sort(requested.begin(), requested.end());
+  requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
+
+  CollectiveParetoSet set;
+  set.collective = collective;
+  std::vector<ParetoCandidate> candidates = candidatesFor(collective, topology, topology_name, options, &set.notes);
+  if (candidates.empty()) {
+    return unsupported(
+        fmt::format("Pareto set: no {} candidate could be built for {}", collectiveName(collective), topology_name));
+  }
+  // NCCL's choice and the bounds per size, once (they do not depend on the candidate).
+  say(options,
+      fmt::format("{}: NCCL's choice and the bounds at {} sizes", collectiveName(collective), requested.size()));
+  BRAID_ASSIGN_OR_RETURN(Comparison reference,
+                         compareAlgorithm(candidates.front().algorithm, topology, collective, requested));
+  for (const std::string& n : reference.notes) set.notes.push_back(n);
+  std::vector<uint64_t> sizes;
+  for (const SizeComparison& row : reference.sizes) sizes.push_back(row.size_bytes);
+  say(options, fmt::format("{}: {} candidates x 3 protocols simulated at {} sizes", collectiveName(collective),
+                           candidates.size(), sizes.size()));
+  const std::vector<Variant> variants = scoreVariants(candidates, topology, sizes, options);
+  const std::vector<Winner> won = winners(variants, reference);
+
+  size_t i = 0;
+  while (i < sizes.size()) {
+    size_t j = i;
+    while (j + 1 < sizes.size() && won[j + 1] == won[i]) ++j;
+    ParetoWindow w;
+    w.min_bytes = i == 0 ? 0 : geometricMidpoint(sizes[i - 1], sizes[i]);
+    w.max_bytes = j + 1 == sizes.size() ? kUnlimitedBytes : geometricMidpoint(sizes[j], sizes[j + 1]) - 1;
+    w.nccl = won[i].nccl;
+    if (won[i].variant >= 0) {
+      const Variant& v = variants[won[i].variant];
+      w.candidate = candidates[v.candidate];
+      w.candidate.algorithm.protocol = v.protocol;
+      w.candidate.source = variantLabel(candidates[v.candidate], v.protocol);
+    }
+    w.candidate.window_min = w.candidate.algorithm.min_bytes = w.min_bytes;
+    w.candidate.window_max = w.candidate.algorithm.max_bytes = w.max_bytes;
+    for (size_t k = i; k <= j; ++k) {
+      const SizeComparison& row = reference.sizes[k];
+      ParetoPoint p;
+      p.size_bytes = sizes[k];
+      p.window = static_cast<int>(set.windows.size());
+      p.braid_us = won[k].variant >= 0 ? variants[won[k].variant].us[k] : std::numeric_limits<double>::infinity();
+      p.braid_label = won[k].variant >= 0 ? w.candidate.source : "-";
+      p.nccl_us = row.nccl_us;
+      p.nccl_choice = row.nccl_choice;
+      p.nccl_ring_us = row.nccl_ring_us;
+      p.cut_bound_us = row.bound_cut_us;
+      set.points.push_back(std::move(p));
+    }
+    set.windows.push_back(std::move(w));
+    i = j + 1;
+  }
+  return set;
+}
+
 Result<std::vector<ParetoCandidate>> synthesizeParetoSet(const Topology& topology, const std::string& topology_name) {
   if (topology.numGpus() <= 0)
     return invalidArgument(fmt::format("Pareto set: topology {} has no GPUs", topology_name));
-  const std::vector<uint64_t> sizes = paretoSizes();
   std::vector<ParetoCandidate> kept;
   for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
                               CollectiveKind::kAllToAll}) {
-    std::vector<Scored> scored = candidatesFor(kind, topology, topology_name);
-    score(scored, topology, sizes);
-    for (ParetoCandidate& c : keepWinners(scored, sizes)) kept.push_back(std::move(c));
+    Result<CollectiveParetoSet> set = synthesizeCollectiveParetoSet(topology, topology_name, kind);
+    if (!set.isOk()) {
+      BRAID_LOG(kInfo, "no Pareto set for {} on {}: {}", collectiveName(kind), topology_name, set.status().toString());
+      continue;
+    }
+    for (ParetoWindow& w : set->windows) {
+      if (w.candidate.algorithm.num_ranks > 0) kept.push_back(std::move(w.candidate));
+    }
   }
   return kept;
 }

@@ -12,6 +12,9 @@
 #include "braid/braid.h"
 
 #ifdef __cplusplus
+#include <cstdint>
+#include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,14 +22,64 @@
 
 namespace braid {
 
-/// The synthesizer-backed ParetoSynthesizer. For each of all-gather, reduce-scatter, all-reduce and all-to-all:
-/// synthesize() with the derived sketch (30 s at most) and, except for all-to-all, with SynthesisMethod::kForest
-/// (tree packing, 30 s at most), plus the classical algorithms that apply on the topology
-/// (ring over its NVLink rings, recursive doubling, direct, double binary tree); each candidate is simulated
-/// (simulate.h) at 1 KiB, 16 KiB, ..., 256 MiB, and every candidate fastest at some size is kept with the window
-/// of sizes where it is (boundaries at the geometric midpoint of neighbouring measured sizes; the smallest and
-/// largest windows are open). A collective that fails to synthesize (infeasible, time limit) keeps its classical
-/// candidates, with a BRAID_DEBUG=INFO note. Deterministic for a given topology.
+/// One measured size of a collective's Pareto set. Times in µs, Braid's simulator (float, out-of-place).
+struct ParetoPoint {
+  uint64_t size_bytes = 0;             // nccl-tests size (whole float elements per rank)
+  int window = -1;                     // index into CollectiveParetoSet::windows
+  double braid_us = 0;                 // the fastest Braid candidate (algorithm x protocol) at this size
+  std::string braid_label;             // its source and protocol, e.g. "tree packing dgx-a100-x2 / Simple"
+  std::optional<double> nccl_us;       // NCCL's own choice (its tuning model's pick, simulated); nullopt: none runs
+  std::string nccl_choice = "-";       // e.g. "Ring/LL128", "NVLS/Simple", "p2p/Simple"
+  std::optional<double> nccl_ring_us;  // NCCL's ring with its model's best ring protocol, simulated
+  double cut_bound_us = 0;             // ForestColl's hardware cut bound (any algorithm without in-network reduction)
+};
+
+/// A window of sizes [min_bytes, max_bytes] (nccl-tests bytes, inclusive) and who serves it.
+struct ParetoWindow {
+  uint64_t min_bytes = 0;
+  uint64_t max_bytes = kUnlimitedBytes;
+  /// NCCL's own choice is predicted faster than every Braid candidate at the sizes measured in the window: the
+  /// window is left to NCCL. `candidate` is then the fastest Braid candidate there (what a Braid communicator,
+  /// which has no NCCL to hand over to, runs).
+  bool nccl = false;
+  ParetoCandidate candidate;  // window_min / window_max and algorithm.min_bytes / max_bytes set to the window
+};
+
+/// The Pareto set of one collective: windows in increasing order that cover 0 .. kUnlimitedBytes without gaps or
+/// overlaps (boundaries at the geometric midpoint of neighbouring measured sizes), and the measured sizes.
+struct CollectiveParetoSet {
+  CollectiveKind collective = CollectiveKind::kAllReduce;
+  std::vector<ParetoWindow> windows;
+  std::vector<ParetoPoint> points;
+  std::vector<std::string> notes;  // candidates that failed to synthesize, NCCL model notes
+};
+
+struct ParetoOptions {
+  /// Sizes measured (nccl-tests bytes); empty: 1 KiB, 4 KiB, ..., 1 GiB.
+  std::vector<uint64_t> sizes;
+  double time_limit_s = 30;   // per synthesis (SynthesisRequest::time_limit_s)
+  uint64_t budget_units = 0;  // per synthesis (SynthesisRequest::budget_units; 0 = from the time limit)
+  /// Progress lines ("synthesizing allreduce: tree packing", ...); may be empty.
+  std::function<void(const std::string&)> progress;
+};
+
+/// The Pareto set of `collective` (allgather, reducescatter, allreduce, alltoall) on `topology`. Candidates: the
+/// TACCL pipeline (synthesize(), derived sketch), tree packing (SynthesisMethod::kForest; all-gather,
+/// reduce-scatter, all-reduce) and the classical algorithms that apply (ring over the topology's NVLink rings,
+/// recursive doubling, direct, double binary tree), each with each protocol (Simple, LL, LL128: MSCCL XML's
+/// `proto`). Every candidate is simulated at every measured size; the fastest wins the size, unless NCCL's own
+/// choice (compareAlgorithm's NCCL column: NCCL 2.28's tuning model, built in the IR and simulated the same way) is
+/// faster still, then NCCL does. Runs of one winner form a window. A candidate that fails to synthesize is left out
+/// with a note. Errors: kInvalidArgument (no GPUs, another collective, no usable size), kUnsupported when no
+/// candidate can be built.
+Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
+                                                          CollectiveKind collective, const ParetoOptions& options = {});
+
+/// The synthesizer-backed ParetoSynthesizer: synthesizeCollectiveParetoSet for all-gather, reduce-scatter,
+/// all-reduce and all-to-all with the default options, every window's candidate kept (a window left to NCCL keeps
+/// the fastest Braid candidate there: the communicator runs Braid's runtime). A collective with no candidate is
+/// left out with a BRAID_DEBUG=INFO note. Deterministic for a given topology (solver budgets in Z3 resource units)
+/// unless a synthesis hits its wall-clock limit.
 Result<std::vector<ParetoCandidate>> synthesizeParetoSet(const Topology& topology, const std::string& topology_name);
 
 /// synthesizeParetoSet as a ParetoSynthesizer (for CommOptions::pareto_synthesizer).

@@ -54,13 +54,20 @@ struct SynthesisRequest {
   int root = 0;  // broadcast / reduce
   /// nccl-tests size the costs are taken at; 0 = the sketch's size_bytes (then 1 MiB per chunk).
   uint64_t size_bytes = 0;
-  /// Wall-clock budget for the whole synthesis, seconds. Every solver call gets the time left as its own
+  /// Wall-clock limit for the whole synthesis, seconds. Every solver call gets the time left as its own
   /// limit, and a watchdog thread interrupts any Z3 check still running at its stage's deadline. Stages that run
   /// out keep their best solution so far (the greedy one at worst) and say so in the stage report ("feasible
   /// (time limit)", "kept greedy ..."); when routing has found nothing by then, synthesize() fails with kTimeout
   /// "no algorithm within the time limit of N s (stage routing)". Emitting and verify() run after the limit
-  /// (well under a second on the shipped topologies).
+  /// (well under a second on the shipped topologies). Whatever the wall clock ends makes the result depend on the
+  /// machine and its load: SynthesisResult::clock_cuts names those stages.
   double time_limit_s = 60;
+  /// The solvers' budget, in Z3 resource units (Z3's rlimit, counted over every check of every stage): Z3 counts the
+  /// same units for the same problem on any machine and under any load, so a search ended by its budget gives the
+  /// same algorithm on a quiet or a busy machine. 0 (default): time_limit_s x kSynthesisUnitsPerSecond. TACCL
+  /// pipeline: each movement's routing gets 60 % of its share (all-reduce's two movements half each) and
+  /// scheduling what routing left; the tree method uses no Z3.
+  uint64_t budget_units = 0;
   Protocol protocol = Protocol::kSimple;  // written into the algorithm
   SynthesisMethod method = SynthesisMethod::kTaccl;
   /// kForest: the smallest number of trees per root k (1 .. 32) whose integer rate is within this fraction of the
@@ -84,11 +91,18 @@ struct SynthesisRequest {
   std::function<void(const SynthesisProgress&)> progress;
 };
 
+/// Z3 resource units per second of SynthesisRequest::time_limit_s when the request sets no budget: about a third of
+/// what the routing and scheduling models spend per second on one core of a 2-core machine, so that the budget is
+/// normally spent before the wall-clock limit even on a busy machine.
+inline constexpr uint64_t kSynthesisUnitsPerSecond = 1'000'000;
+
 /// What one stage did.
 struct StageReport {
   std::string name;    // "routing", "ordering", "scheduling", "reverse-scheduling", "lowering"
   double seconds = 0;  // wall time
-  int variables = 0;   // solver variables (0 for non-solver stages)
+  /// Z3 resource units the stage's checks spent (Z3's rlimit count): its solver work, the same on any machine.
+  uint64_t solver_units = 0;
+  int variables = 0;  // solver variables (0 for non-solver stages)
   int constraints = 0;
   std::string status;      // "optimal", "feasible (time limit)", "greedy", "skipped: <why>", ...
   double makespan_us = 0;  // the stage's model makespan after it ran
@@ -103,7 +117,12 @@ struct SynthesisResult {
   std::vector<StageReport> stages;
   double makespan_us = 0;  // the synthesizer's α-β model estimate at the costing size
   uint64_t costing_size_bytes = 0;
-  double seconds = 0;              // wall time of synthesize()
+  double seconds = 0;         // wall time of synthesize()
+  uint64_t budget_units = 0;  // the solvers' budget it ran under (SynthesisRequest::budget_units)
+  /// Stages that the wall-clock limit ended before their budget ("routing", "scheduling", "tree candidates", ...):
+  /// another run, on another machine or under another load, may give another algorithm. Empty: the result is a
+  /// function of the inputs and the budget alone.
+  std::vector<std::string> clock_cuts;
   std::vector<std::string> notes;  // sketch derivation, symmetry dropped, time limits hit, ...
 };
 

@@ -260,4 +260,38 @@ grep -q "applies to --method forest only" "$tmp/err" && ok || fail "--pieces wit
 check_json "forest report names its method" 'assert d["method"] == "forest" and d["sketch"] is None, d["method"]' \
   "$tmp/forest.json"
 
+# ---- Pareto set: --sizes FROM:TO ------------------------------------------------------------------------------
+mkdir -p "$tmp/set"
+expect_rc 0 "synth --sizes 1K:1G:16 (Pareto set)" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1G:16 \
+  --time-limit 8 -o "$tmp/set" --json "$tmp/set.json"
+no_crash "Pareto set"
+grep -q "^# Braid Pareto set: allreduce on dgx-h100-x1" "$tmp/out" && ok || fail "no Pareto set header: $(head -2 "$tmp/out")"
+check_json "Pareto set windows cover every size once; NCCL's window where NVLS beats every candidate" '
+import os
+w, pts = d["windows"], d["points"]
+assert w[0]["min_bytes"] == 0 and w[-1]["max_bytes"] is None, (w[0], w[-1])
+for a, b in zip(w, w[1:]):
+    assert b["min_bytes"] == a["max_bytes"] + 1, (a, b)
+assert [p["size_bytes"] for p in pts] == [1024 * 16**i for i in range(6)], pts
+for p in pts:
+    win = w[p["window"]]
+    assert win["min_bytes"] <= p["size_bytes"] and (win["max_bytes"] is None or p["size_bytes"] <= win["max_bytes"])
+    if win["served_by"] == "nccl":
+        assert p["nccl_us"] < p["braid_us"], p
+        assert win["file"] is None, win
+    else:
+        assert p["braid_us"] <= p["nccl_us"], p
+        assert os.path.isfile(win["file"]), win
+assert w[pts[-1]["window"]]["served_by"] == "nccl" and "NVLS" in pts[-1]["nccl_choice"], pts[-1]
+' "$tmp/set.json"
+for f in "$tmp"/set/*.xml; do
+  expect_rc 0 "verify $(basename "$f")" -- "$braid" verify "$f" --topology dgx-h100-x1
+done
+grep -q 'minBytes="0"' "$tmp"/set/allreduce-dgx-h100-x1-0-*.xml && ok || fail "first window's XML lacks minBytes=0"
+expect_rc 2 "Pareto set with --method" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M --method forest
+grep -q "does not apply to a Pareto set" "$tmp/err" && ok || fail "--method with a range: $(head -2 "$tmp/err")"
+expect_rc 2 "backwards range" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1M:1K
+expect_rc 2 "Pareto set of broadcast" -- "$braid" synth -t dgx-h100-x1 -c broadcast --sizes 1K:1M
+expect_rc 1 "Pareto set into a file" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M -o "$tmp/set.json"
+
 finish

@@ -1,5 +1,5 @@
 // Comparing an algorithm with NCCL and the lower bound (compare.h).
-#include "report/compare.h"
+#include "comm/pareto/compare.h"
 
 #include <fmt/format.h>
 
@@ -12,7 +12,7 @@
 
 #include "braid/bounds.h"
 
-namespace braid::cli {
+namespace braid {
 namespace {
 
 bool comparable(CollectiveKind kind) {
@@ -347,4 +347,4 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
   return out;
 }
 
-}  // namespace braid::cli
+}  // namespace braid

@@ -32,7 +32,7 @@
 #include "braid/topology.h"
 #include "common/text.h"
 
-namespace braid::cli {
+namespace braid {
 
 /// The largest message size the CLI simulates (-b/-e/--timeline-size of `braid simulate`, --sizes of `braid
 /// synth`): 256 GiB, more than any GPU's memory. The simulator's work and memory grow with the size (about
@@ -198,4 +198,4 @@ struct Comparison {
 Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& topology, CollectiveKind collective,
                                     const std::vector<uint64_t>& sizes, const CompareOptions& options = {});
 
-}  // namespace braid::cli
+}  // namespace braid

@@ -1,0 +1,110 @@
+// A collective's Pareto set (include/braid/pareto.h synthesizeCollectiveParetoSet): windows that cover every size
+// once, each served by its fastest candidate, and NCCL's windows where NCCL's own choice is faster.
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/pareto.h"
+#include "braid/topology.h"
+
+namespace braid {
+namespace {
+
+CollectiveParetoSet setFor(const std::string& topology_name, CollectiveKind collective,
+                           const std::vector<uint64_t>& sizes) {
+  Result<Topology> topology = loadTopologyOrShipped(topology_name);
+  EXPECT_TRUE(topology.isOk()) << topology.status().message();
+  if (!topology.isOk()) return {};
+  ParetoOptions options;
+  options.sizes = sizes;
+  options.time_limit_s = 10;
+  Result<CollectiveParetoSet> set = synthesizeCollectiveParetoSet(*topology, topology_name, collective, options);
+  EXPECT_TRUE(set.isOk()) << set.status().message();
+  return set.isOk() ? std::move(*set) : CollectiveParetoSet{};
+}
+
+// Windows in order, from 0 to unlimited, each starting one byte after the previous one ends; every point inside its
+// window; every window holding a point.
+void expectCoverage(const CollectiveParetoSet& set) {
+  ASSERT_FALSE(set.windows.empty());
+  EXPECT_EQ(set.windows.front().min_bytes, 0u);
+  EXPECT_EQ(set.windows.back().max_bytes, kUnlimitedBytes);
+  for (size_t i = 0; i < set.windows.size(); ++i) {
+    const ParetoWindow& w = set.windows[i];
+    EXPECT_LE(w.min_bytes, w.max_bytes);
+    if (i > 0) EXPECT_EQ(w.min_bytes, set.windows[i - 1].max_bytes + 1) << "window " << i;
+    EXPECT_EQ(w.candidate.algorithm.min_bytes, w.min_bytes);
+    EXPECT_EQ(w.candidate.algorithm.max_bytes, w.max_bytes);
+  }
+  std::vector<int> points_in(set.windows.size(), 0);
+  for (const ParetoPoint& p : set.points) {
+    ASSERT_GE(p.window, 0);
+    ASSERT_LT(p.window, static_cast<int>(set.windows.size()));
+    EXPECT_GE(p.size_bytes, set.windows[p.window].min_bytes);
+    EXPECT_LE(p.size_bytes, set.windows[p.window].max_bytes);
+    ++points_in[p.window];
+  }
+  for (size_t i = 0; i < points_in.size(); ++i) EXPECT_GT(points_in[i], 0) << "window " << i << " has no size";
+}
+
+// NCCL's window exactly where its choice is faster than Braid's best; Braid's windows never slower than NCCL.
+void expectNeverSlowerThanNccl(const CollectiveParetoSet& set) {
+  for (const ParetoPoint& p : set.points) {
+    const ParetoWindow& w = set.windows[p.window];
+    SCOPED_TRACE(testing::Message() << p.size_bytes << " bytes, " << p.braid_label << " vs NCCL " << p.nccl_choice);
+    if (!p.nccl_us) {
+      EXPECT_FALSE(w.nccl);
+      continue;
+    }
+    if (w.nccl) {
+      EXPECT_LT(*p.nccl_us, p.braid_us);
+    } else {
+      EXPECT_LE(p.braid_us, *p.nccl_us);
+    }
+    // No algorithm without in-network reduction beats the cut bound: where NCCL does (NVLS), NCCL must serve.
+    if (*p.nccl_us < p.cut_bound_us) EXPECT_TRUE(w.nccl);
+    EXPECT_GE(p.braid_us, p.cut_bound_us * (1 - 1e-9));
+  }
+}
+
+TEST(ParetoSet, AllReduceOnDgxH100LeavesNvlsSizesToNccl) {
+  const CollectiveParetoSet set =
+      setFor("dgx-h100-x1", CollectiveKind::kAllReduce, {1 << 10, 64 << 10, 4 << 20, uint64_t{1} << 30});
+  expectCoverage(set);
+  expectNeverSlowerThanNccl(set);
+  // NVLS reduces in the switch: at 1 GiB it is below the cut bound of any algorithm the IR can express.
+  ASSERT_FALSE(set.points.empty());
+  const ParetoPoint& big = set.points.back();
+  ASSERT_TRUE(big.nccl_us.has_value());
+  EXPECT_NE(big.nccl_choice.find("NVLS"), std::string::npos) << big.nccl_choice;
+  EXPECT_TRUE(set.windows[big.window].nccl);
+  // A Braid communicator runs Braid's fastest candidate in NCCL's windows too.
+  EXPECT_GT(set.windows[big.window].candidate.algorithm.num_ranks, 0);
+}
+
+TEST(ParetoSet, AllGatherOnTwoNodesIsServedByBraid) {
+  const CollectiveParetoSet set =
+      setFor("dgx-a100-x2", CollectiveKind::kAllGather, {1 << 10, 1 << 20, uint64_t{256} << 20});
+  expectCoverage(set);
+  expectNeverSlowerThanNccl(set);
+  for (const ParetoWindow& w : set.windows) {
+    EXPECT_FALSE(w.nccl) << w.min_bytes;
+    EXPECT_FALSE(w.candidate.source.empty());
+  }
+}
+
+TEST(ParetoSet, AllToAllAndBadRequests) {
+  const CollectiveParetoSet set = setFor("pcie-2s4g", CollectiveKind::kAllToAll, {1 << 10, 1 << 20});
+  expectCoverage(set);
+  expectNeverSlowerThanNccl(set);
+  Result<Topology> topology = loadTopologyOrShipped("pcie-2s4g");
+  ASSERT_TRUE(topology.isOk());
+  EXPECT_EQ(synthesizeCollectiveParetoSet(*topology, "pcie-2s4g", CollectiveKind::kBroadcast).status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace braid
