@@ -422,7 +422,11 @@ int runSynth(const SynthCmdOptions& opt) {
     std::optional<Comparison> comparison;
     std::vector<std::string> notes;
     if (comparable(*collective)) {
-      Result<Comparison> compared = compareAlgorithm(result.algorithm, topology, *collective, sizes);
+      CompareOptions compare_options;
+      compare_options.progress = [&progress](const std::string& line) {
+        progress.report({.stage = "comparison", .detail = line});
+      };
+      Result<Comparison> compared = compareAlgorithm(result.algorithm, topology, *collective, sizes, compare_options);
       if (!compared) return fail(kFailure, "comparison: " + compared.status().message());
       comparison = std::move(*compared);
       recordComparison(*comparison, &result.algorithm.provenance);

@@ -105,11 +105,13 @@ int main(int argc, char** argv) {
   std::vector<uint64_t> sizes;
   for (uint64_t s = *from; s <= *to; s *= 4) sizes.push_back(s);
 
-  fmt::print("# Braid Pareto-set benchmark: sizes {} x4, time limit {} s per synthesis; Braid = the set's time (its "
-             "fastest candidate, or NCCL's choice in windows left to NCCL); Braid's simulator, float, out-of-place\n",
-             range, time_limit);
-  fmt::print("# NCCL/Braid and ring/Braid > 1: the set is faster than NCCL's choice / NCCL's ring; Braid/cut: the "
-             "set's time / ForestColl's hardware cut bound (< 1 only with NVLS' in-network reduction)\n");
+  fmt::print(
+      "# Braid Pareto-set benchmark: sizes {} x4, time limit {} s per synthesis; Braid = the set's time (its "
+      "fastest candidate, or NCCL's choice in windows left to NCCL); Braid's simulator, float, out-of-place\n",
+      range, time_limit);
+  fmt::print(
+      "# NCCL/Braid and ring/Braid > 1: the set is faster than NCCL's choice / NCCL's ring; Braid/cut: the "
+      "set's time / ForestColl's hardware cut bound (< 1 only with NVLS' in-network reduction)\n");
   fmt::print("{:<12} {:<13} {:>5} {:>7} {:>7} {:>6} | {:>10} {:>9} | {:>11} {:>9} | {:>8}  {}\n", "topology",
              "collective", "ranks", "windows", "NCCL's", "wall s", "1K NCCL/B", "1K ring/B", "256M NCCL/B",
              "256M B/cut", "min N/B", "served at 256M");

@@ -47,7 +47,17 @@ struct ForestRate {
 /// logical link reaches; kTimeout when GLPK hits `seconds_limit`; kInternalError when GLPK fails otherwise.
 ///
 /// With `link_caps` (one per logical link, GB/s) the physical links drop out: c_l <= link_caps[l] instead, and the
-/// result's link_gbps are the caps; kInfeasible when the links with a positive cap do not connect every rank.
+/// result's link_gbps are the caps; kInfeasible when the links with a positive cap do not connect every rank. That
+/// case is solved by max-flows (cappedTreeRate), not by the LP: same optimum, no GLPK (lp_columns = lp_rows = 0).
+/// The rate of forestRate's flow condition under fixed capacities `caps` (GB/s per logical link): min over the
+/// ranks v in `destinations` (one per orbit of a symmetry the capacities respect) and nonempty S not holding v of
+/// c(S -> outside S) / |S|, exact up to rounding the capacities down to 1e-9 GB/s (Dinkelbach's iteration on
+/// integer max-flows: forest_cut_rate.cc). `*max_flows` (may be null): how many max-flows it took. Errors:
+/// kInvalidArgument (caps.size() != links, a negative capacity, values too large for 64-bit flows), kInfeasible
+/// when the links with a positive capacity do not connect every rank to every destination.
+Result<double> cappedTreeRate(const LogicalTopology& logical, const std::vector<double>& caps,
+                              const std::vector<int>& destinations, int* max_flows = nullptr);
+
 Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_limit,
                               const std::vector<double>* link_caps = nullptr);
 
@@ -62,7 +72,13 @@ std::vector<double> equalShareCaps(const LogicalTopology& logical, const std::ve
 /// pairs of the same local index across nodes (rails). The LP's own split is optimal but may give the logical links
 /// on one physical link unequal bandwidths, which links shared equally do not deliver; an equal-share rate is
 /// delivered whenever the kept links are busy together. rate_gbps <= split.rate_gbps. Errors: as forestRate.
-Result<ForestRate> forestEqualShareRate(const LogicalTopology& logical, const ForestRate& split, double seconds_limit);
+/// `split` may be null (the LP was not solved): its candidate is then left out.
+Result<ForestRate> forestEqualShareRate(const LogicalTopology& logical, const ForestRate* split, double seconds_limit);
+
+/// forestRateStage solves the LP (forestRate without caps) only up to this many logical links: its size grows with
+/// n^2 links x one flow per destination orbit (4032 links on 8 DGX H100: 32,257 columns, 28.6 s on this 2-core
+/// machine) while the equal-share rates take max-flows (10-20 ms there).
+inline constexpr size_t kMaxTreeRateLpLinks = 2048;
 
 /// ForestRate in integer units: `k` trees per root, each at rate_gbps / k; capacity[u * n + v] = how many tree units
 /// the logical link u -> v carries (floor(c_l k / rate)). rate_gbps <= the LP's rate: the largest rate at which the

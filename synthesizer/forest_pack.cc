@@ -27,8 +27,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <boost/graph/adjacency_list.hpp>
-#include <boost/graph/boykov_kolmogorov_max_flow.hpp>
 #include <deque>
 #include <limits>
 #include <memory>
@@ -38,19 +36,20 @@
 #include <utility>
 #include <vector>
 
+#include "synthesizer/flow_graph.h"
+
 namespace braid::synth {
 namespace {
 
 /// The flow network of the file comment on ranks 0..n-1, the source n and `slots` group vertices n+1.. (a slot
 /// holds one incomplete group; a free slot has capacity 0 on all its arcs). Rank arcs exist for the pairs with
 /// remaining capacity at construction (capacities only drop); a slot's arc to a rank is added when the rank first
-/// joins a group of that slot and keeps existing (at capacity 0) after the group leaves. Edge descriptors stay
-/// valid as arcs are added: adjacency_list keeps every edge's bundled property on the heap
-/// (boost/graph/detail/adjacency_list.hpp, stored_edge_property), and a descriptor points at that property.
+/// joins a group of that slot and keeps existing (at capacity 0) after the group leaves (arc descriptors stay valid
+/// as arcs are added: flow_graph.h).
 class PackNetwork {
  public:
   PackNetwork(int n, const std::vector<int64_t>& remaining, int slots, int64_t infinite)
-      : n_(n), slots_(slots), infinite_(infinite), graph_(n + 1 + slots) {
+      : n_(n), slots_(slots), infinite_(infinite), flow_(n + 1 + slots) {
     rank_arc_.assign(static_cast<size_t>(n) * n, std::nullopt);
     for (int u = 0; u < n; ++u) {
       for (int v = 0; v < n; ++v) {
@@ -60,80 +59,49 @@ class PackNetwork {
     source_arc_.resize(slots);
     member_arc_.assign(static_cast<size_t>(slots) * n, std::nullopt);
     for (int j = 0; j < slots; ++j) source_arc_[j] = addEdge(n, slotVertex(j), 0);
-    const size_t vertices = boost::num_vertices(graph_);
-    pred_.resize(vertices);
-    dist_.resize(vertices);
-    colors_.resize(vertices);
   }
 
   int slots() const { return slots_; }
   /// Slot-to-rank arcs present, at any capacity.
   int64_t memberArcs() const { return member_arcs_; }
   /// Only on pairs that had remaining capacity when the network was built.
-  void setArc(int u, int v, int64_t capacity) { graph_[*rank_arc_[u * n_ + v]].capacity = capacity; }
-  void setSource(int slot, int64_t capacity) { graph_[source_arc_[slot]].capacity = capacity; }
+  void setArc(int u, int v, int64_t capacity) { flow_.setCapacity(*rank_arc_[u * n_ + v], capacity); }
+  void setSource(int slot, int64_t capacity) { flow_.setCapacity(source_arc_[slot], capacity); }
   void addMember(int slot, int rank) {
-    std::optional<Edge>& arc = member_arc_[slot * n_ + rank];
+    std::optional<Arc>& arc = member_arc_[slot * n_ + rank];
     if (!arc) {
       arc = addEdge(slotVertex(slot), rank, 0);
       ++member_arcs_;
     }
-    graph_[*arc].capacity = infinite_;
+    flow_.setCapacity(*arc, infinite_);
   }
   void clearSlot(int slot) {
     setSource(slot, 0);
     for (int r = 0; r < n_; ++r) {
-      if (const std::optional<Edge>& arc = member_arc_[slot * n_ + r]) graph_[*arc].capacity = 0;
+      if (const std::optional<Arc>& arc = member_arc_[slot * n_ + r]) flow_.setCapacity(*arc, 0);
     }
   }
 
   /// After maxFlowTo: whether `rank` is on the sink side of the minimum cut nearest the source (not in the search
   /// tree grown from the source, which at the end is the set the source reaches in the residual network).
-  bool sinkSide(int rank) const { return colors_[rank] != boost::default_color_type::black_color; }
+  bool sinkSide(int rank) const { return !flow_.inSourceTree(rank); }
 
-  int64_t maxFlowTo(int v) {
-    std::fill(colors_.begin(), colors_.end(), boost::default_color_type::white_color);
-    const auto index = boost::get(boost::vertex_index, graph_);
-    return boost::boykov_kolmogorov_max_flow(
-        graph_, boost::get(&EdgeProps::capacity, graph_), boost::get(&EdgeProps::residual, graph_),
-        boost::get(&EdgeProps::reverse, graph_), boost::make_iterator_property_map(pred_.begin(), index),
-        boost::make_iterator_property_map(colors_.begin(), index),
-        boost::make_iterator_property_map(dist_.begin(), index), index, n_, v);
-  }
+  int64_t maxFlowTo(int v) { return flow_.maxFlow(n_, v); }
 
  private:
-  using Traits = boost::adjacency_list_traits<boost::vecS, boost::vecS, boost::directedS>;
-  using Edge = Traits::edge_descriptor;
-  struct EdgeProps {
-    int64_t capacity = 0;
-    int64_t residual = 0;
-    Edge reverse;
-  };
-  using Graph = boost::adjacency_list<boost::vecS, boost::vecS, boost::directedS, boost::no_property, EdgeProps>;
+  using Arc = FlowGraph::Arc;
 
   int slotVertex(int slot) const { return n_ + 1 + slot; }
-
-  Edge addEdge(int a, int b, int64_t capacity) {
-    const Edge forward = boost::add_edge(a, b, graph_).first;
-    const Edge backward = boost::add_edge(b, a, graph_).first;
-    graph_[forward].capacity = capacity;
-    graph_[backward].capacity = 0;
-    graph_[forward].reverse = backward;
-    graph_[backward].reverse = forward;
-    return forward;
-  }
+  Arc addEdge(int a, int b, int64_t capacity) { return flow_.addArc(a, b, capacity); }
 
   int n_;
   int slots_;
   int64_t infinite_;
-  Graph graph_;
+  FlowGraph flow_;
   int64_t member_arcs_ = 0;
-  std::vector<std::optional<Edge>> rank_arc_;    // [u * n + v]
-  std::vector<Edge> source_arc_;                 // [slot]
-  std::vector<std::optional<Edge>> member_arc_;  // [slot * n + rank]
-  std::vector<Edge> pred_;
-  std::vector<int64_t> dist_;
-  std::vector<boost::default_color_type> colors_;
+  std::vector<std::optional<Arc>> rank_arc_;    // [u * n + v]
+  std::vector<Arc> source_arc_;                 // [slot]
+  std::vector<std::optional<Arc>> member_arc_;  // [slot * n + rank]
 };
 
 /// Rank sets as bit rows of `words` 64-bit words.

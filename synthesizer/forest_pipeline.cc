@@ -102,17 +102,28 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 Result<ForestRates> forestRateStage(const LogicalTopology& logical, const StageContext& ctx, const std::string& tag,
                                     std::vector<StageReport>* stages) {
   const auto start = std::chrono::steady_clock::now();
-  ctx.report(
-      {.stage = "tree rate", .detail = fmt::format("linear program over {} logical links", logical.links.size())});
+  const bool lp = logical.links.size() <= kMaxTreeRateLpLinks;
+  ctx.report({.stage = "tree rate",
+              .detail = lp ? fmt::format("linear program over {} logical links", logical.links.size())
+                           : fmt::format("equal shares of {} logical links by max-flows", logical.links.size())});
   ForestRates rates;
-  BRAID_ASSIGN_OR_RETURN(rates.split, forestRate(logical, std::max(0.1, ctx.secondsLeft())));
-  BRAID_ASSIGN_OR_RETURN(rates.equal, forestEqualShareRate(logical, rates.split, std::max(0.1, ctx.secondsLeft())));
-  stages->push_back({.name = "tree rate" + tag,
-                     .seconds = secondsSince(start),
-                     .variables = rates.split.lp_columns,
-                     .constraints = rates.split.lp_rows,
-                     .status = fmt::format("optimal: {:.6g} GB/s per root; equal shares: {:.6g} GB/s over {}",
-                                           rates.split.rate_gbps, rates.equal.rate_gbps, rates.equal.sharing)});
+  if (lp) {
+    BRAID_ASSIGN_OR_RETURN(rates.split, forestRate(logical, std::max(0.1, ctx.secondsLeft())));
+    BRAID_ASSIGN_OR_RETURN(rates.equal, forestEqualShareRate(logical, &rates.split, std::max(0.1, ctx.secondsLeft())));
+  } else {
+    BRAID_ASSIGN_OR_RETURN(rates.equal, forestEqualShareRate(logical, nullptr, std::max(0.1, ctx.secondsLeft())));
+    rates.split = rates.equal;
+  }
+  stages->push_back(
+      {.name = "tree rate" + tag,
+       .seconds = secondsSince(start),
+       .variables = rates.split.lp_columns,
+       .constraints = rates.split.lp_rows,
+       .status = lp ? fmt::format("optimal: {:.6g} GB/s per root; equal shares: {:.6g} GB/s over {}",
+                                  rates.split.rate_gbps, rates.equal.rate_gbps, rates.equal.sharing)
+                    : fmt::format("equal shares: {:.6g} GB/s per root over {} (the LP, which bounds them from above, "
+                                  "is solved up to {} logical links only)",
+                                  rates.equal.rate_gbps, rates.equal.sharing, kMaxTreeRateLpLinks)});
   return rates;
 }
 

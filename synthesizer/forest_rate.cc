@@ -156,6 +156,18 @@ Result<ForestRate> forestRate(const LogicalTopology& logical, double seconds_lim
       }
     }
   }
+  if (link_caps != nullptr) {
+    int flows = 0;
+    BRAID_ASSIGN_OR_RETURN(const double rate, cappedTreeRate(logical, *link_caps, destinations, &flows));
+    ForestRate out;
+    out.rate_gbps = rate;
+    out.link_gbps.resize(num_links);
+    for (int l = 0; l < num_links; ++l) out.link_gbps[l] = std::max(0.0, (*link_caps)[l]);
+    out.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+    BRAID_LOG(kTrace, "capped tree rate: {} max-flows ({} symmetries, {} destinations), R {:.6g} GB/s, {:.3f} s", flows,
+              group.size(), destinations.size(), rate, out.seconds);
+    return out;
+  }
   // Columns: R, then c per link orbit, then f^v_l for every representative destination v and link l not leaving v.
   const int r_col = 1;
   std::vector<int> c_of(num_links, 0);
@@ -285,7 +297,7 @@ std::vector<double> equalShareCaps(const LogicalTopology& logical, const std::ve
   return caps;
 }
 
-Result<ForestRate> forestEqualShareRate(const LogicalTopology& logical, const ForestRate& split, double seconds_limit) {
+Result<ForestRate> forestEqualShareRate(const LogicalTopology& logical, const ForestRate* split, double seconds_limit) {
   const auto start = SteadyClock::now();
   const int num_links = static_cast<int>(logical.links.size());
   struct Candidate {
@@ -294,9 +306,9 @@ Result<ForestRate> forestEqualShareRate(const LogicalTopology& logical, const Fo
   };
   std::vector<Candidate> candidates;
   candidates.push_back({"every pair", std::vector<char>(num_links, 1)});
-  {
+  if (split != nullptr) {
     std::vector<char> keep(num_links, 0);
-    for (int l = 0; l < num_links; ++l) keep[l] = split.link_gbps[l] > 1e-9 * split.rate_gbps;
+    for (int l = 0; l < num_links; ++l) keep[l] = split->link_gbps[l] > 1e-9 * split->rate_gbps;
     candidates.push_back({"the pairs the split uses", std::move(keep)});
   }
   bool multi_node = false;

@@ -559,7 +559,7 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   ctx.cuts = &cuts;
   // Interrupts every Z3 check still running at its stage's deadline and repeats the last progress line while one
   // runs; stopped (joined) when synthesize() returns.
-  synth::Watchdog watchdog(start, ctx.deadline, request.progress);
+  synth::Watchdog watchdog(start, ctx.deadline, request.progress, /*tick_s=*/0.1, /*heartbeat_s=*/0.5);
   ctx.watchdog = &watchdog;
   if (setup.forest) {
     BRAID_RETURN_IF_ERROR(synthesizeForest(request, setup, ctx, &result));

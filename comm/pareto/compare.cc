@@ -284,6 +284,7 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
     row.bound_route_us = bound.route_us;
     row.bound_latency_us = bound.latency_us;
 
+    if (options.progress) options.progress(fmt::format("simulating {} at {} bytes", algorithm.name, bytes));
     BRAID_ASSIGN_OR_RETURN(SimResult braid_run, simulateRunnable(braid, bytes, options.protocol, false, 1, false));
     row.predicted_us = braid_run.time_us;
     row.protocol = protocolName(braid_run.protocol);
@@ -309,6 +310,7 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
       if (!prediction) row.nccl_choice = chosen.label;
       row.nccl_simulated = chosen.label;
       BRAID_ASSIGN_OR_RETURN(Runnable runnable, nccl->runnable(chosen));
+      if (options.progress) options.progress(fmt::format("simulating NCCL's {} at {} bytes", chosen.label, bytes));
       BRAID_ASSIGN_OR_RETURN(SimResult run, simulateRunnable(runnable, bytes, chosen.protocol, false, 1, false));
       row.nccl_us = run.time_us;
       return Status::ok();

@@ -154,6 +154,8 @@ inline constexpr const char* kSimulatedScoreName = "Braid's simulator (us, float
 struct CompareOptions {
   uint64_t element_bytes = 4;        // nccl-tests datatype size (float)
   std::optional<Protocol> protocol;  // run the algorithm with this protocol (default: its own)
+  /// Called before each simulation ("simulating NCCL's Ring/LL128 at 268435456 bytes"); may be empty.
+  std::function<void(const std::string&)> progress;
 };
 
 /// One size of a comparison. Times in microseconds; ratios > 1 favour the algorithm (speedups) or say how far

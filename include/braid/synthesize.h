@@ -87,7 +87,7 @@ struct SynthesisRequest {
   /// What `score` measures, for the note (e.g. "Braid's simulator, us").
   std::string score_name;
   /// Progress reports; may be empty. Calls never overlap, but may come from the watchdog thread: while a solver
-  /// call runs, the last report is repeated about once a second with "(running N s)" appended to its detail.
+  /// call runs, the last report is repeated about twice a second with "(running N s)" appended to its detail.
   std::function<void(const SynthesisProgress&)> progress;
 };
 

@@ -111,6 +111,57 @@ TEST(ForestRate, EqualsBruteForceCutOnRandomDirectGraphs) {
   for (int trial = 0; trial < 30; ++trial) expectRateIsCutOptimum(randomDirectGraph(rng, 2 + trial % 6));
 }
 
+// min over ranks v and nonempty S not holding v of c(S -> outside S) / |S|, over every subset: the capped rate's
+// definition (forest.h cappedTreeRate), by enumeration.
+double bruteForceCappedRate(const LogicalTopology& logical, const std::vector<double>& caps) {
+  const int n = logical.num_ranks;
+  double best = std::numeric_limits<double>::infinity();
+  for (uint32_t mask = 1; mask < (1u << n) - 1; ++mask) {
+    double out = 0;
+    for (const LogicalLink& l : logical.links) {
+      if ((mask >> l.src & 1) && !(mask >> l.dst & 1)) out += caps[l.id];
+    }
+    best = std::min(best, out / __builtin_popcount(mask));
+  }
+  return best;
+}
+
+TEST(CappedTreeRate, EqualsBruteForceOnRandomCapacities) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int n = 3 + trial % 6;
+    const Topology t = randomDirectGraph(rng, n);
+    Result<LogicalTopology> logical = buildCompleteLogicalTopology(t, false);
+    ASSERT_TRUE(logical.isOk()) << logical.status().toString();
+    // Random capacities on the complete logical topology, some links off, a ring kept so that it stays connected.
+    std::vector<double> caps(logical->links.size(), 0);
+    std::uniform_real_distribution<double> cap(0.5, 40);
+    std::bernoulli_distribution off(0.3);
+    for (const LogicalLink& l : logical->links) {
+      caps[l.id] = l.dst == (l.src + 1) % n || !off(rng) ? cap(rng) : 0;
+    }
+    std::vector<int> everyone(n);
+    for (int v = 0; v < n; ++v) everyone[v] = v;
+    int flows = 0;
+    Result<double> rate = cappedTreeRate(*logical, caps, everyone, &flows);
+    ASSERT_TRUE(rate.isOk()) << rate.status().toString();
+    const double expected = bruteForceCappedRate(*logical, caps);
+    EXPECT_NEAR(*rate, expected, 1e-8 * expected + 1e-9) << "trial " << trial;
+    EXPECT_GE(flows, n);
+  }
+}
+
+TEST(CappedTreeRate, DisconnectedLinksAreInfeasible) {
+  std::mt19937 rng(3);
+  const Topology t = randomDirectGraph(rng, 4);
+  Result<LogicalTopology> logical = buildCompleteLogicalTopology(t, false);
+  ASSERT_TRUE(logical.isOk());
+  std::vector<double> caps(logical->links.size(), 0);
+  for (const LogicalLink& l : logical->links) caps[l.id] = l.dst == 0 ? 0 : 10;  // nothing reaches rank 0
+  EXPECT_EQ(cappedTreeRate(*logical, caps, {0, 1, 2, 3}).status().code(), StatusCode::kInfeasible);
+  EXPECT_EQ(cappedTreeRate(*logical, {1.0}, {0}).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(ForestRate, UnevenStarIsBoundByUplinksNotByTheCut) {
   // The star of the comment above randomSwitchTree: uplinks 10 GB/s, downlinks 40, 80, 20. The cut bound allows 10
   // GB/s per root; trees along routes reach 5 (3 roots x 2 edges over 30 GB/s of uplinks), by hand.

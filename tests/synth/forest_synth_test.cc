@@ -145,7 +145,7 @@ TEST(ForestSynth, EqualSharesReachTheBoundOnMultiNodeMachines) {
     ASSERT_TRUE(logical.isOk());
     Result<synth::ForestRate> split = synth::forestRate(*logical, 60);
     ASSERT_TRUE(split.isOk());
-    Result<synth::ForestRate> equal = synth::forestEqualShareRate(*logical, *split, 60);
+    Result<synth::ForestRate> equal = synth::forestEqualShareRate(*logical, &*split, 60);
     ASSERT_TRUE(equal.isOk()) << equal.status().toString();
     EXPECT_FALSE(equal->sharing.empty());
     Result<CollectiveBound> bound = collectiveBound(t, CollectiveKind::kAllGather, size);
