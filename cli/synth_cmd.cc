@@ -41,14 +41,14 @@ struct SynthCmdOptions {
   std::string coll;
   std::string size;
   double time_limit_s = 60;
-  uint64_t budget = 0;  // 0: SynthesisRequest's default (from the time limit)
+  std::string budget;  // empty: SynthesisRequest's default (from the time limit); else a positive integer
   std::string out;
   std::string format;
   std::string json;
   int root = 0;
   std::string protocol;
   std::string sizes = "1K,1M,256M";
-  std::string method = "taccl";
+  std::string method;                    // empty: taccl
   std::optional<double> tree_tolerance;  // forest only; default SynthesisRequest's
   std::optional<int> pieces;
 };
@@ -151,6 +151,17 @@ std::string summaryHeader(const SynthesisResult& result, const Topology& topolog
   return out;
 }
 
+/// --budget: empty = the default (0 for SynthesisRequest); otherwise a whole number of units, 1 .. 10^15.
+uint64_t parseBudget(const std::string& text) {
+  if (text.empty()) return 0;
+  const bool digits = std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (!digits || text.size() > 16 || std::stoull(text) == 0 || std::stoull(text) > 1'000'000'000'000'000ULL) {
+    throw CmdError(kUsageError,
+                   fmt::format("--budget: '{}' is not a whole number of Z3 resource units from 1 to 10^15", text));
+  }
+  return std::stoull(text);
+}
+
 /// --sizes FROM:TO[:FACTOR] (nccl-tests' -b/-e/-f; factor 4 by default): the measured sizes of a Pareto set.
 /// nullopt when `text` is not a range; throws CmdError on a bad one.
 std::optional<std::vector<uint64_t>> parseSizeRange(const std::string& text) {
@@ -159,7 +170,7 @@ std::optional<std::vector<uint64_t>> parseSizeRange(const std::string& text) {
   std::stringstream ss(text);
   std::string item;
   while (std::getline(ss, item, ':')) parts.push_back(item);
-  if (parts.size() < 2 || parts.size() > 3)
+  if (parts.size() < 2 || parts.size() > 3 || text.back() == ':')
     throw CmdError(kUsageError, fmt::format("--sizes: '{}' is not FROM:TO or FROM:TO:FACTOR (e.g. 1K:1G)", text));
   const std::optional<uint64_t> from = parseNcclTestsSize(parts[0]), to = parseNcclTestsSize(parts[1]);
   if (!from || !to || *from == 0 || *to < *from)
@@ -195,7 +206,8 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
                                                  {!opt.format.empty(), "--format"},
                                                  {opt.tree_tolerance.has_value(), "--tree-tolerance"},
                                                  {opt.pieces.has_value(), "--pieces"},
-                                                 {opt.method != "taccl", "--method"}}) {
+                                                 {!opt.method.empty(), "--method"},
+                                                 {opt.root != 0, "--root"}}) {
     if (given)
       throw CmdError(kUsageError, fmt::format("{} does not apply to a Pareto set (--sizes FROM:TO): every method and "
                                               "protocol is a candidate",
@@ -212,29 +224,56 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   std::error_code ec;
   if (!opt.out.empty() && !std::filesystem::is_directory(opt.out, ec))
     throw CmdError(kFailure, fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
+  if (!opt.json.empty() && opt.json != "-") {
+    const std::filesystem::path parent = std::filesystem::path(opt.json).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+      throw CmdError(kFailure, fmt::format("cannot write {}: directory {} does not exist", opt.json, parent.string()));
+  }
   const Topology topology = loadSynthTopology(opt, std::nullopt);
+  const std::string prefix = fmt::format("{}-{}-", collectiveName(collective), topology.name);
+  if (!opt.out.empty()) {
+    // Another set's files beside this one would give a loader overlapping windows.
+    for (const auto& entry : std::filesystem::directory_iterator(opt.out, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind(prefix, 0) == 0 && entry.path().extension() == ".xml")
+        throw CmdError(kFailure, fmt::format("-o {}: it already holds {} (a Pareto set's window); a set goes into a "
+                                             "directory without {}*.xml files",
+                                             opt.out, name, prefix));
+    }
+  }
   const auto start = std::chrono::steady_clock::now();
   ParetoOptions options;
   options.sizes = sizes;
   options.time_limit_s = opt.time_limit_s;
-  options.budget_units = opt.budget;
-  options.progress = [&start](const std::string& line) {
-    std::cerr << fmt::format("[synth {:.1f}s] {}\n",
-                             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), line);
+  options.budget_units = parseBudget(opt.budget);
+  auto last_line = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  options.progress = [&start, &last_line](const std::string& line) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_line < std::chrono::milliseconds(500)) return;  // about two lines a second at most
+    last_line = now;
+    std::cerr << fmt::format("[synth {:.1f}s] {}\n", std::chrono::duration<double>(now - start).count(), line);
   };
-  Result<CollectiveParetoSet> set = synthesizeCollectiveParetoSet(topology, opt.topology, collective, options);
+  Result<CollectiveParetoSet> set = synthesizeCollectiveParetoSet(topology, topology.name, collective, options);
   if (!set) throw CmdError(kFailure, set.status().message());
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::vector<std::string> files(set->windows.size());
+  // Every file is written whole; if one fails, those already written are removed (none or all of the set).
+  std::vector<std::string> files(set->windows.size()), written;
+  auto write = [&written](const std::string& path, const std::string& text) {
+    Status status = writeFileAtomic(path, text);
+    if (!status) {
+      std::error_code ignored;
+      for (const std::string& f : written) std::filesystem::remove(f, ignored);
+      throw CmdError(kFailure, status.message());
+    }
+    written.push_back(path);
+  };
   for (size_t i = 0; i < set->windows.size() && !opt.out.empty(); ++i) {
     const ParetoWindow& w = set->windows[i];
     if (w.nccl || w.candidate.algorithm.num_ranks == 0) continue;
-    files[i] =
-        (std::filesystem::path(opt.out) / fmt::format("{}-{}-{}-{}.xml", collectiveName(collective), topology.name,
-                                                      bytesText(w.min_bytes), bytesText(w.max_bytes)))
-            .string();
-    Status written = writeFileAtomic(files[i], writeMscclXml(w.candidate.algorithm));
-    if (!written) throw CmdError(kFailure, written.message());
+    files[i] = (std::filesystem::path(opt.out) /
+                fmt::format("{}{}-{}.xml", prefix, bytesText(w.min_bytes), bytesText(w.max_bytes)))
+                   .string();
+    write(files[i], writeMscclXml(w.candidate.algorithm));
   }
   if (!opt.json.empty()) {
     nlohmann::ordered_json j = paretoSetJson(*set, files);
@@ -246,17 +285,16 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
       std::cout << text;
       return 0;
     }
-    Status written = writeFileAtomic(opt.json, text);
-    if (!written) throw CmdError(kFailure, written.message());
+    write(opt.json, text);
   }
   int braid_windows = 0;
   for (const ParetoWindow& w : set->windows) braid_windows += w.nccl ? 0 : 1;
   std::string out = fmt::format(
-      "# Braid Pareto set: {} on {} ({} ranks, {} node(s)), {} sizes {} .. {}: {} window(s), {} served by Braid, "
+      "# Braid Pareto set: {} on {} ({} ranks, {} node(s)), {} size(s) {} .. {}: {} window(s), {} served by Braid, "
       "{} left to NCCL; {:.1f} s\n",
-      collectiveName(collective), topology.name, topology.numGpus(), topology.numNodes(), sizes.size(),
-      bytesText(sizes.front()), bytesText(sizes.back()), set->windows.size(), braid_windows,
-      set->windows.size() - braid_windows, seconds);
+      collectiveName(collective), topology.name, topology.numGpus(), topology.numNodes(), set->points.size(),
+      bytesText(set->points.front().size_bytes), bytesText(set->points.back().size_bytes), set->windows.size(),
+      braid_windows, set->windows.size() - braid_windows, seconds);
   out +=
       "# times: Braid's simulator, float, out-of-place; NCCL = NCCL 2.28's own choice (its tuning model) built in "
       "the IR and simulated the same way; cut bound = ForestColl's hardware cut bound; NCCL/Braid > 1: Braid "
@@ -322,8 +360,12 @@ int runSynth(const SynthCmdOptions& opt) {
     if (!(opt.time_limit_s > 0)) {
       return fail(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
     }
-    const std::optional<SynthesisMethod> method = parseSynthesisMethod(lower(opt.method));
+    const std::optional<SynthesisMethod> method =
+        parseSynthesisMethod(opt.method.empty() ? std::string("taccl") : lower(opt.method));
     if (!method) return fail(kUsageError, fmt::format("--method: '{}' is not taccl or forest", opt.method));
+    if (*method == SynthesisMethod::kForest && !opt.budget.empty()) {
+      return fail(kUsageError, "--budget applies to --method taccl (the forest method runs no Z3 solver)");
+    }
     const bool tolerance_given = opt.tree_tolerance.has_value(), pieces_given = opt.pieces.has_value();
     if ((tolerance_given || pieces_given) && *method != SynthesisMethod::kForest) {
       return fail(kUsageError,
@@ -396,7 +438,7 @@ int runSynth(const SynthCmdOptions& opt) {
     request.root = opt.root;
     request.size_bytes = costing_size;
     request.time_limit_s = opt.time_limit_s;
-    request.budget_units = opt.budget;
+    request.budget_units = parseBudget(opt.budget);
     request.protocol = protocol;
     request.method = *method;
     if (tolerance_given) request.forest_tolerance = *opt.tree_tolerance;
@@ -534,9 +576,8 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", opt->json, "write the JSON report here ('-' = standard output, replacing the summary)");
   cmd->add_option("--root", opt->root, "root rank of broadcast / reduce")->capture_default_str();
   cmd->add_option("--method", opt->method,
-                  "taccl (sketch-guided, Z3) | forest (optimal tree packing in the route model; allgather, "
-                  "reducescatter, allreduce)")
-      ->capture_default_str();
+                  "taccl (default: sketch-guided, Z3) | forest (optimal tree packing in the route model; allgather, "
+                  "reducescatter, allreduce)");
   cmd->add_option("--tree-tolerance", opt->tree_tolerance,
                   "forest: use the fewest trees per root whose rate is within this fraction of the optimum (0 = best; "
                   "default: 0.03 and 0.1 both built, the simulator keeps the faster)");

@@ -126,6 +126,8 @@ Json paretoSetJson(const CollectiveParetoSet& set, const std::vector<std::string
                            {"nccl_choice", p.nccl_choice},
                            {"cut_bound_us", p.cut_bound_us}});
   }
+  j["clock_cuts"] = set.clock_cuts;
+  j["deterministic"] = set.clock_cuts.empty();
   j["notes"] = set.notes;
   return j;
 }

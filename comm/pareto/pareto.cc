@@ -34,7 +34,8 @@ void say(const ParetoOptions& options, const std::string& line) {
 /// synthesis succeeds, and the classical ones that apply for `kind`.
 std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& topology,
                                            const std::string& topology_name, const ParetoOptions& options,
-                                           std::vector<std::string>* notes) {
+                                           CollectiveParetoSet* set) {
+  std::vector<std::string>* notes = &set->notes;
   std::vector<ParetoCandidate> out;
   for (SynthesisMethod method : {SynthesisMethod::kTaccl, SynthesisMethod::kForest}) {
     if (method == SynthesisMethod::kForest && kind != CollectiveKind::kAllGather &&
@@ -56,6 +57,7 @@ std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& 
     }
     Result<SynthesisResult> synthesized = synthesize(request);
     if (synthesized.isOk()) {
+      for (const std::string& stage : synthesized->clock_cuts) set->clock_cuts.push_back(what + ": " + stage);
       ParetoCandidate c;
       c.algorithm = std::move(synthesized->algorithm);
       c.source = what + " " + topology_name;
@@ -106,9 +108,20 @@ std::vector<Variant> scoreVariants(const std::vector<ParetoCandidate>& candidate
       v.protocol = protocol;
       Algorithm algorithm = candidates[c].algorithm;
       algorithm.protocol = protocol;
-      for (uint64_t size : sizes) {
-        Result<double> us = scorer(algorithm, size);
+      // LL moves 8 data bytes in 16 and LL128 120 in 128, so once a protocol has been 1.5x slower than the same
+      // candidate with Simple at two sizes in a row, bandwidth decides and it is not simulated at larger sizes
+      // (LL's simulation is the slowest: one flag check per 8 bytes).
+      const Variant* simple =
+          protocol == Protocol::kSimple ? nullptr : &out[out.size() - (protocol == Protocol::kLL ? 1 : 2)];
+      int behind = 0;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        if (behind >= 2) {
+          v.us.push_back(std::numeric_limits<double>::infinity());
+          continue;
+        }
+        Result<double> us = scorer(algorithm, sizes[i]);
         v.us.push_back(us.isOk() ? *us : std::numeric_limits<double>::infinity());
+        behind = simple && v.us.back() >= 1.5 * simple->us[i] ? behind + 1 : 0;
       }
       out.push_back(std::move(v));
     }
@@ -124,7 +137,8 @@ uint64_t geometricMidpoint(uint64_t a, uint64_t b) {
 struct Winner {
   int variant = -1;
   bool nccl = false;
-  bool operator==(const Winner& o) const { return variant == o.variant && nccl == o.nccl; }
+  /// NCCL's sizes form one window whichever Braid candidate comes second there.
+  bool operator==(const Winner& o) const { return nccl == o.nccl && (nccl || variant == o.variant); }
 };
 
 std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparison& reference) {
@@ -164,7 +178,13 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
 
   CollectiveParetoSet set;
   set.collective = collective;
-  std::vector<ParetoCandidate> candidates = candidatesFor(collective, topology, topology_name, options, &set.notes);
+  std::vector<ParetoCandidate> candidates = candidatesFor(collective, topology, topology_name, options, &set);
+  if (!set.clock_cuts.empty()) {
+    set.notes.push_back(
+        fmt::format("the wall-clock limit of {:g} s ended {} before the budget: another run may give "
+                    "another set",
+                    options.time_limit_s, fmt::join(set.clock_cuts, ", ")));
+  }
   if (candidates.empty()) {
     return unsupported(
         fmt::format("Pareto set: no {} candidate could be built for {}", collectiveName(collective), topology_name));
@@ -204,7 +224,9 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
       p.size_bytes = sizes[k];
       p.window = static_cast<int>(set.windows.size());
       p.braid_us = won[k].variant >= 0 ? variants[won[k].variant].us[k] : std::numeric_limits<double>::infinity();
-      p.braid_label = won[k].variant >= 0 ? w.candidate.source : "-";
+      p.braid_label = won[k].variant >= 0 ? variantLabel(candidates[variants[won[k].variant].candidate],
+                                                         variants[won[k].variant].protocol)
+                                          : "-";
       p.nccl_us = row.nccl_us;
       p.nccl_choice = row.nccl_choice;
       p.nccl_ring_us = row.nccl_ring_us;

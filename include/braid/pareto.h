@@ -52,6 +52,9 @@ struct CollectiveParetoSet {
   std::vector<ParetoWindow> windows;
   std::vector<ParetoPoint> points;
   std::vector<std::string> notes;  // candidates that failed to synthesize, NCCL model notes
+  /// "<candidate>: <stage>" for every synthesis stage the wall clock ended before its budget
+  /// (SynthesisResult::clock_cuts); empty: the set depends on the inputs and the budget alone.
+  std::vector<std::string> clock_cuts;
 };
 
 struct ParetoOptions {
@@ -69,8 +72,10 @@ struct ParetoOptions {
 /// recursive doubling, direct, double binary tree), each with each protocol (Simple, LL, LL128: MSCCL XML's
 /// `proto`). Every candidate is simulated at every measured size; the fastest wins the size, unless NCCL's own
 /// choice (compareAlgorithm's NCCL column: NCCL 2.28's tuning model, built in the IR and simulated the same way) is
-/// faster still, then NCCL does. Runs of one winner form a window. A candidate that fails to synthesize is left out
-/// with a note. Errors: kInvalidArgument (no GPUs, another collective, no usable size), kUnsupported when no
+/// faster still, then NCCL does. Runs of one winner form a window (NCCL's sizes one window, whichever candidate is
+/// second there; its `candidate` is the fastest at the window's first size). LL and LL128 stop being simulated for
+/// a candidate after two sizes in a row at 1.5x its Simple time or more. A candidate that fails to synthesize is left
+/// out with a note. Errors: kInvalidArgument (no GPUs, another collective, no usable size), kUnsupported when no
 /// candidate can be built.
 Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
                                                           CollectiveKind collective, const ParetoOptions& options = {});

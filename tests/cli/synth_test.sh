@@ -293,5 +293,20 @@ grep -q "does not apply to a Pareto set" "$tmp/err" && ok || fail "--method with
 expect_rc 2 "backwards range" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1M:1K
 expect_rc 2 "Pareto set of broadcast" -- "$braid" synth -t dgx-h100-x1 -c broadcast --sizes 1K:1M
 expect_rc 1 "Pareto set into a file" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M -o "$tmp/set.json"
+before=$(ls "$tmp/set" | wc -l)
+expect_rc 1 "Pareto set into a directory holding another set" -- "$braid" synth -t dgx-h100-x1 -c allreduce \
+  --sizes 1K:1M --time-limit 8 -o "$tmp/set"
+grep -q "already holds allreduce-dgx-h100-x1-" "$tmp/err" && ok || fail "stale set files: $(head -2 "$tmp/err")"
+[ "$(ls "$tmp/set" | wc -l)" = "$before" ] && ok || fail "a refused Pareto set changed its directory"
+mkdir -p "$tmp/set2"
+expect_rc 1 "Pareto set with an unwritable report" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M \
+  --time-limit 8 -o "$tmp/set2" --json "$tmp/nodir/set.json"
+[ -z "$(ls "$tmp/set2")" ] && ok || fail "a failed Pareto set left files: $(ls "$tmp/set2")"
+expect_rc 2 "Pareto set with --root" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M --root 3
+for b in -1 0 99999999999999999999 1.5; do
+  expect_rc 2 "--budget $b" -- "$braid" synth -t dgx1-v100 -c allgather --budget "$b"
+  grep -q -- "--budget" "$tmp/err" && ok || fail "--budget $b: $(head -2 "$tmp/err")"
+done
+expect_rc 2 "--budget with the forest method" -- "$braid" synth -t dgx1-v100 -c allgather --method forest --budget 5
 
 finish
