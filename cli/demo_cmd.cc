@@ -2,7 +2,7 @@
 // synthesizes all-gather, all-reduce and all-to-all for it with sketches derived from the topology
 // (include/braid/synthesize.h), each verified, writes them as MSCCL XML (and Braid JSON with provenance), and
 // prints one table comparing them in Braid's simulator with NCCL's own choice, NCCL's ring and the lower bound
-// (cli/compare.h).
+// (comm/pareto/compare.h).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,8 +1,9 @@
-// `braid synth --topology T [--sketch S | --method forest] --coll C [--size BYTES] [--time-limit SECONDS] [-o
-// out.xml|out.json]
-// [--json report.json]`: sketch-guided synthesis (include/braid/synthesize.h; TACCL, NSDI'23, on Z3), the
-// synthesized algorithm compared with NCCL and the lower bound in Braid's simulator (cli/compare.h), the MSCCL XML
-// or Braid JSON written, and a JSON report (docs/cli.md "braid synth").
+// `braid synth --topology T [--sketch S | --method forest] --coll C [--size BYTES] [--time-limit SECONDS]
+// [--budget UNITS] [-o out.xml|out.json] [--json report.json]`: sketch-guided synthesis (include/braid/synthesize.h;
+// TACCL, NSDI'23, on Z3) or tree packing, the algorithm compared with NCCL and the lower bound in Braid's simulator
+// (comm/pareto/compare.h), the MSCCL XML or Braid JSON written, and a JSON report; with `--sizes FROM:TO` the
+// collective's Pareto set instead (include/braid/pareto.h), one MSCCL XML per window into `-o DIR` (docs/cli.md
+// "braid synth").
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 // Synthesis benchmark: per shipped topology and collective, synthesizes Braid's algorithm
 // (include/braid/synthesize.h, derived sketch), then simulates it next to NCCL's own choice, NCCL's ring and the
-// lower bound at 1 KiB, 1 MiB and 256 MiB (src/cli/compare.h), all in one run, and prints synthesis seconds,
+// lower bound at 1 KiB, 1 MiB and 256 MiB (comm/pareto/compare.h), all in one run, and prints synthesis seconds,
 // predicted times and the ratios. It checks the limits on this machine and exits 1 when one fails:
 //   synthesis time: dgx1-v100 all-gather < 10 s; dgx2-x2 all-gather, all-reduce, all-to-all < 60 s each;
 //                   ndv2-x4 all-gather < 60 s;

@@ -82,7 +82,7 @@ struct SimulateReport {
   std::vector<SimulateRow> rows;
   std::optional<SimulateTimeline> timeline;
   std::vector<std::string> notes;
-  std::vector<std::string> bound_legend;  // boundLegend(collective) (report/compare.h): what each bound holds for
+  std::vector<std::string> bound_legend;  // boundLegend(collective) (comm/pareto/compare.h): what each bound holds for
 };
 
 /// Limits that keep the page small (< ~2 MB): at most `max_rects` timeline rectangles in all; a link with
