@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -20,7 +19,6 @@
 
 #include "braid/pareto.h"
 #include "braid/topology.h"
-#include "common/paths.h"
 #include "common/text.h"
 
 namespace {
@@ -33,21 +31,6 @@ std::vector<std::string> split(const std::string& text, char sep) {
     if (!item.empty()) out.push_back(item);
   }
   return out;
-}
-
-std::vector<std::string> shippedTopologies() {
-  for (const std::string& dir : braid::topologySearchDirs()) {
-    std::error_code ec;
-    std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
-    }
-    if (!names.empty()) {
-      std::sort(names.begin(), names.end());
-      return names;
-    }
-  }
-  return {};
 }
 
 /// The set's time at a point: NCCL's where NCCL serves, else Braid's.
@@ -70,7 +53,7 @@ std::string ratio(std::optional<double> num, double den) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> topologies = shippedTopologies();
+  std::vector<std::string> topologies = braid::shippedTopologyNames();
   std::vector<std::string> collectives = {"allgather", "reducescatter", "allreduce", "alltoall"};
   std::string range = "1K:1G";
   double time_limit = 30;

@@ -17,14 +17,13 @@
 //   --xml-dir: writes each algorithm as DIR/<topology>-<collective>-<method>.xml (MSCCL XML), to compare runs.
 //   --method: the synthesis method (include/braid/synthesize.h SynthesisMethod; default taccl); both = a row per
 //          method, side by side (the forest method skips all-to-all). The limits above apply to taccl rows.
-//   --all: every shipped topology (the .yaml files of the first topology directory, src/common/paths.h) x
+//   --all: every shipped topology (braid::shippedTopologyNames, include/braid/topology.h) x
 //          allgather, reducescatter, allreduce, alltoall.
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <iostream>
 #include <map>
 #include <optional>
@@ -37,7 +36,6 @@
 #include "braid/synthesize.h"
 #include "braid/topology.h"
 #include "comm/pareto/compare.h"
-#include "common/paths.h"
 
 namespace {
 
@@ -70,22 +68,6 @@ const std::vector<Limit>& limits() {
 }
 
 constexpr double kWallSlackSeconds = 5;  // a synthesis may overrun its time limit by this much
-
-/// The shipped topologies' names: the .yaml files of the first search directory that has any.
-std::vector<std::string> shippedTopologies() {
-  for (const std::string& dir : braid::topologySearchDirs()) {
-    std::error_code ec;
-    std::vector<std::string> names;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      if (entry.path().extension() == ".yaml") names.push_back(entry.path().stem().string());
-    }
-    if (!names.empty()) {
-      std::sort(names.begin(), names.end());
-      return names;
-    }
-  }
-  return {};
-}
 
 /// "best-so-far" when a stage stopped at its budget or the time limit with its best, else "optimal"; " clock"
 /// appended when the wall clock ended a stage.
@@ -126,7 +108,7 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (arg == "--all") {
-      topologies = shippedTopologies();
+      topologies = braid::shippedTopologyNames();
       collectives = {"allgather", "reducescatter", "allreduce", "alltoall"};
       if (topologies.empty()) {
         std::cerr << "synth_benchmark: no shipped topologies found (BRAID_TOPOLOGY_DIR)\n";

@@ -151,6 +151,9 @@ Result<Topology> loadTopologyOrShipped(const std::string& file_or_name);
 /// Shipped topologies by name (e.g. "dgx1-v100", "dgx-a100-x2"): looks in the topologies/
 /// directory (BRAID_TOPOLOGY_DIR, then the install and source locations).
 Result<std::string> findShippedTopology(const std::string& name);
+/// The names findShippedTopology finds (the .yaml files of those directories, without the extension), sorted,
+/// each once; empty when no directory holds any.
+std::vector<std::string> shippedTopologyNames();
 
 /// One of a GPU's nearest NICs (nicAffinity).
 struct NicAffinity {

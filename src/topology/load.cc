@@ -159,19 +159,26 @@ Result<std::string> findShippedTopology(const std::string& name) {
     const fs::path candidate = fs::path(dir) / file;
     if (fs::is_regular_file(candidate, ec)) return candidate.string();
   }
-  std::vector<std::string> available;
-  for (const std::string& dir : dirs) {
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->path().extension() == ".yaml") available.push_back(it->path().stem().string());
-    }
-  }
-  std::sort(available.begin(), available.end());
-  available.erase(std::unique(available.begin(), available.end()), available.end());
+  const std::vector<std::string> available = shippedTopologyNames();
   std::string searched, names;
   for (const std::string& d : dirs) searched += (searched.empty() ? "" : ", ") + d;
   for (const std::string& n : available) names += (names.empty() ? "" : ", ") + n;
   return notFound(fmt::format("no shipped topology '{}' (searched {}; available: {})", name,
                               searched.empty() ? "nothing" : searched, names.empty() ? "none" : names));
+}
+
+std::vector<std::string> shippedTopologyNames() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const std::string& dir : topologySearchDirs()) {
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      if (it->path().extension() == ".yaml") names.push_back(it->path().stem().string());
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  return names;
 }
 
 Result<Topology> loadTopologyOrShipped(const std::string& file_or_name) {

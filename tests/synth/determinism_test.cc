@@ -14,6 +14,7 @@
 #include "braid/sketch.h"
 #include "braid/synthesize.h"
 #include "braid/topology.h"
+#include "support/hard_request.h"
 
 namespace braid {
 namespace {
@@ -123,18 +124,10 @@ TEST(Determinism, WallClockCutIsReported) {
   // budget far larger than a second allows: the wall clock ends routing.
   Result<Topology> topology = loadTopologyOrShipped("dgx1-v100");
   ASSERT_TRUE(topology.isOk());
-  Result<Sketch> sketch = deriveSketch(*topology, CollectiveKind::kAllToAll);
-  ASSERT_TRUE(sketch.isOk()) << sketch.status().message();
-  sketch->chunkup = 12;
-  sketch->path_slack = 2;
-  SynthesisRequest request;
-  request.topology = &*topology;
-  request.collective = CollectiveKind::kAllToAll;
-  request.sketch = *sketch;
-  request.has_sketch = true;
-  request.budget_units = 1'000'000'000'000ULL;
-  request.time_limit_s = 1;
-  Result<SynthesisResult> result = synthesize(request);
+  Result<SynthesisRequest> request = testing_support::hardAllToAllRequest(*topology);
+  ASSERT_TRUE(request.isOk()) << request.status().message();
+  request->budget_units = 1'000'000'000'000ULL;
+  Result<SynthesisResult> result = synthesize(*request);
   if (!result.isOk()) {
     // No routing within the second: the wall clock ended the search, and synthesize() says so.
     EXPECT_EQ(result.status().code(), StatusCode::kTimeout) << result.status().message();

@@ -17,6 +17,7 @@
 #include "braid/sketch.h"
 #include "braid/synthesize.h"
 #include "braid/topology.h"
+#include "support/hard_request.h"
 #include "synthesizer/watchdog.h"
 
 namespace braid {
@@ -124,17 +125,9 @@ TEST(TimeLimitSynthesis, Pcie2s4gAllToAllReturns) {
 TEST(TimeLimitSynthesis, HardRequestWithOneSecondReturns) {
   Result<Topology> topology = loadTopologyOrShipped("dgx1-v100");
   ASSERT_TRUE(topology.isOk()) << topology.status().toString();
-  Result<Sketch> sketch = deriveSketch(*topology, CollectiveKind::kAllToAll);
-  ASSERT_TRUE(sketch.isOk()) << sketch.status().toString();
-  sketch->chunkup = 12;
-  sketch->path_slack = 2;
-  SynthesisRequest request;
-  request.topology = &*topology;
-  request.collective = CollectiveKind::kAllToAll;
-  request.sketch = *sketch;
-  request.has_sketch = true;
-  request.time_limit_s = 1;
-  Result<SynthesisResult> result = synthesize(request);
+  Result<SynthesisRequest> request = testing_support::hardAllToAllRequest(*topology);
+  ASSERT_TRUE(request.isOk()) << request.status().toString();
+  Result<SynthesisResult> result = synthesize(*request);
   expectReturned(result, 1, "dgx1-v100 alltoall chunkup 12 slack 2");
   if (!result.isOk()) std::printf("returned: %s\n", result.status().toString().c_str());
   if (result.isOk()) {
