@@ -577,14 +577,14 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--json", opt->json, "write the JSON report here ('-' = standard output, replacing the summary)");
   cmd->add_option("--root", opt->root, "root rank of broadcast / reduce")->capture_default_str();
   cmd->add_option("--method", opt->method,
-                  "taccl (default: sketch-guided, Z3) | forest (optimal tree packing in the route model; allgather, "
-                  "reducescatter, allreduce)");
+                  "taccl (default: sketch-guided, Z3) | forest (optimal tree packing in the route model: allgather, "
+                  "reducescatter, allreduce; the max-concurrent flow: alltoall up to 32 GPUs)");
   cmd->add_option("--tree-tolerance", opt->tree_tolerance,
                   "forest: use the fewest trees per root whose rate is within this fraction of the optimum (0 = best; "
                   "default: 0.03 and 0.1 both built, the simulator keeps the faster)");
   cmd->add_option("--pieces", opt->pieces,
                   "forest: pieces per tree, pipelined down it (1..64; default: 1, 2, 4, 8, 16 and 32 built, the "
-                  "simulator keeps the fastest at the costing size)");
+                  "simulator keeps the fastest at the costing size); alltoall: pieces per block");
   cmd->add_option("--protocol,--proto", opt->protocol, "Simple | LL | LL128 (default Simple)");
   cmd->add_option("--sizes", opt->sizes,
                   "comma-separated nccl-tests sizes the comparison simulates; FROM:TO[:FACTOR] (e.g. 1K:1G, factor "

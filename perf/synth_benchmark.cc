@@ -16,7 +16,8 @@
 //   --budget: the solvers' budget in Z3 resource units (SynthesisRequest::budget_units; default from the limit).
 //   --xml-dir: writes each algorithm as DIR/<topology>-<collective>-<method>.xml (MSCCL XML), to compare runs.
 //   --method: the synthesis method (include/braid/synthesize.h SynthesisMethod; default taccl); both = a row per
-//          method, side by side (the forest method skips all-to-all). The limits above apply to taccl rows.
+//          method, side by side (the forest method skips what it does not build: braid::forestMethodBuilds). The limits
+//          above apply to taccl rows.
 //   --all: every shipped topology (braid::shippedTopologyNames, include/braid/topology.h) x
 //          allgather, reducescatter, allreduce, alltoall.
 #include <fmt/format.h>
@@ -189,10 +190,7 @@ int main(int argc, char** argv) {
           return 2;
         }
         const bool forest = method == braid::SynthesisMethod::kForest;
-        if (forest && *coll != braid::CollectiveKind::kAllGather && *coll != braid::CollectiveKind::kReduceScatter &&
-            *coll != braid::CollectiveKind::kAllReduce) {
-          continue;
-        }
+        if (forest && !braid::forestMethodBuilds(*coll, topo->numGpus())) continue;
         const std::string method_name = braid::synthesisMethodName(method);
         braid::SynthesisRequest req;
         req.method = method;

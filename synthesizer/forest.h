@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/bounds.h"
 #include "braid/status.h"
 #include "synthesizer/forest_pack.h"
 #include "synthesizer/model.h"
@@ -150,5 +151,31 @@ Result<ForestTrees> forestTreesStage(const LogicalTopology& logical, const Fores
 /// stage report ("schedule" + tag) goes to `stages`.
 ForestPipeline forestScheduleStage(const LogicalTopology& logical, const ForestTrees& trees, int pieces,
                                    uint64_t size_bytes, const std::string& tag, std::vector<StageReport>* stages);
+
+}  // namespace braid::synth
+
+namespace braid::synth {
+
+/// The all-to-all of the max-concurrent flow (include/braid/bounds.h allToAllFlow) as a synthesizer pipeline:
+/// chunkup = `pieces` per (source, destination) block; the pieces of a block are dealt to its flow paths by largest
+/// remainder of pieces x fraction (ties: the earlier path), and each piece follows its path's logical links. The
+/// schedule is fluid: every logical link sends at the rate that ends its share of the data when the most loaded
+/// physical link ends its own (rates in proportion to the chunks each logical link carries, every physical link at
+/// most full), one chunk at a time in the order chunks reach its sender (ties: lower piece, owner, destination); a
+/// chunk arrives the route's α after its last byte is sent (cut-through, as the simulator).
+struct FlowPipeline {
+  ChunkProblem problem;
+  Routing routing;
+  Schedule schedule;
+  /// The bandwidth-only time of the dealt pieces, us: max over physical links of their bytes / bandwidth (the
+  /// flow's optimum when every fraction is a multiple of 1 / pieces).
+  double fluid_us = 0;
+};
+
+/// Builds the pipeline on `logical` (buildCompleteLogicalTopology, not transposed) at nccl-tests size `size_bytes`
+/// (one rank's send buffer). Errors: kInvalidArgument when pieces < 1 or flow.num_ranks differs from the logical
+/// topology's; kInternalError when a path hop has no logical link.
+Result<FlowPipeline> flowPipeline(const LogicalTopology& logical, const AllToAllFlow& flow, int pieces,
+                                  uint64_t size_bytes);
 
 }  // namespace braid::synth

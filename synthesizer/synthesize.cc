@@ -124,6 +124,16 @@ Result<Pipeline> runPipeline(const synth::LogicalTopology& logical, CollectiveKi
 
 }  // namespace
 
+bool forestMethodBuilds(CollectiveKind collective, int num_gpus) {
+  switch (collective) {
+    case CollectiveKind::kAllGather:
+    case CollectiveKind::kReduceScatter:
+    case CollectiveKind::kAllReduce: return true;
+    case CollectiveKind::kAllToAll: return num_gpus <= kAllToAllFlowMaxGpus;
+    default: return false;
+  }
+}
+
 const char* synthesisMethodName(SynthesisMethod method) {
   return method == SynthesisMethod::kForest ? "forest" : "taccl";
 }
@@ -183,10 +193,16 @@ Status checkRequest(const SynthesisRequest& request) {
   }
   if (request.method != SynthesisMethod::kForest) return Status::ok();
   if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kReduceScatter &&
-      coll != CollectiveKind::kAllReduce) {
-    return Status(
-        StatusCode::kUnsupported,
-        fmt::format("the forest method builds allgather, reducescatter and allreduce, not {}", collectiveName(coll)));
+      coll != CollectiveKind::kAllReduce && coll != CollectiveKind::kAllToAll) {
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("the forest method builds allgather, reducescatter, allreduce and alltoall, not {}",
+                              collectiveName(coll)));
+  }
+  if (coll == CollectiveKind::kAllToAll && n > kAllToAllFlowMaxGpus) {
+    return Status(StatusCode::kUnsupported,
+                  fmt::format("the forest method's all-to-all solves its flow LP up to {} GPUs; {} has {} (use "
+                              "--method taccl)",
+                              kAllToAllFlowMaxGpus, topology.name, n));
   }
   const bool tolerance_ok =
       request.forest_tolerance == -1 || (request.forest_tolerance >= 0 && request.forest_tolerance < 1);
@@ -302,6 +318,11 @@ Status finishAlgorithm(const SynthesisRequest& request, const Setup& setup, cons
   prov.extra["model_makespan_us"] = fmt::format("{:.6g}", result->makespan_us);
   prov.extra["symmetry_group_size"] = std::to_string(m.symmetry_group_size);
   return Status::ok();
+}
+
+// finishAlgorithm's error for an algorithm beyond the verifier's limits (the caller may try a smaller one).
+bool tooLargeToVerify(const Status& status) {
+  return status.code() == StatusCode::kUnsupported && status.message().find(kTooLargeToVerify) != std::string::npos;
 }
 
 bool anyInterNode(const synth::LogicalTopology& logical) {
@@ -493,9 +514,7 @@ Status synthesizeForest(const SynthesisRequest& request, const Setup& setup, con
         m.level_channels = anyInterNode(forward);
         Status finished = finishAlgorithm(request, setup, m, ctx, &candidate);
         if (!finished.isOk()) {
-          const bool too_large = finished.code() == StatusCode::kUnsupported &&
-                                 finished.message().find(kTooLargeToVerify) != std::string::npos;
-          if (!too_large) return finished;
+          if (!tooLargeToVerify(finished)) return finished;
           if (first_error.isOk()) first_error = finished;
           std::string why = finished.message().substr(0, finished.message().find('\n'));
           if (!why.empty() && why.back() == ':') why.pop_back();
@@ -537,6 +556,117 @@ Status synthesizeForest(const SynthesisRequest& request, const Setup& setup, con
   return Status::ok();
 }
 
+// The all-to-all of the max-concurrent flow: the LP once, then one pipeline per pieces candidate; with a scorer
+// every candidate is emitted, verified and scored (the lowest kept), otherwise the one whose fluid schedule ends
+// first (ties: fewer pieces) is emitted.
+Status synthesizeFlow(const SynthesisRequest& request, const Setup& setup, const synth::StageContext& ctx,
+                      SynthesisResult* result) {
+  const Topology& topology = *setup.topology;
+  const int n = topology.numGpus();
+  BRAID_ASSIGN_OR_RETURN(synth::LogicalTopology logical, synth::buildCompleteLogicalTopology(topology, false));
+  ctx.report(
+      {.stage = "flow", .detail = fmt::format("max-concurrent-flow LP over {} rank pairs", logical.links.size())});
+  Result<AllToAllFlow> flow = allToAllFlow(topology, std::max(0.1, ctx.secondsLeft()));
+  if (!flow.isOk()) return forestTimeout(flow.status(), request.time_limit_s, " (flow)");
+  int relayed = 0;
+  for (const auto& paths : flow->paths) {
+    for (const AllToAllFlow::Path& p : paths) relayed += p.ranks.size() > 2 ? 1 : 0;
+  }
+  const double optimum_us = flow->us_per_byte * static_cast<double>(setup.size);
+  result->stages.push_back(
+      {.name = "flow",
+       .seconds = flow->seconds,
+       .variables = flow->lp_columns,
+       .constraints = flow->lp_rows,
+       .status = fmt::format("optimal: {:.6g} us at {} bytes; {} relayed paths", optimum_us, setup.size, relayed),
+       .makespan_us = optimum_us});
+  // Pieces per block: at most 8192 chunks in all (n (n-1) pieces).
+  std::vector<int> pieces;
+  const int64_t blocks = static_cast<int64_t>(n) * (n - 1);
+  for (int p : {1, 2, 3, 4, 6, 8, 12, 16}) {
+    if (request.forest_pieces > 0 && p != request.forest_pieces) continue;
+    if (p == 1 || blocks * p <= 8192) pieces.push_back(p);
+  }
+  if (pieces.empty()) pieces.push_back(request.forest_pieces);
+  struct Candidate {
+    int pieces = 1;
+    Pipeline pipeline;
+    double fluid_us = 0;
+  };
+  std::vector<Candidate> candidates;
+  const auto schedule_start = Clock::now();
+  for (int p : pieces) {
+    BRAID_ASSIGN_OR_RETURN(synth::FlowPipeline fp, synth::flowPipeline(logical, *flow, p, setup.size));
+    candidates.push_back({p, {std::move(fp.problem), std::move(fp.routing), std::move(fp.schedule)}, fp.fluid_us});
+  }
+  std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+    return a.pipeline.schedule.makespan_us < b.pipeline.schedule.makespan_us;
+  });
+  std::vector<std::string> modelled;
+  for (const Candidate& c : candidates) {
+    modelled.push_back(fmt::format("{} pieces: {:.6g} us ({:.4g}x the flow)", c.pieces, c.pipeline.schedule.makespan_us,
+                                   c.fluid_us / optimum_us));
+  }
+  result->stages.push_back({.name = "schedule",
+                            .seconds = std::chrono::duration<double>(Clock::now() - schedule_start).count(),
+                            .status = fmt::format("fluid; {}", fmt::join(modelled, ", ")),
+                            .makespan_us = candidates.front().pipeline.schedule.makespan_us});
+  const bool scored = static_cast<bool>(request.score) && candidates.size() > 1;
+  std::optional<SynthesisResult> best;
+  double best_score = 0;
+  std::vector<std::string> tried;
+  Status first_error = Status::ok();
+  for (const Candidate& c : candidates) {
+    if (best && !scored) break;
+    if (best && Clock::now() >= ctx.deadline) {
+      ctx.clockCut("flow candidates");
+      break;
+    }
+    SynthesisResult candidate = *result;
+    Movements m;
+    m.forward_logical = &logical;
+    m.fwd = &c.pipeline;
+    m.chunkup = c.pieces;
+    m.name = fmt::format("braid-flow-alltoall-{}-c{}", topology.name, c.pieces);
+    m.level_channels = anyInterNode(logical);
+    Status finished = finishAlgorithm(request, setup, m, ctx, &candidate);
+    if (!finished.isOk()) {
+      if (!tooLargeToVerify(finished)) return finished;
+      if (first_error.isOk()) first_error = finished;
+      tried.push_back(fmt::format("{} pieces: too large to verify", c.pieces));
+      continue;
+    }
+    if (!scored) {
+      best = std::move(candidate);
+      break;
+    }
+    Result<double> score = request.score(candidate.algorithm, setup.size);
+    if (!score.isOk()) {
+      if (first_error.isOk()) first_error = score.status();
+      tried.push_back(fmt::format("{} pieces: not scored ({})", c.pieces, score.status().message()));
+      continue;
+    }
+    tried.push_back(fmt::format("{} pieces: {:.2f}", c.pieces, *score));
+    if (!best || *score < best_score) {
+      best_score = *score;
+      best = std::move(candidate);
+    }
+  }
+  if (!best) return first_error.isOk() ? internalError("the flow method built no candidate") : first_error;
+  if (!tried.empty()) {
+    best->notes.push_back(
+        fmt::format("flow: {} ({}); kept {} pieces per block",
+                    scored ? "candidates scored by " +
+                                 (request.score_name.empty() ? std::string("the caller's scorer") : request.score_name)
+                           : std::string("candidates"),
+                    fmt::join(tried, "; "), best->chunkup));
+  }
+  best->notes.push_back(
+      fmt::format("flow: the all-to-all max-concurrent flow optimum is {:.6g} us at {} bytes", optimum_us, setup.size));
+  *result = std::move(*best);
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
@@ -561,7 +691,9 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   // runs; stopped (joined) when synthesize() returns.
   synth::Watchdog watchdog(start, ctx.deadline, request.progress, /*tick_s=*/0.1, /*heartbeat_s=*/0.5);
   ctx.watchdog = &watchdog;
-  if (setup.forest) {
+  if (setup.forest && setup.coll == CollectiveKind::kAllToAll) {
+    BRAID_RETURN_IF_ERROR(synthesizeFlow(request, setup, ctx, &result));
+  } else if (setup.forest) {
     BRAID_RETURN_IF_ERROR(synthesizeForest(request, setup, ctx, &result));
   } else {
     BRAID_RETURN_IF_ERROR(synthesizeTaccl(request, setup, ctx, &result));

@@ -30,7 +30,8 @@ void say(const ParetoOptions& options, const std::string& line) {
   if (options.progress) options.progress(line);
 }
 
-/// The synthesized algorithms (TACCL pipeline; tree packing for all-gather, reduce-scatter and all-reduce) when
+/// The synthesized algorithms (TACCL pipeline; the forest method: tree packing for all-gather, reduce-scatter and
+/// all-reduce, the max-concurrent flow for all-to-all) when
 /// synthesis succeeds, and the classical ones that apply for `kind`.
 std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& topology,
                                            const std::string& topology_name, const ParetoOptions& options,
@@ -38,11 +39,10 @@ std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& 
   std::vector<std::string>* notes = &set->notes;
   std::vector<ParetoCandidate> out;
   for (SynthesisMethod method : {SynthesisMethod::kTaccl, SynthesisMethod::kForest}) {
-    if (method == SynthesisMethod::kForest && kind != CollectiveKind::kAllGather &&
-        kind != CollectiveKind::kReduceScatter && kind != CollectiveKind::kAllReduce) {
-      continue;
-    }
-    const std::string what = method == SynthesisMethod::kForest ? "tree packing" : "synthesized";
+    if (method == SynthesisMethod::kForest && !forestMethodBuilds(kind, topology.numGpus())) continue;
+    const std::string what = method == SynthesisMethod::kTaccl   ? "synthesized"
+                             : kind == CollectiveKind::kAllToAll ? "max-concurrent flow"
+                                                                 : "tree packing";
     say(options, fmt::format("{}: {} (time limit {:g} s)", collectiveName(kind), what, options.time_limit_s));
     SynthesisRequest request;
     request.topology = &topology;

@@ -101,14 +101,54 @@ inline constexpr int kRouteBoundMaxGpus = 256;
 /// kRouteBoundMaxGpus GPUs; kInternalError when GLPK fails (its code in the message).
 Result<double> routeBound(const Topology& t, CollectiveKind collective, double bytes_per_rank);
 
+/// Largest GPU count allToAllFlow solves its LP for (n^2 (n-1) flow columns: 31,745 at 32 GPUs); above it
+/// allToAllFlow is kUnsupported and collectiveBound(s) report flow_us = 0.
+inline constexpr int kAllToAllFlowMaxGpus = 32;
+
+/// The all-to-all max-concurrent flow over Braid's routes and its decomposition into relay paths. ASSUMPTION as
+/// routeBound: a message from rank a to rank b travels along Topology::route(a, b); data may be relayed through
+/// GPUs (received, then sent on), never copied by a switch or NIC. Every rank sends a block of S / n bytes to each
+/// other rank (S = one rank's send buffer). The LP (GLPK simplex, presolve on; src/cost/flow_bound.cc), per block:
+///   minimise tau over f^s_ab >= 0 (blocks of source s that GPU a sends GPU b along route(a, b))
+///   s.t. for every source s and rank v != s: (f^s into v) - (f^s out of v) = 1,
+///        for every physical link e: sum over s and the pairs whose route crosses e of f^s_ab <= B_e tau.
+/// This is the max-concurrent-flow formulation of TE-CCL (Liu et al., SIGCOMM'24) and of Shahrokhi and Matula's
+/// concurrent flow (J. ACM 37(2), 1990), on the graph of GPU routes; the optimum is the fastest any all-to-all
+/// that moves whole routes can be in the bandwidth model (alpha ignored): time_us >= us_per_byte x S. It is at
+/// least routeBound's all-to-all value (whose demands this flow meets).
+struct AllToAllFlow {
+  /// One relay path of the blocks one rank sends another: ranks[0] = source, ranks.back() = destination, the
+  /// ranks between relay; `fraction` of the block takes it. A (s, d) list's fractions sum to 1.
+  struct Path {
+    std::vector<int> ranks;
+    double fraction = 0;
+  };
+  int num_ranks = 0;
+  /// The optimum: the all-to-all of an S-byte send buffer per rank takes >= us_per_byte x S microseconds.
+  double us_per_byte = 0;
+  /// paths[s * num_ranks + d]: the flow's decomposition (Ford-Fulkerson, cycles cancelled); empty for s == d.
+  std::vector<std::vector<Path>> paths;
+  int lp_columns = 0;
+  int lp_rows = 0;
+  double seconds = 0;  // wall time of the LP and the decomposition
+};
+
+/// Solves the flow LP within `seconds_limit` (GLPK's tm_lim) and decomposes it. Fewer than 2 GPUs: us_per_byte 0,
+/// no paths. Errors: kInvalidArgument for a non-positive time limit, a malformed link on a route or GPUs the
+/// routes do not join (as routeBound); kUnsupported above kAllToAllFlowMaxGpus GPUs; kTimeout at the time limit;
+/// kInternalError when GLPK fails or the decomposition does not account for every block.
+Result<AllToAllFlow> allToAllFlow(const Topology& t, double seconds_limit = 60);
+
 /// Both bounds for one call of nccl-tests size `size_bytes`: time_us = max(bandwidth bound, latency bound), the
-/// bandwidth bound being max(cut bound, route bound). For all-gather bytes_per_rank = size / n; reduce-scatter
-/// size / n; all-reduce size / n per rank share; all-to-all size (each rank's send buffer).
+/// bandwidth bound being max(cut bound, route bound, and for all-to-all the max-concurrent flow). For all-gather
+/// bytes_per_rank = size / n; reduce-scatter size / n; all-reduce size / n per rank share; all-to-all size (each rank's
+/// send buffer).
 struct CollectiveBound {
   double time_us = 0;       // max(bandwidth_us, latency_us)
-  double bandwidth_us = 0;  // the bandwidth bound: max(cut_us, route_us)
+  double bandwidth_us = 0;  // the bandwidth bound: max(cut_us, route_us, flow_us)
   double cut_us = 0;        // the ForestColl cut bound (allGatherCutBound ... allToAllCutBound)
   double route_us = 0;      // routeBound; 0 above kRouteBoundMaxGpus GPUs (not computed)
+  double flow_us = 0;       // all-to-all: allToAllFlow's optimum; 0 for other collectives and above 32 GPUs
   double latency_us = 0;    // the latency bound
   std::vector<int> cut;     // binding cut of the cut bound
 };
@@ -116,8 +156,8 @@ Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collec
 
 /// collectiveBound for a sweep of sizes at the cost of one: the cut bound is linear in the size (the max over cuts
 /// S of k_S x size / B_S is size x max k_S / B_S) and so is the route bound (its LP is homogeneous in the data),
-/// so each is computed once, at the largest size, and scaled; the latency bound does not depend on the size. Results in
-/// the order of `sizes`. Errors as collectiveBound.
+/// so each is computed once, at the largest size, and scaled (the all-to-all flow too: its LP is in blocks); the
+/// latency bound does not depend on the size. Results in the order of `sizes`. Errors as collectiveBound.
 Result<std::vector<CollectiveBound>> collectiveBounds(const Topology& t, CollectiveKind collective,
                                                       const std::vector<uint64_t>& sizes);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "braid/algorithm.h"
+#include "braid/bounds.h"
 #include "braid/collective.h"
 #include "braid/sketch.h"
 #include "braid/status.h"
@@ -38,8 +39,15 @@ enum class SynthesisMethod {
   /// all-gather made of trees along Topology::route from a linear program, k spanning out-trees per root packed by
   /// Edmonds' branching theorem with exact integer max-flows, pieces pipelined down the trees. All-gather,
   /// reduce-scatter (the trees reversed) and all-reduce (reduce-scatter, then all-gather); the sketch is not used.
+  /// All-to-all: the max-concurrent flow over the routes (include/braid/bounds.h allToAllFlow, an LP on GLPK) cut
+  /// into relay paths, `forest_pieces` pieces per block dealt to them, a fluid schedule (synthesizer/forest.h).
   kForest,
 };
+
+/// Whether kForest builds `collective` on `num_gpus` GPUs: all-gather, reduce-scatter and all-reduce (tree
+/// packing) on any count, all-to-all (the max-concurrent flow, include/braid/bounds.h allToAllFlow) up to
+/// kAllToAllFlowMaxGpus.
+bool forestMethodBuilds(CollectiveKind collective, int num_gpus);
 
 /// "taccl", "forest"; parseSynthesisMethod returns nullopt for anything else.
 const char* synthesisMethodName(SynthesisMethod method);
@@ -75,8 +83,10 @@ struct SynthesisRequest {
   /// chosen — 0.03 and 0.1 are both candidates when `score` is set, 0.03 otherwise.
   double forest_tolerance = -1;
   /// kForest: pieces each tree unit's share is cut into and pipelined down its tree (1 .. 64); fewer when the
-  /// algorithm would exceed 4096 chunks. 0 (default): chosen — 1, 2, 4, 8, 16 and 32 are candidates when `score` is
-  /// set; otherwise 4, and 2 then 1 when 4 is too large to verify.
+  /// algorithm would exceed 4096 chunks. All-to-all: pieces per block (1, 2, 3, 4, 6, 8, 12 and 16 are candidates
+  /// when 0, up to 8192 chunks; with `score` each is scored, otherwise the fluid schedule's fastest is kept). 0
+  /// (default): chosen — 1, 2, 4, 8, 16 and 32 are candidates when `score` is set; otherwise 4, and 2 then 1 when 4 is
+  /// too large to verify.
   int forest_pieces = 0;
   /// kForest: scores a verified candidate algorithm at the costing size, lower is better (the CLI, the benchmarks
   /// and the communicator's Pareto set pass Braid's simulator, in µs); may be empty. With it, every candidate of

@@ -415,11 +415,18 @@ Result<CollectiveBound> collectiveBound(const Topology& t, CollectiveKind collec
     BRAID_ASSIGN_OR_RETURN(route_us,
                            routeBound(t, collective, collective == CollectiveKind::kAllToAll ? size : size / n));
   }
+  // The all-to-all max-concurrent flow, up to kAllToAllFlowMaxGpus (0.7 s at 32 GPUs on a 2-core machine).
+  double flow_us = 0;
+  if (collective == CollectiveKind::kAllToAll && n >= 2 && n <= kAllToAllFlowMaxGpus) {
+    BRAID_ASSIGN_OR_RETURN(const AllToAllFlow flow, allToAllFlow(t));
+    flow_us = flow.us_per_byte * size;
+  }
   BRAID_ASSIGN_OR_RETURN(LatencyBound latency, latencyBound(t, collective));
   CollectiveBound bound;
   bound.cut_us = cut->time_us;
   bound.route_us = route_us;
-  bound.bandwidth_us = std::max(bound.cut_us, bound.route_us);
+  bound.flow_us = flow_us;
+  bound.bandwidth_us = std::max({bound.cut_us, bound.route_us, bound.flow_us});
   bound.latency_us = latency.time_us;
   bound.time_us = std::max(bound.bandwidth_us, bound.latency_us);
   bound.cut = cut->cut;
@@ -437,7 +444,8 @@ Result<std::vector<CollectiveBound>> collectiveBounds(const Topology& t, Collect
     const double scale = static_cast<double>(size) / static_cast<double>(ref_size);
     b.cut_us = ref.cut_us * scale;
     b.route_us = ref.route_us * scale;
-    b.bandwidth_us = std::max(b.cut_us, b.route_us);
+    b.flow_us = ref.flow_us * scale;
+    b.bandwidth_us = std::max({b.cut_us, b.route_us, b.flow_us});
     b.time_us = std::max(b.bandwidth_us, b.latency_us);
     out.push_back(std::move(b));
   }

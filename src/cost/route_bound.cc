@@ -38,39 +38,13 @@
 #include <vector>
 
 #include "braid/bounds.h"
+#include "cost/route_lp.h"
 
 namespace braid {
-namespace {
-
-struct PairRoute {
-  int src = 0;  // rank
-  int dst = 0;  // rank
-  std::vector<int> links;
-};
-
-/// Demands of one LP in units of the per-rank datum (see the file comment).
-struct Demands {
-  double gpu_in = 0;
-  double gpu_out = 0;
-  // Per node, as a function of k = GPUs inside and n.
-  double (*node_in)(double k, double n) = nullptr;
-  double (*node_out)(double k, double n) = nullptr;
-};
-
-double outsideCount(double k, double n) { return n - k; }
-double insideCount(double k, double /*n*/) { return k; }
-double crossPairsOverN(double k, double n) { return k * (n - k) / n; }
-
-Demands allGatherDemands(int n) { return Demands{static_cast<double>(n - 1), 1.0, &outsideCount, &insideCount}; }
-Demands reduceScatterDemands(int n) { return Demands{1.0, static_cast<double>(n - 1), &insideCount, &outsideCount}; }
-Demands allToAllDemands(int n) {
-  const double d = static_cast<double>(n - 1) / n;
-  return Demands{d, d, &crossPairsOverN, &crossPairsOverN};
-}
+namespace cost_internal {
 
 std::string rankName(const Topology& t, int rank) { return t.vertices[t.gpuVertex(rank)].name; }
 
-/// Every GPU pair's route; checks the links on them and that the routes join every GPU to every other.
 Result<std::vector<PairRoute>> gpuRoutes(const Topology& t) {
   const int n = t.numGpus();
   const int num_vertices = static_cast<int>(t.vertices.size());
@@ -132,22 +106,59 @@ Result<std::vector<PairRoute>> gpuRoutes(const Topology& t) {
   return routes;
 }
 
-/// Owns a glp_prob and silences GLPK's terminal output for its lifetime (restoring the previous setting).
-class GlpkProblem {
- public:
-  GlpkProblem() : previous_term_(glp_term_out(GLP_OFF)), lp_(glp_create_prob()) {}
-  ~GlpkProblem() {
-    glp_delete_prob(lp_);
-    glp_term_out(previous_term_);
+Result<double> solveSimplex(const Topology& t, glp_prob* lp, const glp_smcp& params, const std::string& what) {
+  const int rc = glp_simplex(lp, &params);
+  if (rc == GLP_ETMLIM) {
+    return Status(StatusCode::kTimeout, what + ": GLPK's simplex reached its time limit of " +
+                                            std::to_string(params.tm_lim) + " ms on topology '" + t.name + "' (" +
+                                            std::to_string(glp_get_num_cols(lp)) + " columns, " +
+                                            std::to_string(glp_get_num_rows(lp)) + " rows)");
   }
-  GlpkProblem(const GlpkProblem&) = delete;
-  GlpkProblem& operator=(const GlpkProblem&) = delete;
-  glp_prob* get() { return lp_; }
+  if (rc != 0) {
+    return internalError(what + ": GLPK's simplex failed on topology '" + t.name + "' (glp_simplex code " +
+                         std::to_string(rc) + ", " + std::to_string(glp_get_num_cols(lp)) + " columns)");
+  }
+  const int status = glp_get_status(lp);
+  if (status != GLP_OPT) {
+    return internalError(what + ": GLPK found no optimum on topology '" + t.name + "' (glp_get_status " +
+                         std::to_string(status) + ")");
+  }
+  const double objective = glp_get_obj_val(lp);
+  if (!std::isfinite(objective) || objective < 0) {
+    return internalError(what + ": GLPK returned the objective " + std::to_string(objective));
+  }
+  return objective;
+}
 
- private:
-  int previous_term_;
-  glp_prob* lp_;
+}  // namespace cost_internal
+
+namespace {
+
+using cost_internal::GlpkProblem;
+using cost_internal::gpuRoutes;
+using cost_internal::PairRoute;
+using cost_internal::rankName;
+using cost_internal::solveSimplex;
+
+/// Demands of one LP in units of the per-rank datum (see the file comment).
+struct Demands {
+  double gpu_in = 0;
+  double gpu_out = 0;
+  // Per node, as a function of k = GPUs inside and n.
+  double (*node_in)(double k, double n) = nullptr;
+  double (*node_out)(double k, double n) = nullptr;
 };
+
+double outsideCount(double k, double n) { return n - k; }
+double insideCount(double k, double /*n*/) { return k; }
+double crossPairsOverN(double k, double n) { return k * (n - k) / n; }
+
+Demands allGatherDemands(int n) { return Demands{static_cast<double>(n - 1), 1.0, &outsideCount, &insideCount}; }
+Demands reduceScatterDemands(int n) { return Demands{1.0, static_cast<double>(n - 1), &insideCount, &outsideCount}; }
+Demands allToAllDemands(int n) {
+  const double d = static_cast<double>(n - 1) / n;
+  return Demands{d, d, &crossPairsOverN, &crossPairsOverN};
+}
 
 /// Optimal tau of the LP (file comment) for the given routes and demands: us per byte of the datum x 1e3.
 Result<double> solveRouteLp(const Topology& t, const std::vector<PairRoute>& routes, const Demands& d) {
@@ -243,21 +254,7 @@ Result<double> solveRouteLp(const Topology& t, const std::vector<PairRoute>& rou
   params.msg_lev = GLP_MSG_OFF;
   params.meth = GLP_DUALP;
   params.presolve = GLP_OFF;
-  const int rc = glp_simplex(lp, &params);
-  if (rc != 0) {
-    return internalError("route bound: GLPK's simplex failed on topology '" + t.name + "' (glp_simplex code " +
-                         std::to_string(rc) + ", " + std::to_string(num_pairs) + " pair variables)");
-  }
-  const int status = glp_get_status(lp);
-  if (status != GLP_OPT) {
-    return internalError("route bound: GLPK found no optimum on topology '" + t.name + "' (glp_get_status " +
-                         std::to_string(status) + ")");
-  }
-  const double tau = glp_get_obj_val(lp);
-  if (!std::isfinite(tau) || tau < 0) {
-    return internalError("route bound: GLPK returned the objective " + std::to_string(tau));
-  }
-  return tau;
+  return solveSimplex(t, lp, params, "route bound");
 }
 
 }  // namespace

@@ -252,8 +252,11 @@ check_json "forest report" 'assert d["verified"] is True, d["verified"]' "$tmp/f
 expect_rc 2 "unknown method" -- "$braid" synth --method sccl -t dgx1-v100 -c allgather
 grep -q "not taccl or forest" "$tmp/err" && ok || fail "unknown method: $(head -2 "$tmp/err")"
 expect_rc 2 "forest with a sketch" -- "$braid" synth --method forest --sketch "$tmp/relay.yaml" -t dgx1-v100 -c allgather
-expect_rc 1 "forest all-to-all" -- "$braid" synth --method forest -t dgx1-v100 -c alltoall
-grep -q "forest method builds allgather" "$tmp/err" && ok || fail "forest all-to-all: $(head -2 "$tmp/err")"
+expect_rc 0 "forest all-to-all (max-concurrent flow)" -- "$braid" synth --method forest -t dgx1-v100 -c alltoall \
+  --pieces 4 -o "$tmp/flow.xml"
+expect_rc 0 "verify the flow all-to-all" -- "$braid" verify "$tmp/flow.xml" --topology dgx1-v100
+expect_rc 1 "forest broadcast" -- "$braid" synth --method forest -t dgx1-v100 -c broadcast
+grep -q "forest method builds allgather" "$tmp/err" && ok || fail "forest broadcast: $(head -2 "$tmp/err")"
 expect_rc 2 "forest pieces out of range" -- "$braid" synth --method forest --pieces 0 -t dgx1-v100 -c allgather
 expect_rc 2 "pieces without the forest method" -- "$braid" synth --pieces 8 -t dgx1-v100 -c allgather
 grep -q "applies to --method forest only" "$tmp/err" && ok || fail "--pieces with taccl: $(head -2 "$tmp/err")"

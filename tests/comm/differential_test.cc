@@ -184,7 +184,6 @@ void synthesizedOnTopologies(int gpus, SynthesisMethod method = SynthesisMethod:
     ASSERT_TRUE(topology.isOk());
     for (CollectiveKind kind : {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce,
                                 CollectiveKind::kAllToAll}) {
-      if (method == SynthesisMethod::kForest && kind == CollectiveKind::kAllToAll) continue;
       SynthesisRequest request;
       request.topology = &*topology;
       request.method = method;

@@ -1,12 +1,14 @@
 // All-to-all cut bound (allToAllCutBound): closed forms on a switch and on two nodes joined by one NIC link, and
-// brute force over every vertex subset of random small graphs.
+// brute force over every vertex subset of random small graphs; the max-concurrent flow (allToAllFlow) below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "braid/bounds.h"
 #include "braid/topology.h"
@@ -185,6 +187,138 @@ TEST(AllToAllBound, BruteForceOverRandomGraphs) {
     }
   }
   EXPECT_GE(clustered_checked, 10);
+}
+
+// ---- the max-concurrent flow (allToAllFlow): hand-derived optima on a switch, a path and a ring; on random
+// small graphs it is at least the route and cut bounds and its paths rebuild a flow that fits every link.
+
+constexpr double kS = 256.0 * (1 << 20);  // one rank's send buffer, bytes
+
+void expectFlowRel(double got, double want, const std::string& what) {
+  EXPECT_NEAR(got, want, 1e-7 * std::max(1.0, std::fabs(want))) << what;
+}
+
+// n GPUs joined GPU to GPU: i <-> i+1 (and n-1 <-> 0 when `ring`), bw GB/s each way.
+Topology chain(int n, double bw, bool ring) {
+  Topology t;
+  t.name = ring ? "ring" : "path";
+  const int node = t.addNode("node0");
+  std::vector<int> g;
+  for (int i = 0; i < n; ++i) g.push_back(t.addVertex(VertexKind::kGpu, node));
+  for (int i = 0; i + 1 < n; ++i) t.addDuplexLink(g[i], g[i + 1], LinkKind::kNvlink, bw, 0.5);
+  if (ring) t.addDuplexLink(g[n - 1], g[0], LinkKind::kNvlink, bw, 0.5);
+  return t;
+}
+
+// Rebuilds the per-link load from the paths (fraction x one block per pair crossed) and checks the paths' shape.
+void checkPaths(const Topology& t, const AllToAllFlow& f) {
+  const int n = t.numGpus();
+  ASSERT_EQ(f.paths.size(), static_cast<size_t>(n) * n);
+  std::vector<double> load(t.links.size(), 0);  // blocks
+  for (int s = 0; s < n; ++s) {
+    for (int d = 0; d < n; ++d) {
+      const auto& list = f.paths[static_cast<size_t>(s) * n + d];
+      if (s == d) {
+        EXPECT_TRUE(list.empty());
+        continue;
+      }
+      double total = 0;
+      for (const AllToAllFlow::Path& p : list) {
+        ASSERT_GE(p.ranks.size(), 2u);
+        EXPECT_EQ(p.ranks.front(), s);
+        EXPECT_EQ(p.ranks.back(), d);
+        EXPECT_GT(p.fraction, 0);
+        total += p.fraction;
+        for (size_t h = 0; h + 1 < p.ranks.size(); ++h) {
+          std::optional<Route> r = t.route(p.ranks[h], p.ranks[h + 1]);
+          ASSERT_TRUE(r.has_value()) << p.ranks[h] << " -> " << p.ranks[h + 1];
+          for (int l : r->links) load[l] += p.fraction;
+        }
+      }
+      EXPECT_NEAR(total, 1.0, 1e-9) << s << " -> " << d;
+    }
+  }
+  // The time the paths take on the busiest link equals the optimum (within the simplex's tolerance).
+  double busiest_us = 0;
+  for (size_t l = 0; l < t.links.size(); ++l) {
+    busiest_us = std::max(busiest_us, load[l] * (kS / n) / (t.links[l].bandwidth_gbps * 1e3));
+  }
+  EXPECT_LE(busiest_us, f.us_per_byte * kS * (1 + 1e-6));
+}
+
+TEST(AllToAllFlow, SwitchIsDirect) {
+  // Every GPU sends its n - 1 blocks up its own link: (n-1)/n S / bw.
+  for (int n : {2, 5, 8}) {
+    const Topology t = singleSwitch(n, 100);
+    Result<AllToAllFlow> f = allToAllFlow(t);
+    ASSERT_TRUE(f.isOk()) << f.status().toString();
+    expectFlowRel(f->us_per_byte * kS, (n - 1.0) / n * kS / 100e3, "switch n=" + std::to_string(n));
+    checkPaths(t, *f);
+    for (const auto& list : f->paths) {
+      for (const auto& p : list) EXPECT_EQ(p.ranks.size(), 2u);
+    }
+  }
+}
+
+TEST(AllToAllFlow, PathRelaysThroughTheMiddleGpu) {
+  // 0 - 1 - 2: routes never cross a GPU, so 0 -> 2 relays through 1; link 0->1 carries blocks 0->1 and 0->2,
+  // 1->2 carries 0->2 and 1->2: two blocks of S/3 per link.
+  const Topology t = chain(3, 50, false);
+  Result<AllToAllFlow> f = allToAllFlow(t);
+  ASSERT_TRUE(f.isOk()) << f.status().toString();
+  expectFlowRel(f->us_per_byte * kS, 2 * (kS / 3) / 50e3, "path");
+  checkPaths(t, *f);
+  const auto& relay = f->paths[0 * 3 + 2];
+  ASSERT_EQ(relay.size(), 1u);
+  EXPECT_EQ(relay[0].ranks, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(AllToAllFlow, BidirectionalRingOfFour) {
+  // Per source: two neighbours one hop away, the opposite rank two hops: 4 block-hops; 16 over 8 link directions.
+  const Topology t = chain(4, 25, true);
+  Result<AllToAllFlow> f = allToAllFlow(t);
+  ASSERT_TRUE(f.isOk()) << f.status().toString();
+  expectFlowRel(f->us_per_byte * kS, 2 * (kS / 4) / 25e3, "ring");
+  checkPaths(t, *f);
+}
+
+TEST(AllToAllFlow, RandomGraphsBoundAndDecompose) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 12; ++trial) {
+    const int n = 3 + trial % 4;
+    Topology t;
+    t.name = "random" + std::to_string(trial);
+    const int node = t.addNode("node0");
+    std::vector<int> g;
+    for (int i = 0; i < n; ++i) g.push_back(t.addVertex(VertexKind::kGpu, node));
+    const int sw = t.addVertex(VertexKind::kNvSwitch, node, "sw");
+    std::uniform_int_distribution<int> bw(1, 8);
+    for (int i = 0; i < n; ++i) {
+      t.addDuplexLink(g[i], g[(i + 1) % n], LinkKind::kNvlink, 10.0 * bw(rng), 0.5);  // keeps it connected
+      if (rng() % 2) t.addDuplexLink(g[i], sw, LinkKind::kNvlink, 10.0 * bw(rng), 0.5);
+    }
+    Result<AllToAllFlow> f = allToAllFlow(t);
+    ASSERT_TRUE(f.isOk()) << t.name << ": " << f.status().toString();
+    Result<double> route = routeBound(t, CollectiveKind::kAllToAll, kS);
+    Result<CutBound> cut = allToAllCutBound(t, kS);
+    ASSERT_TRUE(route.isOk() && cut.isOk());
+    const double flow_us = f->us_per_byte * kS;
+    EXPECT_GE(flow_us, *route * (1 - 1e-7)) << t.name;
+    EXPECT_GE(flow_us, cut->time_us * (1 - 1e-7)) << t.name;
+    checkPaths(t, *f);
+    Result<CollectiveBound> b = collectiveBound(t, CollectiveKind::kAllToAll, static_cast<uint64_t>(kS));
+    ASSERT_TRUE(b.isOk());
+    expectFlowRel(b->flow_us, flow_us, "collectiveBound flow_us");
+    EXPECT_GE(b->bandwidth_us, b->flow_us);
+  }
+}
+
+TEST(AllToAllFlow, Limits) {
+  EXPECT_EQ(allToAllFlow(singleSwitch(kAllToAllFlowMaxGpus + 1, 10)).status().code(), StatusCode::kUnsupported);
+  EXPECT_EQ(allToAllFlow(singleSwitch(4, 10), 0).status().code(), StatusCode::kInvalidArgument);
+  Result<AllToAllFlow> one = allToAllFlow(singleSwitch(1, 10));
+  ASSERT_TRUE(one.isOk());
+  EXPECT_EQ(one->us_per_byte, 0);
 }
 
 }  // namespace

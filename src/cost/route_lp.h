@@ -1,0 +1,51 @@
+// Internal to braid_cost, shared by the two linear programs over Braid's routes: the route-constrained bound
+// (route_bound.cc) and the all-to-all max-concurrent flow (flow_bound.cc).
+#pragma once
+
+#include <glpk.h>
+
+#include <string>
+#include <vector>
+
+#include "braid/status.h"
+#include "braid/topology.h"
+
+namespace braid::cost_internal {
+
+/// One ordered GPU pair and the physical links its route (Topology::route) crosses.
+struct PairRoute {
+  int src = 0;  // rank
+  int dst = 0;  // rank
+  std::vector<int> links;
+};
+
+/// The GPU name of `rank`, for messages.
+std::string rankName(const Topology& t, int rank);
+
+/// Every GPU pair's route (pairs without one are left out); checks the links on them and that the routes join
+/// every GPU to every other, relaying through GPUs. Errors: kInvalidArgument naming the link or GPU.
+Result<std::vector<PairRoute>> gpuRoutes(const Topology& t);
+
+/// Owns a glp_prob and silences GLPK's terminal output for its lifetime (restoring the previous setting).
+class GlpkProblem {
+ public:
+  GlpkProblem() : previous_term_(glp_term_out(GLP_OFF)), lp_(glp_create_prob()) {}
+  ~GlpkProblem() {
+    glp_delete_prob(lp_);
+    glp_term_out(previous_term_);
+  }
+  GlpkProblem(const GlpkProblem&) = delete;
+  GlpkProblem& operator=(const GlpkProblem&) = delete;
+  glp_prob* get() { return lp_; }
+
+ private:
+  int previous_term_;
+  glp_prob* lp_;
+};
+
+/// Runs glp_simplex on `lp` with `params` and returns the optimal objective. `what` starts every message ("route
+/// bound", "all-to-all flow"). Errors: kTimeout when GLPK stops at params.tm_lim; kInternalError when it fails, finds
+/// no optimum or returns an objective that is negative or not finite (GLPK's codes in the message).
+Result<double> solveSimplex(const Topology& t, glp_prob* lp, const glp_smcp& params, const std::string& what);
+
+}  // namespace braid::cost_internal
