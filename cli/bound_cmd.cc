@@ -3,6 +3,7 @@
 // ForestColl cut bound and the route-constrained LP bound), the latency bound, their maximum, and the algbw/busbw
 // ceilings they imply (nccl-tests factors, ../shared/reference/nccl_plugins.md §6.4).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cctype>
@@ -165,6 +166,7 @@ int runBound(const BoundOptions& opt) {
                              {"bandwidth_us", r.bound.bandwidth_us},
                              {"cut_us", r.bound.cut_us},
                              {"route_us", r.bound.route_us},
+                             {"flow_us", r.bound.flow_us},
                              {"latency_us", r.bound.latency_us},
                              {"algbw_gbps", r.algbw},
                              {"busbw_gbps", r.busbw}});
@@ -177,27 +179,39 @@ int runBound(const BoundOptions& opt) {
   }
   std::cout << fmt::format("# braid bound: {} on {} ({} GPUs, {} node(s))\n", collectiveName(*kind), t.name,
                            t.numGpus(), t.numNodes());
+  const bool a2a = *kind == CollectiveKind::kAllToAll;
   std::cout << fmt::format(
-      "# lower bounds: bound = the routed bound = max(bandwidth, latency), bandwidth = max(cut, route); algbw = size "
-      "/ bound, busbw = algbw x {:.4g} (nccl-tests)\n",
-      bus_factor);
+      "# lower bounds: bound = the routed bound = max(bandwidth, latency), bandwidth = max(cut, route{}); algbw = "
+      "size / bound, busbw = algbw x {:.4g} (nccl-tests)\n",
+      a2a ? ", flow" : "", bus_factor);
+  if (a2a) {
+    std::cout << fmt::format(
+        "# flow = the all-to-all max-concurrent flow over the routes, GPUs relaying (allToAllFlow); 0 above {} "
+        "GPUs (not computed)\n",
+        kAllToAllFlowMaxGpus);
+  }
   for (const std::string& line : boundLegend(*kind)) std::cout << "# " << line << "\n";
-  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>13} {:>13} {:>11} {:>11} {:>11}\n", "size", "bound_us",
-                           "bandwidth_us", "cut_us", "route_us", "latency_us", "algbw", "busbw");
-  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>13} {:>13} {:>11} {:>11} {:>11}\n", "(B)", "(us)", "(us)", "(us)",
-                           "(us)", "(us)", "(GB/s)", "(GB/s)");
+  const std::string flow_head = a2a ? fmt::format(" {:>13}", "flow_us") : "";
+  const std::string flow_unit = a2a ? fmt::format(" {:>13}", "(us)") : "";
+  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>13} {:>13}{} {:>11} {:>11} {:>11}\n", "size", "bound_us",
+                           "bandwidth_us", "cut_us", "route_us", flow_head, "latency_us", "algbw", "busbw");
+  std::cout << fmt::format("# {:>12} {:>13} {:>13} {:>13} {:>13}{} {:>11} {:>11} {:>11}\n", "(B)", "(us)", "(us)",
+                           "(us)", "(us)", flow_unit, "(us)", "(GB/s)", "(GB/s)");
   for (const Row& r : rows) {
-    std::cout << fmt::format("  {:>12} {:>13.3f} {:>13.3f} {:>13.3f} {:>13.3f} {:>11.3f} {:>11.2f} {:>11.2f}\n", r.size,
-                             r.bound.time_us, r.bound.bandwidth_us, r.bound.cut_us, r.bound.route_us,
+    const std::string flow = a2a ? fmt::format(" {:>13.3f}", r.bound.flow_us) : "";
+    std::cout << fmt::format("  {:>12} {:>13.3f} {:>13.3f} {:>13.3f} {:>13.3f}{} {:>11.3f} {:>11.2f} {:>11.2f}\n",
+                             r.size, r.bound.time_us, r.bound.bandwidth_us, r.bound.cut_us, r.bound.route_us, flow,
                              r.bound.latency_us, r.algbw, r.busbw);
   }
-  // Both bounds scale with the size, so the same one sets the bandwidth bound at every size (equal within 1e-9).
+  // Every bandwidth bound scales with the size, so the same ones set it at every size (equal within 1e-9).
   const CollectiveBound& last = rows.back().bound;
-  const bool tie = std::abs(last.route_us - last.cut_us) <= 1e-9 * std::max(last.route_us, last.cut_us);
-  const char* binding = tie                           ? "the cut and route bounds alike"
-                        : last.route_us > last.cut_us ? "the route bound (the cut bound is lower)"
-                                                      : "the cut bound (the route bound is lower)";
-  std::cout << "# bandwidth bound set by " << binding << "\n";
+  std::vector<std::string> binding;
+  auto binds = [&](double v) { return std::abs(v - last.bandwidth_us) <= 1e-9 * std::max(1.0, last.bandwidth_us); };
+  if (binds(last.cut_us)) binding.push_back("the cut bound");
+  if (binds(last.route_us)) binding.push_back("the route bound");
+  if (a2a && binds(last.flow_us)) binding.push_back("the max-concurrent flow");
+  std::cout << "# bandwidth bound set by " << fmt::format("{}", fmt::join(binding, " and "))
+            << (binding.size() > 1 ? " alike" : "") << "\n";
   std::cout << "# binding cut of the cut bound: "
             << (cut.empty() ? std::string("none (fewer than 2 GPUs)") : shortCut(t, cut)) << "\n";
   return 0;

@@ -136,7 +136,8 @@ std::string summaryHeader(const SynthesisResult& result, const Topology& topolog
   const Algorithm& a = result.algorithm;
   const std::string how =
       result.method == SynthesisMethod::kForest
-          ? std::string("method forest (tree packing, no sketch)")
+          ? std::string(collective == CollectiveKind::kAllToAll ? "method forest (max-concurrent flow, no sketch)"
+                                                                : "method forest (tree packing, no sketch)")
           : fmt::format("sketch {}{}", result.sketch.source.empty() ? result.sketch.name : result.sketch.source,
                         sketch_given ? "" : " (derived)");
   std::string out = fmt::format("# Braid synth: {} on {} ({} ranks, {} node(s)), {}, chunkup {}: {:.2f} s, VERIFIED\n",

@@ -49,8 +49,8 @@ Result<FlowPipeline> flowPipeline(const LogicalTopology& logical, const AllToAll
   const int n = logical.num_ranks;
   if (pieces < 1) return invalidArgument(fmt::format("all-to-all flow pipeline: {} pieces per block", pieces));
   if (flow.num_ranks != n || flow.paths.size() != static_cast<size_t>(n) * n) {
-    return invalidArgument(fmt::format("all-to-all flow pipeline: the flow has {} ranks, the logical topology {}",
-                                       flow.num_ranks, n));
+    return invalidArgument(
+        fmt::format("all-to-all flow pipeline: the flow has {} ranks, the logical topology {}", flow.num_ranks, n));
   }
   FlowPipeline out;
   out.problem = makeChunkProblem(CollectiveKind::kAllToAll, logical, pieces, /*root=*/0, size_bytes);

@@ -633,7 +633,7 @@ Status synthesizeFlow(const SynthesisRequest& request, const Setup& setup, const
     if (!finished.isOk()) {
       if (!tooLargeToVerify(finished)) return finished;
       if (first_error.isOk()) first_error = finished;
-      tried.push_back(fmt::format("{} pieces: too large to verify", c.pieces));
+      tried.push_back(fmt::format("pieces={}: too large to verify", c.pieces));
       continue;
     }
     if (!scored) {
@@ -643,10 +643,10 @@ Status synthesizeFlow(const SynthesisRequest& request, const Setup& setup, const
     Result<double> score = request.score(candidate.algorithm, setup.size);
     if (!score.isOk()) {
       if (first_error.isOk()) first_error = score.status();
-      tried.push_back(fmt::format("{} pieces: not scored ({})", c.pieces, score.status().message()));
+      tried.push_back(fmt::format("pieces={}: not scored ({})", c.pieces, score.status().message()));
       continue;
     }
-    tried.push_back(fmt::format("{} pieces: {:.2f}", c.pieces, *score));
+    tried.push_back(fmt::format("pieces={}: {:.2f}", c.pieces, *score));
     if (!best || *score < best_score) {
       best_score = *score;
       best = std::move(candidate);

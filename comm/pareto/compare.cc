@@ -48,7 +48,7 @@ std::vector<BoundLabel> boundLabels(CollectiveKind collective) {
        "alpha-diameter: the largest, over GPU pairs, of the smallest summed link alpha between them (latencyBound)",
        "any algorithm (multi-port model: a rank may send to all its peers at once)"},
       {BoundKind::kCombined, "bound_us", "bound_us", "routed bound",
-       "max(cut bound, route bound, latency bound) (collectiveBound)", routed},
+       "max(cut bound, route bound, latency bound; all-to-all: and the max-concurrent flow) (collectiveBound)", routed},
   };
 }
 

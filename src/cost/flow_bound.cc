@@ -148,9 +148,7 @@ Status decompose(const Topology& t, const std::vector<PairRoute>& routes, int s,
     }
     return best;
   };
-  auto anyMissing = [&] {
-    return std::any_of(missing.begin(), missing.end(), [](double m) { return m > 1e-7; });
-  };
+  auto anyMissing = [&] { return std::any_of(missing.begin(), missing.end(), [](double m) { return m > 1e-7; }); };
   while (anyMissing()) {
     if (++steps > max_steps) {
       return internalError("all-to-all flow: the decomposition of " + cost_internal::rankName(t, s) +
@@ -218,9 +216,8 @@ Result<AllToAllFlow> allToAllFlow(const Topology& t, double seconds_limit) {
   out.paths.assign(static_cast<size_t>(n) * n, {});
   if (n < 2) return out;
   if (n > kAllToAllFlowMaxGpus) {
-    return unsupported("all-to-all flow: topology '" + t.name + "' has " + std::to_string(n) +
-                       " GPUs, more than the " + std::to_string(kAllToAllFlowMaxGpus) +
-                       " the flow LP (n^3 columns) is solved for");
+    return unsupported("all-to-all flow: topology '" + t.name + "' has " + std::to_string(n) + " GPUs, more than the " +
+                       std::to_string(kAllToAllFlowMaxGpus) + " the flow LP (n^3 columns) is solved for");
   }
   if (!(seconds_limit > 0)) return invalidArgument("all-to-all flow: the time limit must be positive (seconds)");
   BRAID_ASSIGN_OR_RETURN(const std::vector<PairRoute> routes, cost_internal::gpuRoutes(t));

@@ -84,8 +84,10 @@ check "alltoall on two nodes is bound by more than one GPU's links" 'len(d["cut"
 expect_rc 0 "alltoall on dgx1-v100" -- "$braid" bound -t dgx1-v100 -c alltoall -b 1G -e 1G --json
 check "dgx1-v100 alltoall: route_us = 7/8 S / 121.5 GB/s" 'abs(d["rows"][0]["route_us"] - 7/8 * 2**30 / 121.5e3) < 1e-6'
 check "dgx1-v100 alltoall: cut_us = 2 S / 126 GB/s, and it binds" 'abs(d["rows"][0]["cut_us"] - 2 * 2**30 / 126e3) < 1e-6 and d["rows"][0]["bandwidth_us"] == d["rows"][0]["cut_us"]'
+check "dgx1-v100 alltoall: the max-concurrent flow (GPUs relaying) equals the cut bound" 'abs(d["rows"][0]["flow_us"] - d["rows"][0]["cut_us"]) < 1e-6 * d["rows"][0]["cut_us"]'
 expect_rc 0 "alltoall table on dgx1-v100" -- "$braid" bound -t dgx1-v100 -c alltoall -b 1G -e 1G
-grep -q 'bandwidth bound set by the cut bound' "$tmp/out" && ok || fail "table: the cut bound should bind on dgx1-v100 all-to-all"
+grep -q 'bandwidth bound set by the cut bound and the max-concurrent flow alike' "$tmp/out" && ok ||
+  fail "table: the cut bound and the flow should bind on dgx1-v100 all-to-all"
 
 # Usage errors exit 2, a missing topology 1; nothing on stdout either way.
 expect_rc 2 "-b > -e" -- "$braid" bound -t dgx-a100-x1 -c allgather -b 2K -e 1K
