@@ -373,6 +373,9 @@ int runSynth(const SynthCmdOptions& opt) {
       return fail(kUsageError,
                   fmt::format("{} applies to --method forest only", pieces_given ? "--pieces" : "--tree-tolerance"));
     }
+    if (tolerance_given && collective && *collective == CollectiveKind::kAllToAll) {
+      return fail(kUsageError, "--tree-tolerance applies to tree packing; the forest method's alltoall packs no trees");
+    }
     if (tolerance_given && !(*opt.tree_tolerance >= 0 && *opt.tree_tolerance < 1)) {
       return fail(kUsageError, fmt::format("--tree-tolerance: {} is not in [0, 1)", *opt.tree_tolerance));
     }

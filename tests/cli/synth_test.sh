@@ -255,6 +255,9 @@ expect_rc 2 "forest with a sketch" -- "$braid" synth --method forest --sketch "$
 expect_rc 0 "forest all-to-all (max-concurrent flow)" -- "$braid" synth --method forest -t dgx1-v100 -c alltoall \
   --pieces 4 -o "$tmp/flow.xml"
 expect_rc 0 "verify the flow all-to-all" -- "$braid" verify "$tmp/flow.xml" --topology dgx1-v100
+expect_rc 2 "tree tolerance on the flow all-to-all" -- "$braid" synth --method forest --tree-tolerance 0.1 \
+  -t dgx1-v100 -c alltoall
+grep -q "packs no trees" "$tmp/err" && ok || fail "--tree-tolerance with alltoall: $(head -2 "$tmp/err")"
 expect_rc 1 "forest broadcast" -- "$braid" synth --method forest -t dgx1-v100 -c broadcast
 grep -q "forest method builds allgather" "$tmp/err" && ok || fail "forest broadcast: $(head -2 "$tmp/err")"
 expect_rc 2 "forest pieces out of range" -- "$braid" synth --method forest --pieces 0 -t dgx1-v100 -c allgather
