@@ -110,13 +110,9 @@ Result<FlowLp> solveFlowLp(const Topology& t, const std::vector<PairRoute>& rout
 
   // GLPK's primal simplex after its presolver (the equality rows make the all-slack basis infeasible, which the
   // primal's first phase handles), within the time limit.
-  glp_scale_prob(lp, GLP_SF_AUTO);
-  glp_smcp params;
-  glp_init_smcp(&params);
-  params.msg_lev = GLP_MSG_OFF;
-  params.presolve = GLP_ON;
-  params.tm_lim = static_cast<int>(std::clamp(seconds_limit, 0.001, 2e6) * 1e3);
-  BRAID_ASSIGN_OR_RETURN(const double tau, cost_internal::solveSimplex(t, lp, params, "all-to-all flow"));
+  const int limit_ms = static_cast<int>(std::clamp(seconds_limit, 0.001, 2e6) * 1e3);
+  BRAID_ASSIGN_OR_RETURN(
+      const double tau, cost_internal::solveSimplex(t, lp, GLP_PRIMAL, /*presolve=*/true, limit_ms, "all-to-all flow"));
   FlowLp out;
   out.tau = tau;
   out.columns = columns;

@@ -32,6 +32,7 @@
 #include <glpk.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -106,7 +107,15 @@ Result<std::vector<PairRoute>> gpuRoutes(const Topology& t) {
   return routes;
 }
 
-Result<double> solveSimplex(const Topology& t, glp_prob* lp, const glp_smcp& params, const std::string& what) {
+Result<double> solveSimplex(const Topology& t, glp_prob* lp, int method, bool presolve, int time_limit_ms,
+                            const std::string& what) {
+  glp_scale_prob(lp, GLP_SF_AUTO);
+  glp_smcp params;
+  glp_init_smcp(&params);
+  params.msg_lev = GLP_MSG_OFF;
+  params.meth = method;
+  params.presolve = presolve ? GLP_ON : GLP_OFF;
+  params.tm_lim = time_limit_ms;
   const int rc = glp_simplex(lp, &params);
   if (rc == GLP_ETMLIM) {
     return Status(StatusCode::kTimeout, what + ": GLPK's simplex reached its time limit of " +
@@ -248,13 +257,7 @@ Result<double> solveRouteLp(const Topology& t, const std::vector<PairRoute>& rou
   // Dual simplex from the all-slack basis, which is dual feasible (every cost >= 0), on the scaled problem.
   // Measured on the all-gather LP of 16 DGX H100 nodes (16256 pairs, 1024 rows; loaded 2-core machine, CPU time):
   // about 1.0 s (1680 iterations), where the primal simplex after GLPK's presolver takes about 1.6 s (2232).
-  glp_scale_prob(lp, GLP_SF_AUTO);
-  glp_smcp params;
-  glp_init_smcp(&params);
-  params.msg_lev = GLP_MSG_OFF;
-  params.meth = GLP_DUALP;
-  params.presolve = GLP_OFF;
-  return solveSimplex(t, lp, params, "route bound");
+  return solveSimplex(t, lp, GLP_DUALP, /*presolve=*/false, INT_MAX, "route bound");
 }
 
 }  // namespace

@@ -43,9 +43,11 @@ class GlpkProblem {
   glp_prob* lp_;
 };
 
-/// Runs glp_simplex on `lp` with `params` and returns the optimal objective. `what` starts every message ("route
-/// bound", "all-to-all flow"). Errors: kTimeout when GLPK stops at params.tm_lim; kInternalError when it fails, finds
-/// no optimum or returns an objective that is negative or not finite (GLPK's codes in the message).
-Result<double> solveSimplex(const Topology& t, glp_prob* lp, const glp_smcp& params, const std::string& what);
+/// Scales `lp` (GLP_SF_AUTO), runs glp_simplex on it silently with `method` (GLP_PRIMAL, GLP_DUALP), GLPK's presolver
+/// on or off and a limit of `time_limit_ms` (INT_MAX: none), and returns the optimal objective. `what` starts every
+/// message ("route bound", "all-to-all flow"). Errors: kTimeout when GLPK stops at the time limit; kInternalError when
+/// it fails, finds no optimum or returns an objective that is negative or not finite (GLPK's codes in the message).
+Result<double> solveSimplex(const Topology& t, glp_prob* lp, int method, bool presolve, int time_limit_ms,
+                            const std::string& what);
 
 }  // namespace braid::cost_internal
