@@ -275,7 +275,10 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
     files[i] = (std::filesystem::path(opt.out) /
                 fmt::format("{}{}-{}.xml", prefix, bytesText(w.min_bytes), bytesText(w.max_bytes)))
                    .string();
-    write(files[i], writeMscclXml(w.candidate.algorithm));
+    // MSCCL XML has no instance count: a window served with several instances is written out with them.
+    Result<Algorithm> written_out = replicateInstances(w.candidate.algorithm, w.candidate.instances);
+    if (!written_out) throw CmdError(kFailure, written_out.status().message());
+    write(files[i], writeMscclXml(*written_out));
   }
   if (!opt.json.empty()) {
     nlohmann::ordered_json j = paretoSetJson(*set, files);

@@ -113,6 +113,7 @@ Json paretoSetJson(const CollectiveParetoSet& set, const std::vector<std::string
                             {"served_by", w.nccl ? "nccl" : "braid"},
                             {"algorithm", w.candidate.algorithm.name},
                             {"protocol", protocolName(w.candidate.algorithm.protocol)},
+                            {"instances", w.candidate.instances},
                             {"source", w.candidate.source},
                             {"file", file.empty() ? Json(nullptr) : Json(file)}});
   }

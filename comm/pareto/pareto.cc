@@ -88,12 +88,54 @@ std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& 
   return out;
 }
 
-/// A candidate run with one protocol, simulated at every measured size (infinity where it cannot run).
+/// A candidate run with one protocol and a number of MSCCL instances, simulated at every measured size (infinity
+/// where it cannot run or was not simulated).
 struct Variant {
   size_t candidate = 0;
   Protocol protocol = Protocol::kSimple;
+  int instances = 1;
   std::vector<double> us;
 };
+
+/// MSCCL instance counts tried with Simple besides one (msccl-tools `instances`: every threadblock copied, each
+/// copy on its own part of every chunk). The copies' channels must fit NCCL's MAXCHANNELS (kMaxInstances).
+constexpr int kInstanceCounts[] = {2, 4, 8};
+
+/// An instance count is kept only if it is this much faster than the counts below it at the largest size.
+constexpr double kInstanceGain = 0.99;
+
+/// `simple` run with `instances` instances, simulated from the largest size down: at the largest size it must take
+/// at most kInstanceGain x the best of `simple` and `fewer` (the instance counts below it), below it merely less,
+/// and below two sizes in a row where it is not faster, none is simulated. More instances split every chunk and
+/// add threadblocks, which pays only where pipelining, not latency, sets the time. Empty when the largest size
+/// gains too little: no larger instance count is tried then.
+std::optional<Variant> instanceVariant(const ParetoCandidate& candidate, const Variant& simple,
+                                       const std::vector<const Variant*>& fewer, int instances,
+                                       const Topology& topology, const std::vector<uint64_t>& sizes) {
+  Variant v;
+  v.candidate = simple.candidate;
+  v.protocol = Protocol::kSimple;
+  v.instances = instances;
+  v.us.assign(sizes.size(), std::numeric_limits<double>::infinity());
+  const uint64_t n = static_cast<uint64_t>(std::max(1, topology.numGpus()));
+  int behind = 0;
+  bool faster_anywhere = false;
+  for (size_t i = sizes.size(); i-- > 0 && behind < 2;) {
+    double best = simple.us[i];
+    for (const Variant* f : fewer) best = std::min(best, f->us[i]);
+    const uint64_t bytes = std::max<uint64_t>(n * 4, sizes[i] - sizes[i] % (n * 4));
+    Result<SimResult> sim = simulateRunnable(Runnable{&candidate.algorithm, &topology, -1}, bytes, Protocol::kSimple,
+                                             false, instances, false);
+    if (!sim.isOk()) break;
+    v.us[i] = sim->time_us;
+    if (i + 1 == sizes.size() && v.us[i] > kInstanceGain * best) return std::nullopt;
+    const bool faster = v.us[i] < best;
+    faster_anywhere = faster_anywhere || faster;
+    behind = faster ? 0 : behind + 1;
+  }
+  if (!faster_anywhere) return std::nullopt;
+  return v;
+}
 
 std::vector<Variant> scoreVariants(const std::vector<ParetoCandidate>& candidates, const Topology& topology,
                                    const std::vector<uint64_t>& sizes, const ParetoOptions& options) {
@@ -125,6 +167,20 @@ std::vector<Variant> scoreVariants(const std::vector<ParetoCandidate>& candidate
       }
       out.push_back(std::move(v));
     }
+    // Simple with more MSCCL instances, while each count is faster than the counts below it somewhere.
+    const size_t simple = out.size() - 3;
+    std::vector<const Variant*> fewer;
+    std::vector<Variant> more;
+    for (int k : kInstanceCounts) {
+      if (static_cast<long long>(candidates[c].algorithm.num_channels) * k > kMaxInstances) break;
+      say(options, fmt::format("simulating {} / Simple with {} instances", candidates[c].source, k));
+      std::optional<Variant> v = instanceVariant(candidates[c], out[simple], fewer, k, topology, sizes);
+      if (!v) break;
+      more.push_back(std::move(*v));
+      fewer.clear();
+      for (const Variant& m : more) fewer.push_back(&m);
+    }
+    for (Variant& m : more) out.push_back(std::move(m));
   }
   return out;
 }
@@ -157,8 +213,10 @@ std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparis
   return out;
 }
 
-std::string variantLabel(const ParetoCandidate& candidate, Protocol protocol) {
-  return fmt::format("{} / {}", candidate.source, protocolName(protocol));
+std::string variantLabel(const ParetoCandidate& candidate, const Variant& v) {
+  if (v.instances > 1)
+    return fmt::format("{} / {} x{} instances", candidate.source, protocolName(v.protocol), v.instances);
+  return fmt::format("{} / {}", candidate.source, protocolName(v.protocol));
 }
 
 }  // namespace
@@ -214,7 +272,8 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
       const Variant& v = variants[won[i].variant];
       w.candidate = candidates[v.candidate];
       w.candidate.algorithm.protocol = v.protocol;
-      w.candidate.source = variantLabel(candidates[v.candidate], v.protocol);
+      w.candidate.instances = v.instances;
+      w.candidate.source = variantLabel(candidates[v.candidate], v);
     }
     w.candidate.window_min = w.candidate.algorithm.min_bytes = w.min_bytes;
     w.candidate.window_max = w.candidate.algorithm.max_bytes = w.max_bytes;
@@ -224,9 +283,9 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
       p.size_bytes = sizes[k];
       p.window = static_cast<int>(set.windows.size());
       p.braid_us = won[k].variant >= 0 ? variants[won[k].variant].us[k] : std::numeric_limits<double>::infinity();
-      p.braid_label = won[k].variant >= 0 ? variantLabel(candidates[variants[won[k].variant].candidate],
-                                                         variants[won[k].variant].protocol)
-                                          : "-";
+      p.braid_label = won[k].variant >= 0
+                          ? variantLabel(candidates[variants[won[k].variant].candidate], variants[won[k].variant])
+                          : "-";
       p.nccl_us = row.nccl_us;
       p.nccl_choice = row.nccl_choice;
       p.nccl_ring_us = row.nccl_ring_us;

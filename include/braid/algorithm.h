@@ -215,6 +215,19 @@ std::vector<Transfer> algorithmTransfers(const Algorithm& algorithm, const Topol
 /// kInvalidArgument naming the GPU counts or the first pairs without a route.
 Status checkPlacement(const Algorithm& algorithm, const Topology& topology);
 
+// ---- MSCCL instances -----------------------------------------------------------------------
+
+/// The algorithm run as `instances` MSCCL instances (msccl-tools `instances`, ../shared/reference/taccl_msccl.md
+/// §2.3), written out as one plain algorithm: every chunk j becomes the k = `instances` chunks j*k .. j*k+k-1
+/// (nchunksperloop and every rank's buffers k times larger), and every threadblock t on channel c is copied
+/// k times, copy i (threadblock t + i*T, channel c + i*C for T threadblocks and C channels) working on chunks
+/// j*k+i. A step over `count` > 1 chunks becomes `count` one-chunk steps in order (its chunks are no longer
+/// adjacent); a dependency on it waits for the last of them. The result is what lowerAlgorithm builds for the
+/// original with LowerOptions::instances = k, so an MSCCL runtime that knows nothing of instances runs the
+/// same program. instances = 1 returns the algorithm unchanged. Errors: kInvalidArgument when instances < 1,
+/// when C*k or T*k overflows an int, or when the algorithm fails checkAlgorithmStructure.
+Result<Algorithm> replicateInstances(const Algorithm& algorithm, int instances);
+
 // ---- serialization ------------------------------------------------------------------------
 
 enum class MscclFlavour {

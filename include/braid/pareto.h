@@ -70,7 +70,9 @@ struct ParetoOptions {
 /// TACCL pipeline (synthesize(), derived sketch), tree packing (SynthesisMethod::kForest; all-gather,
 /// reduce-scatter, all-reduce) and the classical algorithms that apply (ring over the topology's NVLink rings,
 /// recursive doubling, direct, double binary tree), each with each protocol (Simple, LL, LL128: MSCCL XML's
-/// `proto`). Every candidate is simulated at every measured size; the fastest wins the size, unless NCCL's own
+/// `proto`) and, with Simple, with 2, 4 and 8 MSCCL instances where that is at least 1 % faster than fewer
+/// instances at the largest size (ParetoCandidate::instances; channels x instances <= 32). Every candidate is
+/// simulated at every measured size; the fastest wins the size, unless NCCL's own
 /// choice (compareAlgorithm's NCCL column: NCCL 2.28's tuning model, built in the IR and simulated the same way) is
 /// faster still, then NCCL does. Runs of one winner form a window (NCCL's sizes one window, whichever candidate is
 /// second there; its `candidate` is the fastest at the window's first size). LL and LL128 stop being simulated for
