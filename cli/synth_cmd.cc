@@ -16,6 +16,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "braid/algorithm.h"
@@ -52,6 +53,8 @@ struct SynthCmdOptions {
   std::string method;                    // empty: taccl
   std::optional<double> tree_tolerance;  // forest only; default SynthesisRequest's
   std::optional<int> pieces;
+  std::optional<int> sccl_steps, sccl_rounds, sccl_chunks;  // sccl only; 0 / absent: searched
+  std::string sccl_objective;                               // sccl only: latency (default) | bandwidth
 };
 
 std::string lower(std::string text) {
@@ -138,6 +141,11 @@ std::string summaryHeader(const SynthesisResult& result, const Topology& topolog
       result.method == SynthesisMethod::kForest
           ? std::string(collective == CollectiveKind::kAllToAll ? "method forest (max-concurrent flow, no sketch)"
                                                                 : "method forest (tree packing, no sketch)")
+      : result.method == SynthesisMethod::kSccl
+          ? fmt::format("method sccl ({} steps, {} rounds, {} chunks; no sketch)",
+                        a.provenance.extra.count("sccl_steps") ? a.provenance.extra.at("sccl_steps") : "?",
+                        a.provenance.extra.count("sccl_rounds") ? a.provenance.extra.at("sccl_rounds") : "?",
+                        a.provenance.extra.count("sccl_chunks") ? a.provenance.extra.at("sccl_chunks") : "?")
           : fmt::format("sketch {}{}", result.sketch.source.empty() ? result.sketch.name : result.sketch.source,
                         sketch_given ? "" : " (derived)");
   std::string out = fmt::format("# Braid synth: {} on {} ({} ranks, {} node(s)), {}, chunkup {}: {:.2f} s, VERIFIED\n",
@@ -208,6 +216,10 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
                                                  {!opt.format.empty(), "--format"},
                                                  {opt.tree_tolerance.has_value(), "--tree-tolerance"},
                                                  {opt.pieces.has_value(), "--pieces"},
+                                                 {opt.sccl_steps.has_value(), "--sccl-steps"},
+                                                 {opt.sccl_rounds.has_value(), "--sccl-rounds"},
+                                                 {opt.sccl_chunks.has_value(), "--sccl-chunks"},
+                                                 {!opt.sccl_objective.empty(), "--sccl-objective"},
                                                  {!opt.method.empty(), "--method"},
                                                  {opt.root != 0, "--root"}}) {
     if (given)
@@ -367,7 +379,32 @@ int runSynth(const SynthCmdOptions& opt) {
     }
     const std::optional<SynthesisMethod> method =
         parseSynthesisMethod(opt.method.empty() ? std::string("taccl") : lower(opt.method));
-    if (!method) return fail(kUsageError, fmt::format("--method: '{}' is not taccl or forest", opt.method));
+    if (!method) return fail(kUsageError, fmt::format("--method: '{}' is not taccl, forest or sccl", opt.method));
+    const bool sccl_given = opt.sccl_steps || opt.sccl_rounds || opt.sccl_chunks || !opt.sccl_objective.empty();
+    if (sccl_given && *method != SynthesisMethod::kSccl) {
+      return fail(kUsageError,
+                  "--sccl-steps, --sccl-rounds, --sccl-chunks and --sccl-objective apply to --method sccl only");
+    }
+    const std::string objective = lower(opt.sccl_objective);
+    if (!objective.empty() && objective != "latency" && objective != "bandwidth") {
+      return fail(kUsageError, fmt::format("--sccl-objective: '{}' is not latency or bandwidth", opt.sccl_objective));
+    }
+    if (*method == SynthesisMethod::kSccl && !opt.sketch.empty()) {
+      return fail(kUsageError, "--sketch applies to --method taccl only (the sccl method uses no sketch)");
+    }
+    for (const auto& [value, name, hi] :
+         std::vector<std::tuple<std::optional<int>, std::string, int>>{{opt.sccl_steps, "--sccl-steps", 16},
+                                                                       {opt.sccl_rounds, "--sccl-rounds", 64},
+                                                                       {opt.sccl_chunks, "--sccl-chunks", 32}}) {
+      if (value && (*value < 1 || *value > hi)) {
+        return fail(kUsageError, fmt::format("{}: {} is not in 1..{}", name, *value, hi));
+      }
+    }
+    if (opt.sccl_steps && opt.sccl_rounds && *opt.sccl_rounds < *opt.sccl_steps) {
+      return fail(kUsageError, fmt::format("--sccl-rounds: {} rounds cannot fill {} steps (a step lasts a round at "
+                                           "least)",
+                                           *opt.sccl_rounds, *opt.sccl_steps));
+    }
     if (*method == SynthesisMethod::kForest && !opt.budget.empty()) {
       return fail(kUsageError, "--budget applies to --method taccl (the forest method runs no Z3 solver)");
     }
@@ -451,6 +488,10 @@ int runSynth(const SynthCmdOptions& opt) {
     request.method = *method;
     if (tolerance_given) request.forest_tolerance = *opt.tree_tolerance;
     if (pieces_given) request.forest_pieces = *opt.pieces;
+    request.sccl_steps = opt.sccl_steps.value_or(0);
+    request.sccl_rounds = opt.sccl_rounds.value_or(0);
+    request.sccl_chunks = opt.sccl_chunks.value_or(0);
+    request.sccl_objective = objective == "bandwidth" ? ScclObjective::kBandwidth : ScclObjective::kLatency;
     if (*method == SynthesisMethod::kForest) {
       request.score = simulatedScore(topology);
       request.score_name = kSimulatedScoreName;
@@ -585,7 +626,16 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--root", opt->root, "root rank of broadcast / reduce")->capture_default_str();
   cmd->add_option("--method", opt->method,
                   "taccl (default: sketch-guided, Z3) | forest (optimal tree packing in the route model: allgather, "
-                  "reducescatter, allreduce; the max-concurrent flow: alltoall up to 32 GPUs)");
+                  "reducescatter, allreduce; the max-concurrent flow: alltoall up to 32 GPUs) | sccl (SCCL's "
+                  "least-steps k-synchronous search on Z3: allgather, reducescatter, allreduce)");
+  cmd->add_option("--sccl-steps", opt->sccl_steps, "sccl: steps (1..16; default: the fewest, searched)");
+  cmd->add_option("--sccl-rounds", opt->sccl_rounds,
+                  "sccl: rounds in all (steps..64; default: the fewest for the steps, searched)");
+  cmd->add_option("--sccl-chunks", opt->sccl_chunks,
+                  "sccl: chunks per rank (1..32; default: 1 for latency, 1..8 searched for bandwidth)");
+  cmd->add_option(
+      "--sccl-objective", opt->sccl_objective,
+      "sccl: latency (default: fewest steps, then rounds) | bandwidth (least rounds per chunk, then steps)");
   cmd->add_option("--tree-tolerance", opt->tree_tolerance,
                   "forest: use the fewest trees per root whose rate is within this fraction of the optimum (0 = best; "
                   "default: 0.03 and 0.1 both built, the simulator keeps the faster)");

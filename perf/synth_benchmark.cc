@@ -12,12 +12,15 @@
 //                   (kTimeout); "clock" after it when the wall clock, not the budget, ended a stage (the row may then
 //                   differ between runs: SynthesisResult::clock_cuts).
 // Usage: synth_benchmark [--all] [--topologies a,b,...] [--collectives allgather,...] [--time-limit S]
-//                        [--budget UNITS] [--sizes 1K,1M,256M] [--method taccl|forest|both] [--xml-dir DIR]
+//                        [--budget UNITS] [--sizes 1K,1M,256M] [--method taccl|forest|sccl|both|all] [--xml-dir DIR]
 //   --budget: the solvers' budget in Z3 resource units (SynthesisRequest::budget_units; default from the limit).
 //   --xml-dir: writes each algorithm as DIR/<topology>-<collective>-<method>.xml (MSCCL XML), to compare runs.
 //   --method: the synthesis method (include/braid/synthesize.h SynthesisMethod; default taccl); both = a row per
 //          method, side by side (the forest method skips what it does not build: braid::forestMethodBuilds). The limits
-//          above apply to taccl rows.
+//          above apply to taccl rows. sccl = two rows, sccl-L (least steps) and sccl-B (least rounds per chunk), on
+//          single nodes, the chunk column reading steps/rounds/chunks, checked against SCCL's: DGX-1 all-gather in 2
+//          steps < 1 s and at 7/6 rounds per chunk (SCCL: 0.2 s and 33-56 s), DGX-2 all-gather both < 5 s (SCCL:
+//          nothing in 10 min); all = taccl, forest and sccl.
 //   --all: every shipped topology (braid::shippedTopologyNames, include/braid/topology.h) x
 //          allgather, reducescatter, allreduce, alltoall.
 #include <fmt/format.h>
@@ -89,6 +92,44 @@ std::string fmtOpt(const std::optional<double>& v, const char* spec = "{:.2f}") 
 
 }  // namespace
 
+/// One row kind: a method, and for kSccl its objective.
+struct MethodRow {
+  braid::SynthesisMethod method;
+  braid::ScclObjective objective = braid::ScclObjective::kLatency;
+};
+
+/// The issue's SCCL limits (issue 13; SCCL's own times, PPoPP'21 and msccl-tools SYNTHESIS.md, in the comment at the
+/// top): DGX-1 all-gather least-steps in 2 steps < 1 s and least rounds per chunk at 7/6; DGX-2 all-gather both
+/// objectives < 5 s.
+void scclVerdicts(const std::string& topology, const std::string& coll, braid::ScclObjective objective,
+                  const braid::SynthesisResult& result, std::vector<std::string>* verdicts, int* failures) {
+  if (coll != "allgather") return;
+  const auto& extra = result.algorithm.provenance.extra;
+  const int steps = std::stoi(extra.at("sccl_steps")), rounds = std::stoi(extra.at("sccl_rounds")),
+            chunks = std::stoi(extra.at("sccl_chunks"));
+  auto verdict = [&](bool ok, const std::string& what) {
+    verdicts->push_back(fmt::format("{} {} {}", ok ? "PASS" : "FAIL", topology, what));
+    *failures += ok ? 0 : 1;
+  };
+  const bool latency = objective == braid::ScclObjective::kLatency;
+  if (topology == "dgx1-v100" && latency) {
+    verdict(steps == 2 && result.seconds < 1, fmt::format("sccl least-steps all-gather: {} steps in {:.2f} s (2 "
+                                                          "steps in < 1 s)",
+                                                          steps, result.seconds));
+  }
+  if (topology == "dgx1-v100" && !latency) {
+    verdict(rounds * 6 <= chunks * 7,
+            fmt::format("sccl least-rounds-per-chunk all-gather: {}/{}/{}, R/C = {:.4g} "
+                        "(7/6 or less) in {:.2f} s",
+                        steps, rounds, chunks, static_cast<double>(rounds) / chunks, result.seconds));
+  }
+  if (topology == "dgx2-x1") {
+    verdict(result.seconds < 5,
+            fmt::format("sccl {} all-gather: {}/{}/{} in {:.2f} s (< 5 s)",
+                        latency ? "least-steps" : "least-rounds-per-chunk", steps, rounds, chunks, result.seconds));
+  }
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> topologies = {"dgx1-v100", "dgx-a100-x1", "dgx-a100-x2", "dgx-h100-x1", "dgx-h100-x2",
                                          "ndv2-x1",   "ndv2-x2",     "ndv2-x4",     "dgx2-x1",     "dgx2-x2",
@@ -98,7 +139,7 @@ int main(int argc, char** argv) {
   double time_limit = 60;
   uint64_t budget = 0;
   std::string xml_dir;
-  std::vector<braid::SynthesisMethod> methods = {braid::SynthesisMethod::kTaccl};
+  std::vector<MethodRow> methods = {{braid::SynthesisMethod::kTaccl}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     auto value = [&]() -> std::string {
@@ -129,17 +170,23 @@ int main(int argc, char** argv) {
       xml_dir = value();
     } else if (arg == "--method") {
       const std::string m = value();
+      const MethodRow sccl_l{braid::SynthesisMethod::kSccl, braid::ScclObjective::kLatency};
+      const MethodRow sccl_b{braid::SynthesisMethod::kSccl, braid::ScclObjective::kBandwidth};
       if (m == "both") {
-        methods = {braid::SynthesisMethod::kTaccl, braid::SynthesisMethod::kForest};
+        methods = {{braid::SynthesisMethod::kTaccl}, {braid::SynthesisMethod::kForest}};
+      } else if (m == "all") {
+        methods = {{braid::SynthesisMethod::kTaccl}, {braid::SynthesisMethod::kForest}, sccl_l, sccl_b};
+      } else if (m == "sccl") {
+        methods = {sccl_l, sccl_b};
       } else if (std::optional<braid::SynthesisMethod> parsed = braid::parseSynthesisMethod(m)) {
-        methods = {*parsed};
+        methods = {{*parsed}};
       } else {
-        std::cerr << "synth_benchmark: --method " << m << " is not taccl, forest or both\n";
+        std::cerr << "synth_benchmark: --method " << m << " is not taccl, forest, sccl, both or all\n";
         return 2;
       }
     } else {
       std::cerr << "usage: synth_benchmark [--all] [--topologies a,b] [--collectives allgather,allreduce,alltoall] "
-                   "[--time-limit S] [--budget UNITS] [--sizes 1K,1M,256M] [--method taccl|forest|both] "
+                   "[--time-limit S] [--budget UNITS] [--sizes 1K,1M,256M] [--method taccl|forest|sccl|both|all] "
                    "[--xml-dir DIR]\n";
       return 2;
     }
@@ -183,7 +230,7 @@ int main(int argc, char** argv) {
       continue;
     }
     for (const std::string& coll_name : collectives) {
-      for (const braid::SynthesisMethod method : methods) {
+      for (const auto& [method, objective] : methods) {
         std::optional<braid::CollectiveKind> coll = braid::parseCollective(coll_name);
         if (!coll) {
           std::cerr << "synth_benchmark: unknown collective " << coll_name << "\n";
@@ -191,9 +238,13 @@ int main(int argc, char** argv) {
         }
         const bool forest = method == braid::SynthesisMethod::kForest;
         if (forest && !braid::forestMethodBuilds(*coll, topo->numGpus())) continue;
-        const std::string method_name = braid::synthesisMethodName(method);
+        const bool sccl = method == braid::SynthesisMethod::kSccl;
+        if (sccl && (!braid::scclMethodBuilds(*coll) || topo->numNodes() > 1)) continue;
+        const std::string method_name = sccl ? (objective == braid::ScclObjective::kLatency ? "sccl-L" : "sccl-B")
+                                             : std::string(braid::synthesisMethodName(method));
         braid::SynthesisRequest req;
         req.method = method;
+        req.sccl_objective = objective;
         req.topology = &*topo;
         req.collective = *coll;
         req.time_limit_s = time_limit;
@@ -238,8 +289,12 @@ int main(int argc, char** argv) {
           ++failures;
           continue;
         }
+        auto& extra = result->algorithm.provenance.extra;
+        const std::string chunks =
+            sccl ? fmt::format("{}/{}/{}", extra["sccl_steps"], extra["sccl_rounds"], extra["sccl_chunks"])
+                 : extra["chunkup"];
         fmt::print("{:<12} {:<13} {:<6} {:>5} {:>7.2f} {:<11} {:>6}", name, coll_name, method_name, topo->numGpus(),
-                   wall, resultStatus(*result), result->algorithm.provenance.extra["chunkup"]);
+                   wall, resultStatus(*result), chunks);
         for (const braid::SizeComparison& row : cmp->sizes) {
           fmt::print(" | {:>6} {:>10.2f} {:>8} {:>8} {:>7.3f} {:>7.3f}", "", row.predicted_us,
                      fmtOpt(row.speedup_vs_nccl), fmtOpt(row.speedup_vs_ring), row.ratio_to_cut_bound,
@@ -247,8 +302,9 @@ int main(int argc, char** argv) {
         }
         fmt::print("\n");
         std::fflush(stdout);
+        if (sccl) scclVerdicts(name, coll_name, objective, *result, &verdicts, &failures);
         for (const Limit& limit : limits()) {
-          if (forest) break;
+          if (forest || sccl) break;
           if (limit.topology != name || limit.collective != coll_name) continue;
           if (limit.max_seconds > 0) {
             const bool ok = result->seconds < limit.max_seconds;

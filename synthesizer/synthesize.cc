@@ -21,6 +21,7 @@
 #include "synthesizer/budget.h"
 #include "synthesizer/forest.h"
 #include "synthesizer/model.h"
+#include "synthesizer/sccl.h"
 #include "synthesizer/watchdog.h"
 
 namespace braid {
@@ -134,13 +135,23 @@ bool forestMethodBuilds(CollectiveKind collective, int num_gpus) {
   }
 }
 
+bool scclMethodBuilds(CollectiveKind collective) {
+  return collective == CollectiveKind::kAllGather || collective == CollectiveKind::kReduceScatter ||
+         collective == CollectiveKind::kAllReduce;
+}
+
 const char* synthesisMethodName(SynthesisMethod method) {
-  return method == SynthesisMethod::kForest ? "forest" : "taccl";
+  switch (method) {
+    case SynthesisMethod::kForest: return "forest";
+    case SynthesisMethod::kSccl: return "sccl";
+    default: return "taccl";
+  }
 }
 
 std::optional<SynthesisMethod> parseSynthesisMethod(const std::string& name) {
   if (name == "taccl") return SynthesisMethod::kTaccl;
   if (name == "forest") return SynthesisMethod::kForest;
+  if (name == "sccl") return SynthesisMethod::kSccl;
   return std::nullopt;
 }
 
@@ -154,6 +165,7 @@ struct Setup {
   CollectiveKind coll = CollectiveKind::kAllGather;
   CollectiveKind pattern = CollectiveKind::kAllGather;  // how data moves: all-gather, broadcast or all-to-all
   bool forest = false;
+  bool sccl = false;
   bool need_forward = false;  // a gather/broadcast/all-to-all movement
   bool need_reverse = false;  // a reduction movement (the reverse schedule)
   uint64_t size = 0;
@@ -191,6 +203,25 @@ Status checkRequest(const SynthesisRequest& request) {
   if (!(request.time_limit_s > 0)) {
     return Status(StatusCode::kInvalidArgument, "the time limit must be positive (seconds)");
   }
+  if (request.method == SynthesisMethod::kSccl) {
+    if (!scclMethodBuilds(coll)) {
+      return Status(
+          StatusCode::kUnsupported,
+          fmt::format("the sccl method builds allgather, reducescatter and allreduce, not {}", collectiveName(coll)));
+    }
+    const bool steps_ok = request.sccl_steps >= 0 && request.sccl_steps <= synth::kScclMaxSteps;
+    const bool rounds_ok = request.sccl_rounds == 0 || (request.sccl_rounds >= std::max(1, request.sccl_steps) &&
+                                                        request.sccl_rounds <= synth::kScclMaxRounds);
+    const bool chunks_ok = request.sccl_chunks >= 0 && request.sccl_chunks <= synth::kScclMaxChunks;
+    if (!steps_ok || !rounds_ok || !chunks_ok) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("sccl options: steps {} must be in 1..{}, rounds {} in steps..{}, chunks {} in 1..{} "
+                                "(0 = searched)",
+                                request.sccl_steps, synth::kScclMaxSteps, request.sccl_rounds, synth::kScclMaxRounds,
+                                request.sccl_chunks, synth::kScclMaxChunks));
+    }
+    return Status::ok();
+  }
   if (request.method != SynthesisMethod::kForest) return Status::ok();
   if (coll != CollectiveKind::kAllGather && coll != CollectiveKind::kReduceScatter &&
       coll != CollectiveKind::kAllReduce && coll != CollectiveKind::kAllToAll) {
@@ -221,9 +252,10 @@ Result<Setup> prepare(const SynthesisRequest& request, SynthesisResult* result) 
   setup.topology = request.topology;
   setup.coll = request.collective;
   setup.forest = request.method == SynthesisMethod::kForest;
+  setup.sccl = request.method == SynthesisMethod::kSccl;
   const CollectiveKind coll = setup.coll;
-  if (setup.forest) {
-    result->sketch.source = "none (forest method)";
+  if (setup.forest || setup.sccl) {
+    result->sketch.source = setup.forest ? "none (forest method)" : "none (sccl method)";
   } else if (request.has_sketch) {
     result->sketch = request.sketch;
   } else {
@@ -242,6 +274,9 @@ Result<Setup> prepare(const SynthesisRequest& request, SynthesisResult* result) 
   if (size == 0 && setup.forest) {
     size = uint64_t{256} << 20;
     result->notes.push_back("costs taken at 256 MiB (the forest method's default costing size)");
+  } else if (size == 0 && setup.sccl) {
+    size = uint64_t{1} << 20;
+    result->notes.push_back("costs taken at 1 MiB (the sccl method's default costing size)");
   } else if (size == 0) {
     const uint64_t n = static_cast<uint64_t>(request.topology->numGpus());
     const uint64_t chunks =
@@ -307,7 +342,9 @@ Status finishAlgorithm(const SynthesisRequest& request, const Setup& setup, cons
       (setup.need_forward ? m.fwd->schedule.makespan_us : 0) + (setup.need_reverse ? m.rev->schedule.makespan_us : 0);
   const Topology& topology = *setup.topology;
   Provenance& prov = result->algorithm.provenance;
-  prov.generator = setup.forest ? "braid synth --method forest" : "braid synth";
+  prov.generator = setup.forest ? "braid synth --method forest"
+                   : setup.sccl ? "braid synth --method sccl"
+                                : "braid synth";
   prov.topology = topology.source.empty() ? topology.name : topology.source;
   prov.sketch = result->sketch.source;
   prov.solver = setup.forest ? fmt::format("glpk {} + boost.graph max-flow", glp_version()) : z3Version();
@@ -424,18 +461,31 @@ ForestChoices forestChoices(const SynthesisRequest& request, const std::vector<F
   return c;
 }
 
+// The complete logical topologies of the methods that use every routed pair (forest, sccl): forward, and for a
+// reduction the transposed one, `reuse` when the transposed mirrors the forward (the forward movement then serves
+// both).
+struct CompleteLogical {
+  synth::LogicalTopology forward, reverse;
+  bool reuse = false;
+};
+
+Result<CompleteLogical> completeLogical(const Setup& setup) {
+  CompleteLogical out;
+  BRAID_ASSIGN_OR_RETURN(out.forward, synth::buildCompleteLogicalTopology(*setup.topology, false));
+  if (setup.need_reverse) {
+    BRAID_ASSIGN_OR_RETURN(out.reverse, synth::buildCompleteLogicalTopology(*setup.topology, true));
+    out.reuse = mirrors(out.forward, out.reverse);
+  }
+  return out;
+}
+
 // The tree-packing method: rates once per movement, then every candidate (ForestChoices) emitted and verified;
 // with a scorer the lowest score is kept, otherwise the first that verifies.
 Status synthesizeForest(const SynthesisRequest& request, const Setup& setup, const synth::StageContext& ctx,
                         SynthesisResult* result) {
   const Topology& topology = *setup.topology;
-  synth::LogicalTopology forward, reverse;
-  BRAID_ASSIGN_OR_RETURN(forward, synth::buildCompleteLogicalTopology(topology, false));
-  bool reuse = false;
-  if (setup.need_reverse) {
-    BRAID_ASSIGN_OR_RETURN(reverse, synth::buildCompleteLogicalTopology(topology, true));
-    reuse = mirrors(forward, reverse);
-  }
+  BRAID_ASSIGN_OR_RETURN(CompleteLogical logical, completeLogical(setup));
+  auto& [forward, reverse, reuse] = logical;
   // parts[0] is built first and chooses k; an all-reduce whose transposed topology differs adds parts[1] with that
   // k imposed (both parts cut the buffer alike). A mirrored reduce-scatter runs parts[0]'s trees backwards.
   std::vector<ForestPart> parts;
@@ -667,6 +717,55 @@ Status synthesizeFlow(const SynthesisRequest& request, const Setup& setup, const
   return Status::ok();
 }
 
+// SCCL's least-steps all-gather (synthesizer/sccl.h) on the complete logical topology; reduce-scatter on the
+// transposed one run backwards (the forward solution reused when the two mirror each other), all-reduce both.
+Status synthesizeSccl(const SynthesisRequest& request, const Setup& setup, const synth::StageContext& ctx,
+                      SynthesisResult* result) {
+  const Topology& topology = *setup.topology;
+  BRAID_ASSIGN_OR_RETURN(CompleteLogical logical, completeLogical(setup));
+  auto& [forward, reverse, reuse] = logical;
+  synth::ScclRequest sccl{request.sccl_steps, request.sccl_rounds, request.sccl_chunks, request.sccl_objective};
+  std::vector<synth::ScclSolution> solved;
+  std::vector<const synth::LogicalTopology*> on;
+  if (setup.need_forward || reuse) on.push_back(&forward);
+  if (setup.need_reverse && !reuse) on.push_back(&reverse);
+  for (const synth::LogicalTopology* logical : on) {
+    StageReport report;
+    report.name = logical == &reverse ? "sccl (reversed)" : "sccl";
+    Result<synth::ScclSolution> s = synth::scclAllGather(*logical, sccl, setup.size, ctx, &report);
+    result->stages.push_back(report);
+    if (!s.isOk()) return s.status();
+    // Both movements of an all-reduce cut the buffer alike: the second is solved with the first one's chunks.
+    sccl.chunks = s->chunks;
+    solved.push_back(std::move(*s));
+  }
+  std::vector<Pipeline> pipelines;
+  for (synth::ScclSolution& s : solved) {
+    pipelines.push_back({std::move(s.problem), std::move(s.routing), std::move(s.schedule), s.units});
+  }
+  const synth::ScclSolution& first = solved.front();
+  Movements m;
+  m.forward_logical = &forward;
+  m.reverse_logical = reuse ? &forward : &reverse;
+  if (setup.need_forward) m.fwd = &pipelines.front();
+  if (setup.need_reverse) m.rev = reuse ? &pipelines.front() : &pipelines.back();
+  m.chunkup = first.chunks;
+  m.name = fmt::format("braid-sccl-{}-{}-s{}-r{}-c{}", collectiveName(setup.coll), topology.name, first.steps,
+                       first.rounds, first.chunks);
+  m.level_channels = anyInterNode(forward);
+  BRAID_RETURN_IF_ERROR(finishAlgorithm(request, setup, m, ctx, result));
+  for (const synth::ScclSolution& s : solved) {
+    result->notes.push_back(fmt::format("sccl: ({} steps, {} rounds, {} chunks), rounds per step {}: R/C = {:.4g}",
+                                        s.steps, s.rounds, s.chunks, fmt::join(s.rounds_per_step, "+"),
+                                        static_cast<double>(s.rounds) / s.chunks));
+  }
+  Provenance& prov = result->algorithm.provenance;
+  prov.extra["sccl_steps"] = std::to_string(first.steps);
+  prov.extra["sccl_rounds"] = std::to_string(first.rounds);
+  prov.extra["sccl_chunks"] = std::to_string(first.chunks);
+  return Status::ok();
+}
+
 }  // namespace
 
 Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
@@ -695,6 +794,8 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
     BRAID_RETURN_IF_ERROR(synthesizeFlow(request, setup, ctx, &result));
   } else if (setup.forest) {
     BRAID_RETURN_IF_ERROR(synthesizeForest(request, setup, ctx, &result));
+  } else if (setup.sccl) {
+    BRAID_RETURN_IF_ERROR(synthesizeSccl(request, setup, ctx, &result));
   } else {
     BRAID_RETURN_IF_ERROR(synthesizeTaccl(request, setup, ctx, &result));
   }

@@ -274,7 +274,7 @@ Json synthReportJson(const SynthReport& report) {
                    {"gpus", report.topology->numGpus()},
                    {"nodes", report.topology->numNodes()}};
   j["method"] = synthesisMethodName(result.method);
-  if (result.method == SynthesisMethod::kForest) {
+  if (result.method != SynthesisMethod::kTaccl) {
     j["sketch"] = nullptr;
   } else {
     j["sketch"] = {{"source", result.sketch.source},
@@ -283,6 +283,11 @@ Json synthReportJson(const SynthReport& report) {
                    {"yaml", writeSketchYaml(result.sketch)}};
   }
   j["chunkup"] = result.chunkup;
+  if (result.method == SynthesisMethod::kSccl) {
+    const auto& x = a.provenance.extra;
+    auto num = [&x](const char* key) { return x.count(key) ? Json(std::stoi(x.at(key))) : Json(nullptr); };
+    j["sccl"] = {{"steps", num("sccl_steps")}, {"rounds", num("sccl_rounds")}, {"chunks", num("sccl_chunks")}};
+  }
   j["time_limit_s"] = report.time_limit_s;
   j["budget_units"] = result.budget_units;
   // Empty when the result depends on the inputs and the budget alone (SynthesisResult::clock_cuts).

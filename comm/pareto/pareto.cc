@@ -38,16 +38,30 @@ std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& 
                                            CollectiveParetoSet* set) {
   std::vector<std::string>* notes = &set->notes;
   std::vector<ParetoCandidate> out;
-  for (SynthesisMethod method : {SynthesisMethod::kTaccl, SynthesisMethod::kForest}) {
+  // SCCL's search for single nodes only (its model: one lane of the fastest GPU link as the unit), both objectives.
+  struct Method {
+    SynthesisMethod method;
+    ScclObjective objective = ScclObjective::kLatency;
+  };
+  std::vector<Method> methods = {{SynthesisMethod::kTaccl}, {SynthesisMethod::kForest}};
+  if (scclMethodBuilds(kind) && topology.numNodes() <= 1) {
+    methods.push_back({SynthesisMethod::kSccl, ScclObjective::kLatency});
+    methods.push_back({SynthesisMethod::kSccl, ScclObjective::kBandwidth});
+  }
+  for (const auto& [method, objective] : methods) {
     if (method == SynthesisMethod::kForest && !forestMethodBuilds(kind, topology.numGpus())) continue;
-    const std::string what = method == SynthesisMethod::kTaccl   ? "synthesized"
-                             : kind == CollectiveKind::kAllToAll ? "max-concurrent flow"
-                                                                 : "tree packing";
+    const std::string what =
+        method == SynthesisMethod::kTaccl ? "synthesized"
+        : method == SynthesisMethod::kSccl
+            ? (objective == ScclObjective::kLatency ? "sccl least-steps" : "sccl least-rounds-per-chunk")
+        : kind == CollectiveKind::kAllToAll ? "max-concurrent flow"
+                                            : "tree packing";
     say(options, fmt::format("{}: {} (time limit {:g} s)", collectiveName(kind), what, options.time_limit_s));
     SynthesisRequest request;
     request.topology = &topology;
     request.collective = kind;
     request.method = method;
+    request.sccl_objective = objective;
     request.time_limit_s = options.time_limit_s;
     request.budget_units = options.budget_units;
     if (method == SynthesisMethod::kForest) {

@@ -42,6 +42,13 @@ enum class SynthesisMethod {
   /// All-to-all: the max-concurrent flow over the routes (include/braid/bounds.h allToAllFlow, an LP on GLPK) cut
   /// into relay paths, `forest_pieces` pieces per block dealt to them, a fluid schedule (synthesizer/forest.h).
   kForest,
+  /// SCCL's k-synchronous synthesis (Cai et al., PPoPP'21, arXiv 2008.08708 §3-4) on Z3: all-gather in S steps
+  /// of R rounds in all with C chunks per rank, every link moving at most its capacity (in lanes of the fastest
+  /// link leaving a GPU) times the step's rounds; the least steps first, then the least rounds
+  /// (`sccl_steps`, `sccl_rounds`, `sccl_chunks` fix them). Reduce-scatter runs the all-gather of the transposed
+  /// links backwards, all-reduce is reduce-scatter then all-gather; no sketch. Single nodes in practice: ranks
+  /// must reach each other over links of at least one such lane (synthesizer/sccl.h).
+  kSccl,
 };
 
 /// Whether kForest builds `collective` on `num_gpus` GPUs: all-gather, reduce-scatter and all-reduce (tree
@@ -49,7 +56,14 @@ enum class SynthesisMethod {
 /// kAllToAllFlowMaxGpus.
 bool forestMethodBuilds(CollectiveKind collective, int num_gpus);
 
-/// "taccl", "forest"; parseSynthesisMethod returns nullopt for anything else.
+/// What kSccl minimises first: kLatency the steps (then rounds, with 1 chunk per rank unless given); kBandwidth the
+/// rounds per chunk R/C (chunks 1 .. 8 unless given; then the fewest steps for it).
+enum class ScclObjective { kLatency, kBandwidth };
+
+/// Whether kSccl builds `collective`: all-gather, reduce-scatter and all-reduce.
+bool scclMethodBuilds(CollectiveKind collective);
+
+/// "taccl", "forest", "sccl"; parseSynthesisMethod returns nullopt for anything else.
 const char* synthesisMethodName(SynthesisMethod method);
 std::optional<SynthesisMethod> parseSynthesisMethod(const std::string& name);
 
@@ -88,6 +102,13 @@ struct SynthesisRequest {
   /// (default): chosen — 1, 2, 4, 8, 16 and 32 are candidates when `score` is set; otherwise 4, and 2 then 1 when 4 is
   /// too large to verify.
   int forest_pieces = 0;
+  /// kSccl: steps S (1 .. 16), rounds R (S .. 64) and chunks per rank C (1 .. 32); 0 = searched as
+  /// `sccl_objective` says (synthesizer/sccl.h): the fewest steps from the hop diameter up (3 more at most), the
+  /// fewest rounds from max(S, the ingress bound) up, C = 1; or the least R/C, then the fewest steps.
+  int sccl_steps = 0;
+  int sccl_rounds = 0;
+  int sccl_chunks = 0;
+  ScclObjective sccl_objective = ScclObjective::kLatency;
   /// kForest: scores a verified candidate algorithm at the costing size, lower is better (the CLI, the benchmarks
   /// and the communicator's Pareto set pass Braid's simulator, in µs); may be empty. With it, every candidate of
   /// the choices above (and both bandwidth splits, where the LP's differs from the equal-share one: forest.h) is

@@ -249,8 +249,8 @@ expect_rc 0 "synth forest dgx1-v100 allreduce" -- "$braid" synth --method forest
 no_crash "synth forest"
 expect_rc 0 "verify the forest all-reduce" -- "$braid" verify "$tmp/forest.xml" --topology dgx1-v100
 check_json "forest report" 'assert d["verified"] is True, d["verified"]' "$tmp/forest.json"
-expect_rc 2 "unknown method" -- "$braid" synth --method sccl -t dgx1-v100 -c allgather
-grep -q "not taccl or forest" "$tmp/err" && ok || fail "unknown method: $(head -2 "$tmp/err")"
+expect_rc 2 "unknown method" -- "$braid" synth --method blink -t dgx1-v100 -c allgather
+grep -q "not taccl, forest or sccl" "$tmp/err" && ok || fail "unknown method: $(head -2 "$tmp/err")"
 expect_rc 2 "forest with a sketch" -- "$braid" synth --method forest --sketch "$tmp/relay.yaml" -t dgx1-v100 -c allgather
 expect_rc 0 "forest all-to-all (max-concurrent flow)" -- "$braid" synth --method forest -t dgx1-v100 -c alltoall \
   --pieces 4 -o "$tmp/flow.xml"
@@ -263,6 +263,22 @@ grep -q "forest method builds allgather" "$tmp/err" && ok || fail "forest broadc
 expect_rc 2 "forest pieces out of range" -- "$braid" synth --method forest --pieces 0 -t dgx1-v100 -c allgather
 expect_rc 2 "pieces without the forest method" -- "$braid" synth --pieces 8 -t dgx1-v100 -c allgather
 grep -q "applies to --method forest only" "$tmp/err" && ok || fail "--pieces with taccl: $(head -2 "$tmp/err")"
+expect_rc 0 "sccl least-steps all-gather" -- "$braid" synth --method sccl -t dgx1-v100 -c allgather \
+  -o "$tmp/sccl.xml" --json "$tmp/sccl.json"
+expect_rc 0 "verify the sccl all-gather" -- "$braid" verify "$tmp/sccl.xml" --topology dgx1-v100
+check_json "sccl report: 2 steps, 2 rounds, 1 chunk on DGX-1" \
+  'assert d["method"] == "sccl" and d["sketch"] is None and d["sccl"] == {"steps": 2, "rounds": 2, "chunks": 1}, d["sccl"]' \
+  "$tmp/sccl.json"
+expect_rc 2 "sccl: two steps cannot carry 7 rounds of 6 chunks on DGX-1" -- "$braid" synth --method sccl \
+  --sccl-steps 2 --sccl-rounds 7 --sccl-chunks 6 -t dgx1-v100 -c allgather
+grep -q "infeasible" "$tmp/err" && ok || fail "sccl 2/7/6: $(head -2 "$tmp/err")"
+expect_rc 2 "sccl options without the sccl method" -- "$braid" synth --sccl-steps 2 -t dgx1-v100 -c allgather
+grep -q "apply to --method sccl only" "$tmp/err" && ok || fail "--sccl-steps with taccl: $(head -2 "$tmp/err")"
+expect_rc 2 "sccl objective misspelt" -- "$braid" synth --method sccl --sccl-objective fast -t dgx1-v100 -c allgather
+expect_rc 2 "sccl rounds below steps" -- "$braid" synth --method sccl --sccl-steps 3 --sccl-rounds 2 \
+  -t dgx1-v100 -c allgather
+expect_rc 1 "sccl all-to-all" -- "$braid" synth --method sccl -t dgx1-v100 -c alltoall
+grep -q "sccl method builds allgather" "$tmp/err" && ok || fail "sccl alltoall: $(head -2 "$tmp/err")"
 check_json "forest report names its method" 'assert d["method"] == "forest" and d["sketch"] is None, d["method"]' \
   "$tmp/forest.json"
 

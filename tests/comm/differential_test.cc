@@ -203,5 +203,37 @@ TEST(Differential, Synthesized16Ranks) { synthesizedOnTopologies(16); }
 TEST(Differential, SynthesizedForest8Ranks) { synthesizedOnTopologies(8, SynthesisMethod::kForest); }
 TEST(Differential, SynthesizedForest16Ranks) { synthesizedOnTopologies(16, SynthesisMethod::kForest); }
 
+// SCCL's search on the single-node topologies: every collective least-steps, all-reduce (both of its movements)
+// also least rounds per chunk.
+void scclOnTopologies(int gpus) {
+  std::vector<Algorithm> all;
+  for (const std::string& name : shippedTopologies(gpus)) {
+    Result<Topology> topology = loadTopologyOrShipped(name);
+    ASSERT_TRUE(topology.isOk());
+    if (topology->numNodes() > 1) continue;
+    for (CollectiveKind kind :
+         {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllReduce}) {
+      for (ScclObjective objective : {ScclObjective::kLatency, ScclObjective::kBandwidth}) {
+        if (objective == ScclObjective::kBandwidth && kind != CollectiveKind::kAllReduce) continue;
+        SynthesisRequest request;
+        request.topology = &*topology;
+        request.method = SynthesisMethod::kSccl;
+        request.sccl_objective = objective;
+        request.collective = kind;
+        request.time_limit_s = 30;
+        Result<SynthesisResult> result = synthesize(request);
+        ASSERT_TRUE(result.isOk()) << name << " " << collectiveName(kind) << ": " << result.status().toString();
+        result->algorithm.name = fmt::format("{} ({})", result->algorithm.name, name);
+        all.push_back(std::move(result->algorithm));
+      }
+    }
+  }
+  ASSERT_GE(all.size(), 4u);
+  runSuite(Suite{fmt::format("synthesized (sccl) n={}", gpus), gpus, all});
+}
+
+TEST(Differential, SynthesizedSccl8Ranks) { scclOnTopologies(8); }
+TEST(Differential, SynthesizedSccl16Ranks) { scclOnTopologies(16); }
+
 }  // namespace
 }  // namespace braid

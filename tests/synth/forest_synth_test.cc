@@ -175,7 +175,7 @@ TEST(ForestSynth, RefusesWhatItDoesNotBuild) {
   EXPECT_EQ(synthesize(request).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(parseSynthesisMethod("forest"), SynthesisMethod::kForest);
   EXPECT_EQ(parseSynthesisMethod("taccl"), SynthesisMethod::kTaccl);
-  EXPECT_FALSE(parseSynthesisMethod("sccl").has_value());
+  EXPECT_FALSE(parseSynthesisMethod("blink").has_value());
 }
 
 TEST(ForestSynth, EqualSharesReachTheBoundOnMultiNodeMachines) {
