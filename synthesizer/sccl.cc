@@ -10,6 +10,7 @@
 #include <cmath>
 #include <deque>
 #include <limits>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -21,21 +22,34 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// Every split of `rounds` into `steps` parts of at least 1 whose first part is at most `first_max` (more rounds in
-/// step 1 than its sends can use only take them from later steps), in lexicographic order.
-void splits(int steps, int rounds, int first_max, std::vector<int>* prefix, std::vector<std::vector<int>>* out) {
-  if (steps == 1) {
-    if (rounds > first_max) return;
-    prefix->push_back(rounds);
-    out->push_back(*prefix);
-    prefix->pop_back();
-    return;
+/// The first split of `rounds` over `steps` steps in lexicographic order: 1, ..., 1, rounds - (steps - 1).
+std::vector<int> firstSplit(int steps, int rounds) {
+  std::vector<int> split(steps, 1);
+  split.back() = rounds - (steps - 1);
+  return split;
+}
+
+/// The next split in lexicographic order whose parts are >= 1 and whose first part is at most `first_max` (more
+/// rounds in step 1 than its sends can use only take them from later steps); false after the last. Generated one
+/// at a time: there are C(R-1, S-1) of them.
+bool nextSplit(std::vector<int>* split, int first_max) {
+  const int steps = static_cast<int>(split->size());
+  int tail = split->back();  // sum of the parts after position i
+  for (int i = steps - 2; i >= 0; --i) {
+    const bool room = tail - 1 >= steps - 1 - i;
+    if (room && !(i == 0 && (*split)[0] + 1 > first_max)) {
+      ++(*split)[i];
+      int rest = tail - 1;
+      for (int j = i + 1; j < steps - 1; ++j) {
+        (*split)[j] = 1;
+        --rest;
+      }
+      split->back() = rest;
+      return true;
+    }
+    tail += (*split)[i];
   }
-  for (int r = 1; r <= std::min(first_max, rounds - (steps - 1)); ++r) {
-    prefix->push_back(r);
-    splits(steps - 1, rounds - r, rounds, prefix, out);
-    prefix->pop_back();
-  }
+  return false;
 }
 
 /// The Boolean model for S steps and C chunks per rank; bandwidth constraints are added per split.
@@ -100,6 +114,7 @@ class ScclModel {
   }
 
   const z3::expr_vector& base() const { return base_; }
+  int chunksPerRank() const { return static_cast<int>(problem_.chunks.size()) / std::max(1, logical_.num_ranks); }
 
   /// The most rounds step 1 can use: max over physical links of ceil(C x the logical links crossing it / cap).
   int firstStepRounds(int chunks) const {
@@ -128,6 +143,30 @@ class ScclModel {
       }
       const unsigned limit = static_cast<unsigned>(graph_.resource_cap[e]) * static_cast<unsigned>(rounds);
       if (on.size() > limit) solver.add(z3::atmost(on, limit));
+    }
+  }
+
+  /// Counting constraints implied by the bandwidth ones, stated so the solver need not derive them: after step s
+  /// rank v holds at most C + in_v x (r_1 + ... + r_s) chunks and at least nC - in_v x (r_{s+1} + ... + r_S)
+  /// (in_v = the capacity into v per round), for the split `split`.
+  void addCounting(z3::solver& solver, const std::vector<int>& split) const {
+    const int n = logical_.num_ranks;
+    const int chunks = static_cast<int>(problem_.chunks.size());
+    const int per_rank = chunks / std::max(1, n);
+    int total = 0;
+    for (int r : split) total += r;
+    for (int v = 0; v < n; ++v) {
+      const int in = graph_.ingress_cap[v];
+      int before = 0;
+      for (int s = 1; s < steps_; ++s) {
+        before += split[s - 1];
+        z3::expr_vector held(z_);
+        for (int c = 0; c < chunks; ++c) held.push_back(has(c, v, s));
+        const int most = per_rank + in * before;
+        const int least = chunks - in * (total - before);
+        if (most < chunks) solver.add(z3::atmost(held, static_cast<unsigned>(most)));
+        if (least > 0) solver.add(z3::atleast(held, static_cast<unsigned>(least)));
+      }
     }
   }
 
@@ -328,6 +367,9 @@ namespace {
 
 /// The smallest share of the budget one check gets (Z3 resource units).
 constexpr uint64_t kMinCheckUnits = kUnitsPerSecond;
+/// What a check gets in the first pass over the splits, and how many undecided splits the second pass retries.
+constexpr uint64_t kFirstPassUnits = 2 * kUnitsPerSecond;
+constexpr size_t kMaxRetries = 64;
 
 /// One search: a Z3 context, the budget left and what was refuted, shared by the instances it tries.
 class ScclSearch {
@@ -352,55 +394,96 @@ class ScclSearch {
     // crossing it: more rounds than the busiest link then needs are never needed.
     const int first_max = model.firstStepRounds(chunks);
     for (int rounds = r_lo; rounds <= r_hi && !cut_short_; ++rounds) {
-      std::vector<std::vector<int>> all;
-      std::vector<int> prefix;
-      splits(steps, rounds, first_max, &prefix, &all);
+      // Two passes over the splits: every split first with a small share (feasible ones are usually quick), then
+      // the ones that pass left undecided with a quarter of what is left each.
+      std::vector<std::vector<int>> retry;
       bool undecided = false;
-      for (const std::vector<int>& split : all) {
-        ctx_.report({.stage = "sccl",
-                     .detail = fmt::format("{} steps, {} rounds ({}), {} chunk(s) per rank", steps, rounds,
-                                           fmt::join(split, "+"), chunks),
-                     .variables = report_->variables,
-                     .constraints = report_->constraints});
-        solver.push();
-        for (int s = 1; s <= steps; ++s) model.addBandwidth(solver, s, split[s - 1]);
-        // One check gets at most a quarter of what is left (at least kMinCheckUnits), so that a split too hard to
-        // settle leaves budget for the next.
-        const uint64_t share = std::max(left_ / 4, std::min(left_, kMinCheckUnits));
-        const z3::check_result r = checkWithin(solver, ctx_, "sccl", share, &left_);
-        ++checks_;
-        if (r == z3::sat) {
-          ScclSolution out;
-          std::vector<std::vector<int>> step_of;
-          model.read(solver.get_model(), &out.routing, &step_of);
-          out.steps = steps;
-          out.rounds = rounds;
-          out.chunks = chunks;
-          out.rounds_per_step = split;
-          out.schedule = stepSchedule(logical_, graph_, problem, out.routing, step_of, split);
-          out.routing.makespan_us = out.schedule.makespan_us;
-          out.problem = std::move(problem);
-          out.checks = checks_;
-          out.units = unitsSpent();
-          return out;
-        }
-        solver.pop();
-        if (r == z3::unknown) {
-          undecided = true;
-          if (left_ == 0 || ctx_.secondsLeft() <= 0) {
-            cut_short_ = true;
-            break;
+      std::vector<int> split = firstSplit(steps, rounds);
+      for (bool more = split.front() <= first_max; more && !cut_short_; more = nextSplit(&split, first_max)) {
+        const Check c = check(model, solver, split, std::min(left_, kFirstPassUnits));
+        if (c == Check::kSat) return solution(model, solver, problem, split);
+        if (c == Check::kUnknown) {
+          if (retry.size() < kMaxRetries) {
+            retry.push_back(split);
+          } else {
+            undecided = true;
           }
         }
       }
+      for (const std::vector<int>& again : retry) {
+        if (cut_short_) break;
+        const uint64_t share = std::max(left_ / 4, std::min(left_, kMinCheckUnits));
+        const Check c = check(model, solver, again, share);
+        if (c == Check::kSat) return solution(model, solver, problem, again);
+        if (c == Check::kUnknown) undecided = true;
+      }
+      undecided = undecided || cut_short_;
       (undecided ? open_ : refuted_).push_back(fmt::format("{}/{}/{}", steps, rounds, chunks));
     }
     return std::nullopt;
   }
 
+ private:
+  enum class Check { kSat, kUnsat, kUnknown };
+
+  /// One check of `split` under at most `units` (and the wall clock); marks the search cut short when the budget
+  /// or the time is gone, or the watchdog interrupted the check.
+  Check check(const ScclModel& model, z3::solver& solver, const std::vector<int>& split, uint64_t units) {
+    if (left_ == 0 || ctx_.secondsLeft() <= 0) {
+      cut_short_ = true;
+      return Check::kUnknown;
+    }
+    ctx_.report({.stage = "sccl",
+                 .detail = fmt::format("{} steps, {} rounds ({}), {} chunk(s) per rank", split.size(),
+                                       std::accumulate(split.begin(), split.end(), 0), fmt::join(split, "+"),
+                                       model.chunksPerRank()),
+                 .variables = report_->variables,
+                 .constraints = report_->constraints});
+    solver.push();
+    for (int s = 1; s <= static_cast<int>(split.size()); ++s) model.addBandwidth(solver, s, split[s - 1]);
+    model.addCounting(solver, split);
+    z3::check_result r = z3::unknown;
+    try {
+      r = checkWithin(solver, ctx_, "sccl", units, &left_);
+    } catch (const z3::exception&) {
+      cut_short_ = true;  // the watchdog interrupted the check at the deadline (the context stays cancelled)
+      return Check::kUnknown;
+    }
+    ++checks_;
+    if (r == z3::sat) return Check::kSat;  // the model is read before the pop
+    solver.pop();
+    if (r == z3::unknown && (left_ == 0 || ctx_.secondsLeft() <= 0)) cut_short_ = true;
+    return r == z3::unsat ? Check::kUnsat : Check::kUnknown;
+  }
+
+  /// The solution in the solver's model; `problem` (which `model` refers to) is moved into it last.
+  ScclSolution solution(const ScclModel& model, z3::solver& solver, ChunkProblem& problem,
+                        const std::vector<int>& split) {
+    ScclSolution out;
+    std::vector<std::vector<int>> step_of;
+    model.read(solver.get_model(), &out.routing, &step_of);
+    out.steps = static_cast<int>(split.size());
+    out.rounds = std::accumulate(split.begin(), split.end(), 0);
+    out.chunks = model.chunksPerRank();
+    out.rounds_per_step = split;
+    out.schedule = stepSchedule(logical_, graph_, problem, out.routing, step_of, split);
+    out.routing.makespan_us = out.schedule.makespan_us;
+    out.problem = std::move(problem);
+    out.checks = checks_;
+    out.units = unitsSpent();
+    return out;
+  }
+
+ public:
   /// Records (S, R, C) as refuted by the ingress bound (R < roundsLowerBound(C)) without a check.
   void refuteByBound(int steps, int rounds, int chunks) {
     refuted_.push_back(fmt::format("{}/{}/{} (ingress bound)", steps, rounds, chunks));
+  }
+
+  /// The search was interrupted at the deadline outside a check: (S, *, C) is left undecided.
+  void cancelled(int steps, int chunks) {
+    cut_short_ = true;
+    open_.push_back(fmt::format("{}/*/{}", steps, chunks));
   }
 
   bool cutShort() const { return cut_short_; }
@@ -439,6 +522,16 @@ Result<ScclSolution> scclAllGather(const LogicalTopology& logical, const ScclReq
                                        request.rounds, request.steps));
   }
   BRAID_ASSIGN_OR_RETURN(ScclGraph graph, scclGraph(logical));
+  if (request.steps > 0 && request.steps < graph.steps_lower_bound) {
+    return Status(StatusCode::kInfeasible,
+                  fmt::format("SCCL: {} steps are fewer than the hop diameter {} (a chunk moves one link per step)",
+                              request.steps, graph.steps_lower_bound));
+  }
+  if (request.rounds > 0 && request.rounds < graph.steps_lower_bound) {
+    return Status(StatusCode::kInfeasible,
+                  fmt::format("SCCL: {} rounds are fewer than the hop diameter {} (every step lasts a round at least)",
+                              request.rounds, graph.steps_lower_bound));
+  }
   ScclSearch search(logical, graph, size_bytes, ctx, report);
   const int s_lo = request.steps > 0 ? request.steps : graph.steps_lower_bound;
   const int s_hi = request.steps > 0 ? request.steps : std::min(kScclMaxSteps, s_lo + kScclMaxExtraSteps);
@@ -455,8 +548,13 @@ Result<ScclSolution> scclAllGather(const LogicalTopology& logical, const ScclReq
     });
   }
   std::optional<ScclSolution> found;
+  bool capped = false;  // some instance was left out because it needs more rounds than kScclMaxRounds
   for (int chunks : chunk_counts) {
     const int r_floor = graph.roundsLowerBound(chunks);
+    if (r_floor > kScclMaxRounds) {
+      capped = true;
+      continue;
+    }
     for (int steps = s_lo; steps <= s_hi && !found && !search.cutShort(); ++steps) {
       int r_lo = request.rounds > 0 ? request.rounds : std::max(steps, r_floor);
       int r_hi = request.rounds > 0 ? request.rounds : std::min(kScclMaxRounds, r_lo + 2 * logical.num_ranks);
@@ -466,7 +564,12 @@ Result<ScclSolution> scclAllGather(const LogicalTopology& logical, const ScclReq
         search.refuteByBound(steps, r_hi, chunks);  // fewer rounds than the ingress bound: no check needed
         continue;
       }
-      found = search.attempt(chunks, steps, std::max(r_lo, r_floor), r_hi);
+      try {
+        found = search.attempt(chunks, steps, std::max(r_lo, r_floor), r_hi);
+      } catch (const z3::exception&) {
+        // The watchdog cancelled the context at the deadline while the model was being built or changed.
+        search.cancelled(steps, chunks);
+      }
     }
     if (found || search.cutShort()) break;
   }
@@ -493,10 +596,18 @@ Result<ScclSolution> scclAllGather(const LogicalTopology& logical, const ScclReq
                               "(steps/rounds/chunks refuted: {}; undecided: {})",
                               search.checks(), search.refuted(), fmt::join(search.open(), ", ")));
   }
-  return Status(StatusCode::kInfeasible,
-                fmt::format("SCCL: no all-gather in steps {}..{} within the search's limits; steps/rounds/chunks "
-                            "refuted: {}",
-                            s_lo, s_hi, search.refuted()));
+  // Every instance tried was refuted. That proves no algorithm exists when the request fixed all three; otherwise
+  // only that none exists within the search's range.
+  const bool exhaustive = request.steps > 0 && request.rounds > 0 && request.chunks > 0 && !capped;
+  if (capped && search.checks() == 0) {
+    return unsupported(
+        fmt::format("SCCL: {} chunk(s) per rank need at least {} rounds (the ingress bound), above "
+                    "the search's limit of {}",
+                    chunk_counts.front(), graph.roundsLowerBound(chunk_counts.front()), kScclMaxRounds));
+  }
+  return Status(exhaustive ? StatusCode::kInfeasible : StatusCode::kNotFound,
+                fmt::format("SCCL: no all-gather {} steps {}..{}; steps/rounds/chunks refuted: {}",
+                            exhaustive ? "exists in" : "within the search's range of", s_lo, s_hi, search.refuted()));
 }
 
 }  // namespace braid::synth

@@ -79,8 +79,10 @@ struct ScclSolution {
 /// The least-steps-then-least-rounds all-gather for `request` on `logical` (a transposed logical topology gives
 /// the reduce-scatter's reversed movement), times at nccl-tests size `size_bytes`. Every check runs under the
 /// stage's budget (ctx.units) and the wall clock (budget.h). Errors: kInvalidArgument for requests outside
-/// 1..kScclMax*, kInfeasible when no algorithm exists within the limits (the message says which were tried),
-/// kTimeout when the budget or the time ended first; scclGraph's errors.
+/// 1..kScclMax*; kInfeasible when no algorithm exists (steps or rounds below the hop diameter, or S, R and C all
+/// given and refuted); kNotFound when every instance in the searched range was refuted; kUnsupported when the
+/// ingress bound needs more than kScclMaxRounds rounds; kTimeout when the budget or the time ended first (the
+/// message lists what was refuted and what was left undecided); scclGraph's errors.
 Result<ScclSolution> scclAllGather(const LogicalTopology& logical, const ScclRequest& request, uint64_t size_bytes,
                                    const StageContext& ctx, StageReport* report);
 

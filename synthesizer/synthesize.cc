@@ -734,7 +734,14 @@ Status synthesizeSccl(const SynthesisRequest& request, const Setup& setup, const
     report.name = logical == &reverse ? "sccl (reversed)" : "sccl";
     Result<synth::ScclSolution> s = synth::scclAllGather(*logical, sccl, setup.size, ctx, &report);
     result->stages.push_back(report);
-    if (!s.isOk()) return s.status();
+    if (!s.isOk()) {
+      if (setup.coll == CollectiveKind::kAllGather) return s.status();
+      return Status(
+          s.status().code(),
+          fmt::format("{}, {}: {}", collectiveName(setup.coll),
+                      logical == &reverse ? "the all-gather of the transposed links (run backwards)" : "its all-gather",
+                      s.status().message()));
+    }
     // Both movements of an all-reduce cut the buffer alike: the second is solved with the first one's chunks.
     sccl.chunks = s->chunks;
     solved.push_back(std::move(*s));
@@ -754,6 +761,11 @@ Status synthesizeSccl(const SynthesisRequest& request, const Setup& setup, const
                        first.rounds, first.chunks);
   m.level_channels = anyInterNode(forward);
   BRAID_RETURN_IF_ERROR(finishAlgorithm(request, setup, m, ctx, result));
+  if (topology.numNodes() > 1) {
+    result->notes.push_back(
+        "sccl: SCCL's search is meant for single nodes (its unit is one lane of the fastest GPU link); across nodes "
+        "the forest and taccl methods scale further");
+  }
   for (const synth::ScclSolution& s : solved) {
     result->notes.push_back(fmt::format("sccl: ({} steps, {} rounds, {} chunks), rounds per step {}: R/C = {:.4g}",
                                         s.steps, s.rounds, s.chunks, fmt::join(s.rounds_per_step, "+"),

@@ -64,7 +64,7 @@ void expectNeverSlowerThanNccl(const CollectiveParetoSet& set) {
     if (w.nccl) {
       EXPECT_LT(*p.nccl_us, p.braid_us);
     } else {
-      EXPECT_LE(p.braid_us, *p.nccl_us);
+      EXPECT_LE(p.braid_us, *p.nccl_us * (1 + 1e-9));  // ties within rounding stay Braid's
     }
     // No algorithm without in-network reduction beats the cut bound: where NCCL does (NVLS), NCCL must serve.
     if (*p.nccl_us < p.cut_bound_us) EXPECT_TRUE(w.nccl);

@@ -3,6 +3,7 @@
 // errors. Every algorithm synthesize() returns has passed verify().
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <deque>
 #include <random>
 #include <string>
@@ -176,6 +177,37 @@ TEST(Sccl, Errors) {
   Result<SynthesisResult> many_chunks = scclFor(t, CollectiveKind::kAllGather, ScclObjective::kLatency, 0, 0, 99);
   ASSERT_FALSE(many_chunks.isOk());
   EXPECT_EQ(many_chunks.status().code(), StatusCode::kInvalidArgument);
+  // One round cannot fill DGX-1's two steps: proved, and said so.
+  Result<SynthesisResult> one_round = scclFor(t, CollectiveKind::kAllGather, ScclObjective::kLatency, 0, 1, 0);
+  ASSERT_FALSE(one_round.isOk());
+  EXPECT_EQ(one_round.status().code(), StatusCode::kInfeasible);
+  EXPECT_NE(one_round.status().message().find("hop diameter 2"), std::string::npos) << one_round.status().message();
+  // 32 chunks per GPU into DGX-2's 6 lanes need 80 rounds, beyond the search's 64: a limit, not a proof.
+  const Topology dgx2 = shipped("dgx2-x1");
+  Result<SynthesisResult> capped = scclFor(dgx2, CollectiveKind::kAllReduce, ScclObjective::kBandwidth, 0, 0, 32);
+  ASSERT_FALSE(capped.isOk());
+  EXPECT_EQ(capped.status().code(), StatusCode::kUnsupported) << capped.status().message();
+  EXPECT_NE(capped.status().message().find("allreduce"), std::string::npos) << capped.status().message();
+}
+
+TEST(TimeLimitSccl, AHugeInstanceReturnsAtTheTimeLimit) {
+  // C(63, 15) splits of 64 rounds over 16 steps, 256 chunks: generated one at a time and checked under the
+  // deadline, so the search ends near the limit with kTimeout (no list of every split, no runaway memory).
+  const Topology t = shipped("dgx1-v100");
+  SynthesisRequest request;
+  request.topology = &t;
+  request.collective = CollectiveKind::kAllGather;
+  request.method = SynthesisMethod::kSccl;
+  request.sccl_steps = 16;
+  request.sccl_rounds = 64;
+  request.sccl_chunks = 32;
+  request.time_limit_s = 3;
+  const auto start = std::chrono::steady_clock::now();
+  Result<SynthesisResult> r = synthesize(request);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(r.isOk());
+  EXPECT_EQ(r.status().code(), StatusCode::kTimeout) << r.status().message();
+  EXPECT_LT(seconds, 3 + 5.0);
 }
 
 }  // namespace
