@@ -31,6 +31,7 @@
 namespace braid {
 namespace {
 
+using cost_internal::GlpkMatrix;
 using cost_internal::GlpkProblem;
 using cost_internal::PairRoute;
 
@@ -62,13 +63,8 @@ Result<FlowLp> solveFlowLp(const Topology& t, const std::vector<PairRoute>& rout
   for (int c = 1; c <= columns; ++c) glp_set_col_bnds(lp, c, GLP_LO, 0.0, 0.0);
   glp_set_obj_coef(lp, 1, 1.0);
 
-  std::vector<int> ia = {0}, ja = {0};
-  std::vector<double> ar = {0};
-  auto add = [&](int row, int col, double value) {
-    ia.push_back(row);
-    ja.push_back(col);
-    ar.push_back(value);
-  };
+  GlpkMatrix matrix;
+  auto add = [&matrix](int row, int col, double value) { matrix.add(row, col, value); };
   // Conservation rows, one per (s, v != s).
   std::vector<int> row_of(static_cast<size_t>(n) * n, 0);
   int rows = 0;
@@ -106,7 +102,7 @@ Result<FlowLp> solveFlowLp(const Topology& t, const std::vector<PairRoute>& rout
     }
     add(row, 1, -t.links[l].bandwidth_gbps);
   }
-  glp_load_matrix(lp, static_cast<int>(ia.size()) - 1, ia.data(), ja.data(), ar.data());
+  matrix.load(lp);
 
   // GLPK's primal simplex after its presolver (the equality rows make the all-slack basis infeasible, which the
   // primal's first phase handles), within the time limit.

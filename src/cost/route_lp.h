@@ -26,6 +26,21 @@ std::string rankName(const Topology& t, int rank);
 /// every GPU to every other, relaying through GPUs. Errors: kInvalidArgument naming the link or GPU.
 Result<std::vector<PairRoute>> gpuRoutes(const Topology& t);
 
+/// A constraint matrix in GLPK's 1-based triplet form (entry 0 unused), built entry by entry, loaded at once.
+class GlpkMatrix {
+ public:
+  void add(int row, int col, double value) {
+    ia_.push_back(row);
+    ja_.push_back(col);
+    ar_.push_back(value);
+  }
+  void load(glp_prob* lp) { glp_load_matrix(lp, static_cast<int>(ia_.size()) - 1, ia_.data(), ja_.data(), ar_.data()); }
+
+ private:
+  std::vector<int> ia_ = {0}, ja_ = {0};
+  std::vector<double> ar_ = {0};
+};
+
 /// Owns a glp_prob and silences GLPK's terminal output for its lifetime (restoring the previous setting).
 class GlpkProblem {
  public:
