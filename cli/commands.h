@@ -14,5 +14,6 @@ void registerDemoCommand(CLI::App& app, int* exit_code);      // demo_cmd.cc: br
 void registerBoundCommand(CLI::App& app, int* exit_code);     // bound_cmd.cc: braid bound
 void registerSimulateCommand(CLI::App& app, int* exit_code);  // simulate_cmd.cc: braid simulate
 void registerSynthCommand(CLI::App& app, int* exit_code);     // synth_cmd.cc: braid synth
+void registerTuneCommand(CLI::App& app, int* exit_code);      // tune_cmd.cc: braid tune (the NCCL tuner's table)
 
 }  // namespace braid::cli

@@ -63,6 +63,7 @@ int main(int argc, char** argv) {
   braid::cli::registerBoundCommand(app, &exit_code);
   braid::cli::registerSimulateCommand(app, &exit_code);
   braid::cli::registerSynthCommand(app, &exit_code);
+  braid::cli::registerTuneCommand(app, &exit_code);
   // The subcommands run inside parse() (their callbacks), so this also catches what a command lets escape.
   try {
     app.parse(argc, argv);

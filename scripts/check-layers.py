@@ -3,9 +3,10 @@
 
 The layers, bottom to top (ARCHITECTURE.md §2; each folder's README says the same):
 
-  common < topology < ir < algos < cost < {synthesizer, runtime < comm} < pareto < report < {cli, perf}
+  common < topology < ir < algos < cost < {synthesizer, runtime < comm < nccl} < pareto < report < {cli, perf}
 
-synthesizer sits beside runtime and comm: neither side includes the other (they meet at the IR); pareto
+synthesizer sits beside runtime and comm: neither side includes the other (they meet at the IR); nccl is
+runtime/nccl, the plugins NCCL loads (they use the cost model and the runtime, never the synthesizer); pareto
 (comm/pareto, synthesizing a Pareto set at communicator init) is the first layer above both. report is
 cli/report (braid_report), shared by the CLI and the benchmarks. Two rules:
 
@@ -27,7 +28,7 @@ import re
 import sys
 
 ORDER = [
-    "common", "topology", "ir", "algos", "cost", "synthesizer", "runtime", "comm", "pareto", "report", "cli", "perf"
+    "common", "topology", "ir", "algos", "cost", "synthesizer", "runtime", "comm", "nccl", "pareto", "report", "cli", "perf"
 ]
 RANK = {name: i for i, name in enumerate(ORDER)}
 # Pairs of layers that sit side by side: neither may include the other.
@@ -35,9 +36,11 @@ SIDE_BY_SIDE = {
     frozenset(("synthesizer", "runtime")),
     frozenset(("synthesizer", "comm")),  # the communicator runs algorithms; synthesizing them at init is pareto's
     frozenset(("cli", "perf")),
+    frozenset(("synthesizer", "nccl")),  # the plugins NCCL loads never bring in the solver
+    frozenset(("nccl", "pareto")),
 }
 
-LAYERS_TEXT = "common < topology < ir < algos < cost < {synthesizer | runtime < comm} < pareto < report < {cli | perf}"
+LAYERS_TEXT = "common < topology < ir < algos < cost < {synthesizer | runtime < comm < nccl} < pareto < report < {cli | perf}"
 
 # Source folder -> layer (longest prefix wins).
 FOLDERS = {
@@ -48,6 +51,7 @@ FOLDERS = {
     "src/cost": "cost",
     "synthesizer": "synthesizer",
     "runtime": "runtime",
+    "runtime/nccl": "nccl",
     "comm/pareto": "pareto",
     "comm": "comm",
     "cli/report": "report",
@@ -68,6 +72,7 @@ PUBLIC_HEADERS = {
     "program_builder.h": "algos",
     "bounds.h": "cost",
     "nccl_model.h": "cost",
+    "nccl_runs.h": "cost",
     "sketch.h": "synthesizer",
     "synthesize.h": "synthesizer",
     "datatype.h": "runtime",
@@ -89,6 +94,8 @@ SHARED_PRIVATE = {
     "cli/report": ["cli", "perf"],  # braid_report: the report code of the CLI and the benchmarks
     "comm/pareto": ["report", "cli", "perf"],  # braid_pareto's comparison with NCCL and the bounds (compare.h)
     "perf/calibration": ["perf"],  # braid_calibration
+    "runtime/nccl/tuner": ["cli"],  # the NCCL tuner's table builder and rules format, for `braid tune`
+    "runtime/nccl/abi": ["perf"],  # NCCL's plugin structs, for benchmarks that load the plugins as NCCL does
 }
 
 # Where "a/b.h" is looked for, in order (the include directories the targets use).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sanitizer builds of the multirank tests (transports, bootstrap, communicator: transport_tests and
-# comm_tests, ctest label "multirank"):
+# Sanitizer builds of the multirank tests (transports, bootstrap, communicator, NCCL plugins: transport_tests,
+# comm_tests and nccl_tests, ctest label "multirank"):
 #   build-asan: Debug, -fsanitize=address,undefined (UBSan halts on the first error)
 #   build-tsan: Debug, -fsanitize=thread (halts on the first race report)
 # Usage: scripts/sanitize.sh [asan|tsan|all] [extra ctest arguments, e.g. -R Tcp]
@@ -32,8 +32,8 @@ run_one() {
   cmake -S "$root" -B "$dir" -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=Debug \
     -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" -DBRAID_BUILD_PERF=OFF >"$dir/configure.log" 2>&1 ||
     { cat "$dir/configure.log"; return 1; }
-  echo "== $name: build transport_tests comm_tests"
-  ninja -C "$dir" -j "$jobs" transport_tests comm_tests || return 1
+  echo "== $name: build transport_tests comm_tests nccl_tests"
+  ninja -C "$dir" -j "$jobs" transport_tests comm_tests nccl_tests || return 1
   local built=$SECONDS
   # TSan needs a memory layout that some kernels' ASLR (mmap_rnd_bits > 28) breaks: run without ASLR then.
   local prefix=()

@@ -27,6 +27,7 @@
 #include "braid/algorithm.h"
 #include "braid/collective.h"
 #include "braid/nccl_model.h"
+#include "braid/nccl_runs.h"
 #include "braid/simulate.h"
 #include "braid/status.h"
 #include "braid/topology.h"
@@ -51,9 +52,6 @@ std::optional<Protocol> parseProtocolName(const std::string& text);
 /// {0, 0} when the size holds no whole element per rank.
 std::pair<uint64_t, uint64_t> ncclTestsCountAndBytes(CollectiveKind collective, int ranks, uint64_t element_bytes,
                                                      uint64_t size);
-
-/// The fastest enabled protocol of `algo` in NCCL's prediction, if any.
-std::optional<Protocol> bestProtocol(const NcclPrediction& prediction, NcclAlgo algo);
 
 /// Which lower bound a report column or JSON field holds.
 enum class BoundKind { kCut, kRoute, kLatency, kCombined };
@@ -83,62 +81,6 @@ std::vector<std::string> boundLegend(CollectiveKind collective);
 
 /// "the reduce-scatter + all-gather bound (...)" for all-reduce; empty for other collectives.
 std::string allReduceBoundNote(CollectiveKind collective);
-
-/// An algorithm and the topology it runs on (NVLS runs on a topology with the switch as a pseudo-rank).
-struct Runnable {
-  const Algorithm* algorithm = nullptr;
-  const Topology* topology = nullptr;
-  int gpu_ranks = -1;  // ranks >= this are NVSwitch pseudo-ranks (NVLS emulation); -1: all ranks are GPUs
-};
-
-/// What NCCL runs for one size, as far as Braid can simulate it.
-struct NcclRun {
-  NcclAlgo algo = NcclAlgo::kRing;
-  Protocol protocol = Protocol::kSimple;
-  int nvls_rounds = 0;  // > 0: the NVLS emulation (ncclNvlsProgram) with this many rounds
-  std::string label;    // "Ring/LL128", or "p2p/Simple" for all-to-all
-  std::string note;     // set when NCCL's choice had to be replaced
-};
-
-/// NCCL's algorithms for one topology and collective, each built once (ncclBaselineAlgorithm, ncclNvlsProgram).
-/// Holds references: `topology` and `system` must outlive it.
-class NcclBaselines {
- public:
-  NcclBaselines(const Topology& topology, const NcclSystem& system, CollectiveKind collective, bool in_place);
-
-  /// NCCL's algorithm `algo` with `protocol`. nullptr when the IR cannot express it (kUnsupported, remembered);
-  /// other build errors are returned ("NCCL <algo>/<proto> for <coll> on <topology>: <why>").
-  Result<const Algorithm*> tryBaseline(NcclAlgo algo, Protocol protocol);
-  /// As tryBaseline, but an inexpressible algorithm is an error too.
-  Result<const Algorithm*> baseline(NcclAlgo algo, Protocol protocol);
-  /// The NVLS emulation with `rounds` rounds; nullptr when the topology does not allow it (remembered).
-  Result<const NvlsProgram*> tryNvls(int rounds);
-
-  /// What NCCL runs for `bytes` given its model's prediction (nullopt: the model does not cover the collective,
-  /// i.e. all-to-all, which runs as grouped send/recv with `p2p_protocol`). NVLS all-reduce runs the emulation
-  /// with 1 to 4 rounds per channel (about 1 MiB per GPU share and round, as runtime/calibration runs it); a
-  /// choice that cannot be built runs NCCL's ring with its best protocol and NcclRun::note says why.
-  Result<NcclRun> choose(const std::optional<NcclPrediction>& prediction, uint64_t bytes, Protocol p2p_protocol);
-  /// The algorithm and topology a choice runs on.
-  Result<Runnable> runnable(const NcclRun& run);
-
-  /// Notes gathered while choosing (each once), e.g. how NVLS is emulated.
-  const std::vector<std::string>& notes() const { return notes_; }
-
- private:
-  void addNote(const std::string& note);
-
-  const Topology& topology_;
-  const NcclSystem& system_;
-  CollectiveKind collective_;
-  bool in_place_;
-  std::map<std::pair<int, int>, Algorithm> baselines_;
-  std::set<std::pair<int, int>> inexpressible_;
-  std::map<int, NvlsProgram> nvls_;
-  bool nvls_refused_ = false;
-  std::string nvls_refusal_;
-  std::vector<std::string> notes_;
-};
 
 /// simulate() of a runnable at one size. Errors: "simulating <name> at <bytes> bytes: <why>".
 Result<SimResult> simulateRunnable(const Runnable& what, uint64_t bytes, std::optional<Protocol> protocol,

@@ -48,6 +48,15 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_SOCKET_IFNAME", "",
        "Network interface whose IPv4 address the bootstrap root and TCP transport listen on (as "
        "NCCL_SOCKET_IFNAME); default: the address of the host name, else 127.0.0.1."},
+      {"BRAID_NET_IF", "",
+       "Interfaces the NCCL net plugin (libnccl-net-braid.so) offers as devices, in NCCL_SOCKET_IFNAME's syntax "
+       "(prefix list, `^` excludes, `=` exact names); unset: NCCL_SOCKET_IFNAME, else every interface that is up "
+       "but loopback, docker* and virbr*, else loopback."},
+      {"BRAID_NET_NSOCKS", "1",
+       "Data sockets per helper thread of each NCCL net plugin connection (as NCCL_NSOCKS_PERTHREAD); threads x "
+       "sockets at most 64."},
+      {"BRAID_NET_NTHREADS", "2",
+       "Helper threads moving the payload of each NCCL net plugin connection (as NCCL_SOCKET_NTHREADS), 1..16."},
       {"BRAID_CALL_CHECK", "rooted",
        "Which collective calls the communicator checks across ranks before any data moves (one 48-byte record "
        "to and from every peer: collective, count, datatype, reduction op, root; a mismatch fails every rank "
@@ -59,6 +68,19 @@ const std::vector<EnvParam>& envParams() {
        "How the synthesizer's routing stage minimizes the makespan: `bisect` (bisection on the bound, each step a "
        "satisfiability check; proves the optimum) or `optimize` (Z3's optimizer over the same model, kept for "
        "comparison; its time limit is not always honoured on large models)."},
+      {"BRAID_TOPOLOGY", "",
+       "NCCL tuner plugin: the machine NCCL runs on, a topology file (Braid YAML, NCCL topology XML, `nvidia-smi "
+       "topo -m`, TACCL JSON) or a shipped name (`dgx-h100-x2`); unset: NCCL_TOPO_DUMP_FILE's XML, else the tuner "
+       "leaves NCCL's table as it is (docs/nccl.md)."},
+      {"BRAID_TUNER_RULES", "",
+       "NCCL tuner plugin: rules file in NCCL's example-tuner CSV format that overrides Braid's model (first "
+       "matching line wins); unset: NCCL_TUNER_CONFIG_FILE, else no rules (docs/nccl.md)."},
+      {"BRAID_TUNER_MAX_SIM_BYTES", "1G",
+       "NCCL tuner plugin: largest grid size (bytes, K/M/G suffix) simulated at init; larger sizes extend the last "
+       "simulated segment. Smaller values make init faster; below 1M it warns and uses 1M."},
+      {"BRAID_TUNER_MAX_SIM_RANKS", "32",
+       "NCCL tuner plugin: above this many ranks nothing is simulated at init and every entry is NCCL's analytical "
+       "model (ncclPredict) on Braid's topology; `0` never simulates."},
   };
   return params;
 }

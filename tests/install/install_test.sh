@@ -4,6 +4,7 @@
 #     offline by the installed CLI), and its link (the link line CMake wrote in build.ninja, the shared objects
 #     ldd resolves, the symbols nm finds) names none of Z3, GLPK, CLP/CoinUtils, LEMON or Boost;
 #   - `consumer_pareto` links braid::braid_pareto and computes a Pareto set; the same checks find Z3 there;
+#   - the NCCL plugins are in the lib dir and export only ncclNetPlugin_v* / ncclTunerPlugin_v*, without Z3 or GLPK;
 #   - `consumer_plugin` is a shared object linking Braid's static libraries, and no installed archive holds an
 #     absolute (non-PIC) relocation.
 set -euo pipefail
@@ -90,4 +91,26 @@ mkdir "$tmp/algos"
 json=$(env -u BRAID_TOPOLOGY_DIR "$prefix/bin/braid" topo show dgx1-v100 --json)
 echo "$json" | grep -q '"gpus": *8'
 echo "$json" | grep -q "\"source\": *\"$prefix/share/braid/topologies/dgx1-v100.yaml\""
+# The NCCL plugins: installed in the lib dir, exporting NCCL's plugin symbols and nothing else, no solver needed.
+libdir=$(find "$prefix" -name 'libnccl-net-braid.so' -printf '%h\n' | head -1)
+if [ -z "$libdir" ] || [ ! -f "$libdir/libnccl-tuner-braid.so" ]; then
+  echo "FAIL: libnccl-net-braid.so / libnccl-tuner-braid.so are not installed under $prefix" >&2
+  exit 1
+fi
+for lib in libnccl-net-braid.so libnccl-tuner-braid.so; do
+  extra=$(nm -D --defined-only "$libdir/$lib" | awk '{print $NF}' | grep -Ev '^nccl(Net|Tuner)Plugin_v[0-9]+$' || true)
+  if [ -n "$extra" ]; then
+    echo "FAIL: $lib exports more than NCCL's plugin symbols:" >&2
+    echo "$extra" | head -5 >&2
+    exit 1
+  fi
+  if readelf -d "$libdir/$lib" | grep -Eq 'NEEDED.*lib(z3|glpk)'; then
+    echo "FAIL: $lib needs a solver or LP library:" >&2
+    readelf -d "$libdir/$lib" | grep NEEDED >&2
+    exit 1
+  fi
+done
+nm -D --defined-only "$libdir/libnccl-net-braid.so" | grep -q ' ncclNetPlugin_v11$'
+nm -D --defined-only "$libdir/libnccl-net-braid.so" | grep -q ' ncclTunerPlugin_v5$'
+nm -D --defined-only "$libdir/libnccl-tuner-braid.so" | grep -q ' ncclTunerPlugin_v5$'
 echo "install test passed"

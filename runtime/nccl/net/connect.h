@@ -1,0 +1,54 @@
+// Connection setup of the net plugin (nccl_plugins.md §1.3 "listen", "connect", "accept"): every call returns at
+// once; connect and accept report progress with NCCL's retry convention (success with *comm == NULL: call
+// again). See net/handle.h for the handle and the hello.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "net/comm.h"
+#include "net/handle.h"
+
+namespace braid::nccl_plugin {
+
+/// Per-connection parameters chosen at init (BRAID_NET_NSOCKS x BRAID_NET_NTHREADS sockets, BRAID_TIMEOUT).
+struct ConnectionOptions {
+  int nsocks = 2;  // data sockets per connection (threads x sockets per thread)
+  int nthreads = 2;
+  double timeout_s = 300;
+};
+
+/// The receiving end before accept(): a listening socket and the sockets that arrived so far.
+struct ListenComm {
+  ObjectKind kind = ObjectKind::kListen;
+  net::Fd fd;
+  ConnectHandle handle;
+  double timeout_s = 300;
+  struct Arrival {  // an accepted socket whose hello is not complete yet
+    net::Fd fd;
+    Hello hello;
+    size_t have = 0;
+  };
+  std::vector<Arrival> arrivals;
+  struct Group {  // the sockets of one connect, by index
+    std::vector<net::Fd> fds;
+    int count = 0;
+    std::string peer;
+  };
+  std::map<uint64_t, Group> groups;
+};
+
+/// Listens on device `dev`'s address (ephemeral port) and writes the handle. Errors: kSystemError (socket).
+Result<std::unique_ptr<ListenComm>> listenOn(int dev, const ConnectionOptions& options, void* handle);
+
+/// One step of connecting to `handle` (state kept in the handle, see handle.h). Returns the comm when every
+/// socket is connected and has sent its hello, nullptr while in progress. Errors: the handle's, kSystemError
+/// when a socket fails or the connection is not up within the timeout.
+Result<std::unique_ptr<SendComm>> connectStep(void* handle, const ConnectionOptions& options);
+
+/// One step of accepting: takes pending connections and hellos; returns the first complete connection,
+/// nullptr while none is. Errors: kSystemError from accept(2). Stray sockets (wrong nonce, EOF) are dropped.
+Result<std::unique_ptr<RecvComm>> acceptStep(ListenComm* listen);
+
+}  // namespace braid::nccl_plugin

@@ -1,0 +1,655 @@
+// The net plugin driven the way NCCL 2.28 drives it (tests/nccl/net_harness.h): loaded by NCCL's search rules,
+// newest table first, then init / devices / getProperties / listen / connect / accept / regMr / isend / irecv /
+// test / close / finalize across forked processes, every byte checked.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nccl/net_harness.h"
+#include "transport/multirank.h"
+
+namespace braid::testing {
+namespace {
+
+constexpr double kForkTimeoutS = 45;
+
+#define NET_OK(expr)                                                                   \
+  do {                                                                                 \
+    const int rc_ = (expr);                                                            \
+    if (rc_ != 0) {                                                                    \
+      std::fprintf(stderr, "%s:%d: %s returned %d\n", __FILE__, __LINE__, #expr, rc_); \
+      return 1;                                                                        \
+    }                                                                                  \
+  } while (0)
+
+// In a child: the plugin through table `version` (as a NCCL that knows no newer symbol), loopback devices.
+NetApi childApi(int version, const char* ifname = "lo") {
+  setenv("BRAID_NET_IF", ifname, 1);
+  LoadedNetPlugin p = openNetPlugin(pluginPath(), version);
+  if (p.version != version) {
+    std::fprintf(stderr, "could not load ncclNetPlugin_v%d from %s\n", version, pluginPath().c_str());
+    std::_Exit(3);
+  }
+  return NetApi(p.version, p.table);
+}
+
+// The sizes every transfer test moves (the 1 GiB case only with BRAID_TEST_LARGE=1).
+std::vector<size_t> transferSizes() {
+  std::vector<size_t> sizes = {0, 1, 7, 4096, 65535, (64 << 10) + 3, (1 << 20) + 5, 4 << 20, 64 << 20};
+  const char* large = std::getenv("BRAID_TEST_LARGE");
+  if (large != nullptr && std::string(large) == "1") sizes.push_back(size_t{1} << 30);
+  return sizes;
+}
+
+// Rank 0 receives, rank 1 sends every size, one at a time, receive buffers one page larger than the send.
+int pairBody(int rank, int version, HandlePipes& pipes) {
+  NetApi net = childApi(version);
+  NET_OK(net.init(0x1000 + version));
+  int ndev = 0;
+  NET_OK(net.devices(&ndev));
+  BRAID_CHILD_CHECK(ndev >= 1);
+  int speed = 0, max_recvs = 0;
+  std::string name;
+  NET_OK(net.properties(0, &speed, &max_recvs, &name));
+  BRAID_CHILD_CHECK(name == "lo" && speed > 0 && max_recvs >= 1);
+  char handle[abi::kNetHandleMaxSize] = {};
+  const std::vector<size_t> sizes = transferSizes();
+  const size_t largest = sizes.back() + 4096;
+  std::vector<uint8_t> buf(largest);
+  if (rank == 0) {
+    void* listen = nullptr;
+    NET_OK(net.listen(0, handle, &listen));
+    BRAID_CHILD_CHECK(listen != nullptr && pipes.send(0, handle));
+    void* recv = nullptr;
+    NET_OK(net.accept(listen, &recv));
+    NET_OK(net.closeListen(listen));  // before the receive comm: any order
+    void* mh = nullptr;
+    NET_OK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrHost, &mh));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      void* data = buf.data();
+      size_t cap = sizes[k] + 4096;
+      int tag = static_cast<int>(k);
+      void* req = nullptr;
+      NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
+      BRAID_CHILD_CHECK(req != nullptr);
+      int got = -1;
+      NET_OK(net.wait(req, &got));
+      BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k]);
+      const size_t bad = checkPattern(buf, sizes[k], k + 1);
+      if (bad != SIZE_MAX) {
+        std::fprintf(stderr, "size %zu: byte %zu differs\n", sizes[k], bad);
+        return 1;
+      }
+    }
+    NET_OK(net.deregMr(recv, mh));
+    NET_OK(net.closeRecv(recv));
+  } else {
+    BRAID_CHILD_CHECK(pipes.receive(0, handle));
+    void* send = nullptr;
+    NET_OK(net.connect(0, handle, &send));
+    void* mh = nullptr;
+    NET_OK(net.regMr(send, buf.data(), buf.size(), abi::kPtrHost, &mh));
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      fillPattern(buf, sizes[k], k + 1);
+      void* req = nullptr;
+      while (req == nullptr) NET_OK(net.isend(send, buf.data(), sizes[k], static_cast<int>(k), mh, &req));
+      int got = -1;
+      NET_OK(net.wait(req, &got));
+      BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k]);
+    }
+    NET_OK(net.deregMr(send, mh));
+    NET_OK(net.closeSend(send));
+  }
+  NET_OK(net.finalize());
+  return 0;
+}
+
+TEST(NetPlugin, LoadsNewestSymbolFromFullPathAndCommaList) {
+  LoadedNetPlugin p = openNetPlugin(pluginPath());
+  ASSERT_EQ(p.version, 11) << dlerror();
+  EXPECT_STREQ(static_cast<const abi::NetV11*>(p.table)->name, "Braid");
+  LoadedNetPlugin q = openNetPlugin("/nonexistent/libnccl-net-none.so," + pluginPath());
+  EXPECT_EQ(q.version, 11);
+  EXPECT_EQ(q.opened, pluginPath());
+  EXPECT_EQ(openNetPlugin("braid-does-not-exist").version, 0);
+  LoadedNetPlugin old = openNetPlugin(pluginPath(), 8);
+  EXPECT_EQ(old.version, 8);
+}
+
+// NCCL_NET_PLUGIN=braid with the library folder on LD_LIBRARY_PATH: a fresh process (the loader reads
+// LD_LIBRARY_PATH at start) runs NetPluginChild.LoadsByShortName.
+TEST(NetPlugin, LoadsByShortNameThroughLdLibraryPath) {
+  const std::string command = std::string("env LD_LIBRARY_PATH=") + BRAID_NCCL_PLUGIN_DIR +
+                              " NCCL_NET_PLUGIN=braid BRAID_TEST_NET_CHILD=1 /proc/" + std::to_string(getpid()) +
+                              "/exe --gtest_filter=NetPluginChild.LoadsByShortName >/dev/null 2>&1";
+  EXPECT_EQ(std::system(command.c_str()), 0);
+}
+
+TEST(NetPluginChild, LoadsByShortName) {
+  if (std::getenv("BRAID_TEST_NET_CHILD") == nullptr) GTEST_SKIP() << "run by LoadsByShortNameThroughLdLibraryPath";
+  LoadedNetPlugin p = openNetPlugin(std::getenv("NCCL_NET_PLUGIN"));
+  EXPECT_EQ(p.version, 11);
+  EXPECT_EQ(p.opened, "libnccl-net-braid.so");
+}
+
+TEST(NetPlugin, TwoRanksEverySizeV11) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2, [&](int rank) { return pairBody(rank, 11, pipes); }, kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+TEST(NetPlugin, TwoRanksEverySizeV8) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2, [&](int rank) { return pairBody(rank, 8, pipes); }, kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+TEST(NetPlugin, TwoRanksEverySizeV6) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2, [&](int rank) { return pairBody(rank, 6, pipes); }, kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// 32 isends outstanding before the receiver posts anything; grouped receives of 8 tags taken out of order.
+int outstandingBody(int rank, HandlePipes& pipes) {
+  NetApi net = childApi(11);
+  NET_OK(net.init(7));
+  char handle[abi::kNetHandleMaxSize] = {};
+  constexpr int kMessages = 64;  // 8 grouped receives of 8
+  constexpr int kGroup = 8;
+  auto sizeOf = [](int m) { return static_cast<size_t>(1000 + 7919 * m); };
+  if (rank == 0) {
+    void* listen = nullptr;
+    NET_OK(net.listen(0, handle, &listen));
+    BRAID_CHILD_CHECK(pipes.send(0, handle));
+    void* recv = nullptr;
+    NET_OK(net.accept(listen, &recv));
+    std::vector<std::vector<uint8_t>> bufs(kMessages, std::vector<uint8_t>(sizeOf(kMessages) + 100));
+    void* mh = nullptr;
+    NET_OK(net.regMr(recv, bufs[0].data(), bufs[0].size(), abi::kPtrHost, &mh));
+    usleep(200 * 1000);  // let the sender post its 32 first
+    std::vector<void*> reqs;
+    for (int g = 0; g < kMessages / kGroup; ++g) {
+      void* data[kGroup];
+      size_t caps[kGroup];
+      int tags[kGroup];
+      void* mhs[kGroup];
+      for (int i = 0; i < kGroup; ++i) {
+        const int m = g * kGroup + (kGroup - 1 - i);  // tags listed in reverse: matching is by tag
+        data[i] = bufs[m].data();
+        caps[i] = bufs[m].size();
+        tags[i] = m % kGroup;
+        mhs[i] = mh;
+      }
+      void* req = nullptr;
+      NET_OK(net.irecv(recv, kGroup, data, caps, tags, mhs, &req));
+      BRAID_CHILD_CHECK(req != nullptr);
+      reqs.push_back(req);
+    }
+    for (int g = 0; g < kMessages / kGroup; ++g) {
+      int sizes[kGroup] = {};
+      NET_OK(net.wait(reqs[g], sizes));
+      for (int i = 0; i < kGroup; ++i) {
+        const int m = g * kGroup + (kGroup - 1 - i);
+        BRAID_CHILD_CHECK(static_cast<size_t>(sizes[i]) == sizeOf(m));
+        BRAID_CHILD_CHECK(checkPattern(bufs[m], sizeOf(m), 100 + m) == SIZE_MAX);
+      }
+    }
+    // 32 receives outstanding fill the comm: the 33rd returns a NULL request.
+    std::vector<void*> posted;
+    std::vector<uint8_t> sink(16);
+    for (int i = 0; i < abi::kNetMaxRequests + 1; ++i) {
+      void* data = sink.data();
+      size_t cap = sink.size();
+      int tag = 0;
+      void* req = nullptr;
+      NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
+      if (i < abi::kNetMaxRequests) {
+        BRAID_CHILD_CHECK(req != nullptr);
+      } else {
+        BRAID_CHILD_CHECK(req == nullptr);
+      }
+    }
+    NET_OK(net.deregMr(recv, mh));
+    NET_OK(net.closeRecv(recv));  // with receives pending
+    NET_OK(net.closeListen(listen));
+    BRAID_CHILD_CHECK(pipes.send(0, handle));  // the sender may close now
+  } else {
+    BRAID_CHILD_CHECK(pipes.receive(0, handle));
+    void* send = nullptr;
+    NET_OK(net.connect(0, handle, &send));
+    std::vector<std::vector<uint8_t>> bufs(kMessages);
+    for (int m = 0; m < kMessages; ++m) {
+      bufs[m].resize(sizeOf(m));
+      fillPattern(bufs[m], sizeOf(m), 100 + m);
+    }
+    void* mh = nullptr;
+    NET_OK(net.regMr(send, bufs[0].data(), bufs[0].size(), abi::kPtrHost, &mh));
+    std::vector<void*> reqs(kMessages, nullptr);
+    for (int m = 0; m < kMessages; ++m) {
+      while (reqs[m] == nullptr) NET_OK(net.isend(send, bufs[m].data(), sizeOf(m), m % kGroup, mh, &reqs[m]));
+    }
+    for (int m = 0; m < kMessages; ++m) {
+      int size = -1;
+      NET_OK(net.wait(reqs[m], &size));
+      BRAID_CHILD_CHECK(static_cast<size_t>(size) == sizeOf(m));
+    }
+    BRAID_CHILD_CHECK(pipes.receive(0, handle));  // the receiver has finished
+    NET_OK(net.deregMr(send, mh));
+    NET_OK(net.closeSend(send));
+  }
+  NET_OK(net.finalize());
+  return 0;
+}
+
+TEST(NetPlugin, OutstandingRequestsAndGroupedReceives) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2, [&](int rank) { return outstandingBody(rank, pipes); }, kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// Four ranks in a ring (rank r sends to r+1, receives from r-1), each its own communicator context, 4 MiB.
+TEST(NetPlugin, FourRankRing) {
+  constexpr int kRanks = 4;
+  HandlePipes pipes(kRanks);
+  ForkResult r = runForked(
+      kRanks,
+      [&](int rank) {
+        NetApi net = childApi(11);
+        NET_OK(net.init(0xabc0 + rank));
+        char mine[abi::kNetHandleMaxSize] = {}, next[abi::kNetHandleMaxSize] = {};
+        void* listen = nullptr;
+        NET_OK(net.listen(0, mine, &listen));
+        BRAID_CHILD_CHECK(pipes.send(rank, mine));
+        BRAID_CHILD_CHECK(pipes.receive((rank + 1) % kRanks, next));
+        void* send = nullptr;
+        void* recv = nullptr;
+        // Interleaved retries, as NCCL's proxy progresses both ends.
+        for (int spin = 0; (send == nullptr || recv == nullptr) && spin < 2000000; ++spin) {
+          if (send == nullptr) NET_OK(net.connectOnce(0, next, &send));
+          if (recv == nullptr) NET_OK(net.acceptOnce(listen, &recv));
+        }
+        BRAID_CHILD_CHECK(send != nullptr && recv != nullptr);
+        const size_t size = 4 << 20;
+        std::vector<uint8_t> out(size), in(size);
+        fillPattern(out, size, 500 + rank);
+        void *smh = nullptr, *rmh = nullptr;
+        NET_OK(net.regMr(send, out.data(), size, abi::kPtrHost, &smh));
+        NET_OK(net.regMr(recv, in.data(), size, abi::kPtrHost, &rmh));
+        void* data = in.data();
+        size_t cap = size;
+        int tag = 9;
+        void *rreq = nullptr, *sreq = nullptr;
+        NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &rmh, &rreq));
+        NET_OK(net.isend(send, out.data(), size, 9, smh, &sreq));
+        BRAID_CHILD_CHECK(rreq != nullptr && sreq != nullptr);
+        int got = 0;
+        NET_OK(net.wait(sreq, &got));
+        NET_OK(net.wait(rreq, &got));
+        BRAID_CHILD_CHECK(static_cast<size_t>(got) == size);
+        BRAID_CHILD_CHECK(checkPattern(in, size, 500 + (rank + kRanks - 1) % kRanks) == SIZE_MAX);
+        NET_OK(net.deregMr(send, smh));
+        NET_OK(net.deregMr(recv, rmh));
+        NET_OK(net.closeSend(send));
+        NET_OK(net.closeListen(listen));
+        NET_OK(net.closeRecv(recv));
+        NET_OK(net.finalize());
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// Many connects called before any accept: each connect returns NULL until done, then 16 accepts find them.
+TEST(NetPlugin, ConnectsBeforeAccepts) {
+  constexpr int kConns = 16;
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2,
+      [&](int rank) {
+        NetApi net = childApi(11);
+        NET_OK(net.init(99));
+        std::vector<std::vector<char>> handles(kConns, std::vector<char>(abi::kNetHandleMaxSize));
+        if (rank == 0) {
+          std::vector<void*> listens(kConns);
+          for (int i = 0; i < kConns; ++i) {
+            NET_OK(net.listen(0, handles[i].data(), &listens[i]));
+            BRAID_CHILD_CHECK(pipes.send(0, handles[i].data()));
+          }
+          char go[abi::kNetHandleMaxSize];
+          BRAID_CHILD_CHECK(pipes.receive(1, go));  // the sender has connected everything
+          for (int i = kConns - 1; i >= 0; --i) {
+            void* recv = nullptr;
+            NET_OK(net.accept(listens[i], &recv));
+            int value = -1;
+            void* data = &value;
+            size_t cap = sizeof(value);
+            int tag = 0;
+            void* mh = nullptr;
+            NET_OK(net.regMr(recv, &value, sizeof(value), abi::kPtrHost, &mh));
+            void* req = nullptr;
+            NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
+            int got = 0;
+            NET_OK(net.wait(req, &got));
+            BRAID_CHILD_CHECK(got == 4 && value == i);
+            NET_OK(net.deregMr(recv, mh));
+            NET_OK(net.closeRecv(recv));
+            NET_OK(net.closeListen(listens[i]));
+          }
+        } else {
+          std::vector<void*> sends(kConns, nullptr);
+          for (int i = 0; i < kConns; ++i) BRAID_CHILD_CHECK(pipes.receive(0, handles[i].data()));
+          int pending = kConns;
+          for (int spin = 0; pending > 0 && spin < 1000000; ++spin) {
+            for (int i = 0; i < kConns; ++i) {
+              if (sends[i] != nullptr) continue;
+              NET_OK(net.connectOnce(0, handles[i].data(), &sends[i]));
+              if (sends[i] != nullptr) --pending;
+            }
+          }
+          BRAID_CHILD_CHECK(pending == 0);
+          char go[abi::kNetHandleMaxSize] = {};
+          BRAID_CHILD_CHECK(pipes.send(1, go));
+          std::vector<int> values(kConns);
+          for (int i = 0; i < kConns; ++i) {
+            values[i] = i;
+            void* req = nullptr;
+            NET_OK(net.isend(sends[i], &values[i], sizeof(int), 0, nullptr, &req));
+            int got = 0;
+            NET_OK(net.wait(req, &got));
+          }
+          for (int i = 0; i < kConns; ++i) NET_OK(net.closeSend(sends[i]));
+        }
+        NET_OK(net.finalize());
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// regMr refuses device memory; iflush is a request done at once; the optional-completion sentinel still gets a
+// pollable request; a message larger than its buffer is a usage error; setNetAttr is accepted.
+TEST(NetPlugin, MemoryTypesFlushSentinelAndTruncation) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2,
+      [&](int rank) {
+        NetApi net = childApi(11);
+        NET_OK(net.init(5));
+        abi::NetAttrV11 attr;
+        std::memset(&attr, 0xff, sizeof(attr));
+        attr.sendCommAttr.maxFlowsPerPeer = 4;
+        NET_OK(net.v11()->setNetAttr(net.ctx(), &attr));
+        char handle[abi::kNetHandleMaxSize] = {};
+        std::vector<uint8_t> buf(1 << 16);
+        if (rank == 0) {
+          void* listen = nullptr;
+          NET_OK(net.listen(0, handle, &listen));
+          BRAID_CHILD_CHECK(pipes.send(0, handle));
+          void* recv = nullptr;
+          NET_OK(net.accept(listen, &recv));
+          void* mh = reinterpret_cast<void*>(0x77);
+          BRAID_CHILD_CHECK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrCuda, &mh) != 0 && mh == nullptr);
+          BRAID_CHILD_CHECK(net.v11()->regMrDmaBuf(recv, buf.data(), buf.size(), abi::kPtrDmaBuf, 0, 3, &mh) != 0);
+          NET_OK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrHost, &mh));
+          void* data = buf.data();
+          size_t cap = 100;
+          int tag = 1;
+          void* req = abi::kOptionalRecvCompletion;
+          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
+          BRAID_CHILD_CHECK(req != nullptr && req != abi::kOptionalRecvCompletion);
+          int got = 0;
+          NET_OK(net.wait(req, &got));
+          BRAID_CHILD_CHECK(got == 100 && checkPattern(buf, 100, 1) == SIZE_MAX);
+          int fsize = 100;
+          void* freq = nullptr;
+          NET_OK(net.v11()->iflush(recv, 1, &data, &fsize, &mh, &freq));
+          int done = 0;
+          NET_OK(net.test(freq, &done, nullptr));
+          BRAID_CHILD_CHECK(done == 1);
+          cap = 10;  // the next message has 200 bytes
+          req = nullptr;
+          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
+          BRAID_CHILD_CHECK(net.wait(req, &got) == abi::kInvalidUsage);
+          NET_OK(net.deregMr(recv, mh));
+          NET_OK(net.closeRecv(recv));
+          NET_OK(net.closeListen(listen));
+          BRAID_CHILD_CHECK(pipes.send(0, handle));  // the sender may close now
+        } else {
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));
+          void* send = nullptr;
+          NET_OK(net.connect(0, handle, &send));
+          fillPattern(buf, buf.size(), 1);
+          for (size_t size : {size_t{100}, size_t{200}}) {
+            void* req = nullptr;
+            NET_OK(net.isend(send, buf.data(), size, 1, nullptr, &req));
+            int got = 0;
+            NET_OK(net.wait(req, &got));
+          }
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));  // the receiver has finished
+          NET_OK(net.closeSend(send));
+        }
+        NET_OK(net.finalize());
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// A peer SIGKILLed mid-transfer: the survivor's pending requests fail with ncclSystemError, quickly.
+int killedPeerBody(int rank, int victim, HandlePipes& pipes) {
+  setenv("BRAID_TIMEOUT", "5", 1);
+  NetApi net = childApi(11);
+  NET_OK(net.init(66));
+  char handle[abi::kNetHandleMaxSize] = {};
+  const size_t size = 64 << 20;
+  std::vector<uint8_t> buf(size);
+  void* comm = nullptr;
+  void* listen = nullptr;
+  void* req = nullptr;
+  // The receiver posts late (its socket buffers fill, the sender stalls mid-message); the victim dies while the
+  // message is half way.
+  if (rank == 0) {
+    NET_OK(net.listen(0, handle, &listen));
+    BRAID_CHILD_CHECK(pipes.send(0, handle));
+    NET_OK(net.accept(listen, &comm));
+    if (rank == victim) {
+      usleep(100 * 1000);
+      killSelf();
+    }
+    usleep(300 * 1000);
+    void* data = buf.data();
+    size_t cap = size;
+    int tag = 0;
+    NET_OK(net.irecv(comm, 1, &data, &cap, &tag, nullptr, &req));
+  } else {
+    BRAID_CHILD_CHECK(pipes.receive(0, handle));
+    NET_OK(net.connect(0, handle, &comm));
+    NET_OK(net.isend(comm, buf.data(), size, 0, nullptr, &req));
+    if (rank == victim) {
+      usleep(100 * 1000);
+      killSelf();
+    }
+  }
+  BRAID_CHILD_CHECK(req != nullptr);
+  const auto start = std::chrono::steady_clock::now();
+  int got = 0;
+  const int rc = net.wait(req, &got, 20);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (rc != abi::kSystemError || took > 6) {
+    std::fprintf(stderr, "survivor: test returned %d after %.1f s\n", rc, took);
+    return 1;
+  }
+  // Later calls on the comm fail too, without a hang.
+  void* again = nullptr;
+  BRAID_CHILD_CHECK(rank == 0
+                        ? net.irecv(comm, 1, reinterpret_cast<void**>(&buf), nullptr, nullptr, nullptr, &again) != 0
+                        : net.isend(comm, buf.data(), 1, 0, nullptr, &again) != 0);
+  NET_OK(rank == 0 ? net.closeRecv(comm) : net.closeSend(comm));
+  if (listen != nullptr) NET_OK(net.closeListen(listen));
+  NET_OK(net.finalize());
+  return 0;
+}
+
+TEST(NetPlugin, SenderKilledFailsReceiver) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2, [&](int rank) { return killedPeerBody(rank, 1, pipes); }, kForkTimeoutS);
+  EXPECT_TRUE(r.ranks.size() == 2 && r.ranks[0].ok() && r.ranks[1].signal == SIGKILL) << r.summary();
+}
+
+TEST(NetPlugin, ReceiverKilledFailsSender) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2, [&](int rank) { return killedPeerBody(rank, 0, pipes); }, kForkTimeoutS);
+  EXPECT_TRUE(r.ranks.size() == 2 && r.ranks[1].ok() && r.ranks[0].signal == SIGKILL) << r.summary();
+}
+
+// Init fails cleanly (NCCL then falls back to its own plugins) when the interface selection matches nothing.
+TEST(NetPlugin, InitFailsOnUnknownInterface) {
+  ForkResult r = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_NET_IF", "=no-such-if0", 1);
+        LoadedNetPlugin p = openNetPlugin(pluginPath());
+        BRAID_CHILD_CHECK(p.version == 11);
+        auto* net = static_cast<const abi::NetV11*>(p.table);
+        void* ctx = nullptr;
+        BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, nullptr, nullptr) == abi::kInvalidUsage && ctx == nullptr);
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+}  // namespace
+}  // namespace braid::testing
+
+namespace braid::testing {
+namespace {
+
+// Socket / thread counts out of range are a usage error at init, not a crash later.
+TEST(NetPlugin, InitRejectsBadSocketCounts) {
+  ForkResult r = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_NET_IF", "lo", 1);
+        LoadedNetPlugin p = openNetPlugin(pluginPath());
+        BRAID_CHILD_CHECK(p.version == 11);
+        auto* net = static_cast<const abi::NetV11*>(p.table);
+        void* ctx = nullptr;
+        for (const char* threads : {"0", "17", "abc"}) {
+          setenv("BRAID_NET_NTHREADS", threads, 1);
+          BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, nullptr, nullptr) != abi::kSuccess && ctx == nullptr);
+        }
+        setenv("BRAID_NET_NTHREADS", "8", 1);
+        setenv("BRAID_NET_NSOCKS", "9", 1);  // 72 sockets
+        BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, nullptr, nullptr) == abi::kInvalidUsage);
+        setenv("BRAID_NET_NSOCKS", "8", 1);
+        BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, nullptr, nullptr) == abi::kSuccess && ctx != nullptr);
+        BRAID_CHILD_CHECK(net->finalize(ctx) == abi::kSuccess);
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+}  // namespace
+}  // namespace braid::testing
+
+namespace braid::testing {
+namespace {
+
+// A live peer that never sends: the pending receive fails with ncclSystemError after BRAID_TIMEOUT, no hang.
+TEST(NetPlugin, SilentPeerTimesOut) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2,
+      [&](int rank) {
+        setenv("BRAID_TIMEOUT", "1", 1);
+        NetApi net = childApi(11);
+        NET_OK(net.init(3));
+        char handle[abi::kNetHandleMaxSize] = {};
+        if (rank == 0) {
+          void* listen = nullptr;
+          NET_OK(net.listen(0, handle, &listen));
+          BRAID_CHILD_CHECK(pipes.send(0, handle));
+          void* recv = nullptr;
+          NET_OK(net.accept(listen, &recv));
+          int value = 0;
+          void* data = &value;
+          size_t cap = sizeof(value);
+          int tag = 0;
+          void* req = nullptr;
+          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, nullptr, &req));
+          const auto start = std::chrono::steady_clock::now();
+          int got = 0;
+          const int rc = net.wait(req, &got, 10);
+          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          BRAID_CHILD_CHECK(rc == abi::kSystemError && took > 0.5 && took < 3);
+          BRAID_CHILD_CHECK(pipes.send(0, handle));  // the sender may go
+          NET_OK(net.closeRecv(recv));
+          NET_OK(net.closeListen(listen));
+        } else {
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));
+          void* send = nullptr;
+          NET_OK(net.connect(0, handle, &send));
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));
+          NET_OK(net.closeSend(send));
+        }
+        NET_OK(net.finalize());
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+}  // namespace
+}  // namespace braid::testing
+
+namespace braid::testing {
+namespace {
+
+// A handle NCCL's bootstrap corrupted (or another Braid version wrote) is an error from connect, whatever bytes
+// sit where a connect in progress keeps its state: never a crash.
+TEST(NetPlugin, GarbageHandlesAreRefusedNotFollowed) {
+  ForkResult r = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_NET_IF", "lo", 1);
+        LoadedNetPlugin p = openNetPlugin(pluginPath());
+        BRAID_CHILD_CHECK(p.version == 11);
+        auto* net = static_cast<const abi::NetV11*>(p.table);
+        void* ctx = nullptr;
+        BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, nullptr, nullptr) == abi::kSuccess);
+        uint32_t seed = 12345;
+        for (int fill = 0; fill < 4; ++fill) {
+          unsigned char handle[abi::kNetHandleMaxSize];
+          for (unsigned char& b : handle) {
+            seed = seed * 1664525u + 1013904223u;
+            b = fill == 0 ? 0xff : fill == 1 ? 0x00 : static_cast<unsigned char>(seed >> 24);
+          }
+          void* comm = nullptr;
+          abi::NetDeviceHandle* dev_comm = nullptr;
+          BRAID_CHILD_CHECK(net->connect(ctx, 0, handle, &comm, &dev_comm) == abi::kInvalidArgument);
+          BRAID_CHILD_CHECK(comm == nullptr);
+        }
+        BRAID_CHILD_CHECK(net->finalize(ctx) == abi::kSuccess);
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+}  // namespace
+}  // namespace braid::testing
