@@ -398,6 +398,22 @@ TEST(TunerPlugin, NcclTopologyDumpIsTheMachineWithoutBraidTopology) {
   EXPECT_GT(t.at(abi::kAlgoRing, abi::kProtoSimple), 0.0f);
 }
 
+// RC-01 (an NDv2 hint file: no NVLink in it) is modelled as PCIe only; that changes every prediction, so the
+// tuner says so as a warning (level 2, ncclDebugLogLevel WARN), not only at INFO.
+TEST(TunerPlugin, MachineWithoutNvlinkInItsFileIsAWarning) {
+  const std::string xml = std::string(BRAID_SHARED_DIR) + "/realcases/topo/azure-ndv2-v100-topo.xml";
+  if (!std::filesystem::exists(xml)) GTEST_SKIP() << xml << " is absent";
+  environment(xml.c_str(), "1M");
+  takeLog();
+  V5Comm comm(8, 1);
+  ASSERT_EQ(comm.init_result, 0);
+  const std::vector<std::string> lines = takeLog();
+  const bool warned = std::any_of(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.rfind("2 ", 0) == 0 && l.find("PCIe links only") != std::string::npos;
+  });
+  EXPECT_TRUE(warned) << joined(lines);
+}
+
 TEST(TunerPlugin, OlderVersionsGiveTheSameAnswers) {
   environment("dgx-a100-x1", "1M");
   void* lib = tunerLibrary();

@@ -19,6 +19,18 @@
 namespace braid::nccl_plugin {
 namespace {
 
+// A note that says the model guessed (a GPU model not recognised, an arch assumed, a machine taken as PCIe-only
+// because its file has no NVLink) changes every prediction: a warning; the other notes are INFO.
+void logModelNote(const std::string& note) {
+  const bool guessed = note.find("assumed") != std::string::npos || note.find("not recognised") != std::string::npos ||
+                       note.find("PCIe links only") != std::string::npos;
+  if (guessed) {
+    log(nccl_abi::kLogWarn, nccl_abi::kSubsysTuning, "TUNER/Braid: " + note);
+  } else if (logEnabled(LogLevel::kInfo)) {
+    log(nccl_abi::kLogInfo, nccl_abi::kSubsysTuning, "TUNER/Braid: " + note);
+  }
+}
+
 // The contexts init handed out and finalize has not taken back (finalize refuses anything else).
 std::mutex& liveContextsMutex() {
   static std::mutex mu;
@@ -183,6 +195,7 @@ std::unique_ptr<TunerContext> TunerContext::create(size_t n_ranks, size_t n_node
           cachedModel(sourceKey(choice.key_source, settings.model), t, settings.model);
       if (model) {
         ctx->model_ = std::move(*model);
+        for (const std::string& note : t.notes) logModelNote(note);
       } else {
         choice.why_not = fmt::format("{}: {}", choice.source, model.status().message());
         choice.level = nccl_abi::kLogWarn;
@@ -200,16 +213,7 @@ std::unique_ptr<TunerContext> TunerContext::create(size_t n_ranks, size_t n_node
   BRAID_PLUGIN_LOG(kLogInfo, kSubsysTuning,
                    "TUNER/Braid: {} ({}): {} ranks on {} node(s); model built in {:.2f} s ({} simulations)",
                    choice.source, m.topologyName(), m.ranks(), m.nodes(), m.buildSeconds(), m.simulations());
-  // A note that says the model guessed (a GPU model not recognised, an arch assumed) changes every prediction:
-  // it is a warning; the others are INFO.
-  for (const std::string& note : m.notes()) {
-    const bool guessed = note.find("assumed") != std::string::npos || note.find("not recognised") != std::string::npos;
-    if (guessed) {
-      log(nccl_abi::kLogWarn, nccl_abi::kSubsysTuning, "TUNER/Braid: " + note);
-    } else if (logEnabled(LogLevel::kInfo)) {
-      log(nccl_abi::kLogInfo, nccl_abi::kSubsysTuning, "TUNER/Braid: " + note);
-    }
-  }
+  for (const std::string& note : m.notes()) logModelNote(note);
   return ctx;
 }
 
