@@ -57,6 +57,10 @@ const std::vector<EnvParam>& envParams() {
        "sockets at most 64."},
       {"BRAID_NET_NTHREADS", "2",
        "Helper threads moving the payload of each NCCL net plugin connection (as NCCL_SOCKET_NTHREADS), 1..16."},
+      {"BRAID_NET_IDLE_TIMEOUT", "0",
+       "NCCL net plugin: seconds a pending request may see no byte move before it fails with ncclSystemError; 0 (the "
+       "default) waits as NCCL's own socket transport does. Dead peers are detected anyway: a closed or reset "
+       "connection at once, a vanished host by TCP keepalive (about 40 s)."},
       {"BRAID_CALL_CHECK", "rooted",
        "Which collective calls the communicator checks across ranks before any data moves (one 48-byte record "
        "to and from every peer: collective, count, datatype, reduction op, root; a mismatch fails every rank "

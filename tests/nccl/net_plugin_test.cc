@@ -576,7 +576,7 @@ TEST(NetPlugin, SilentPeerTimesOut) {
   ForkResult r = runForked(
       2,
       [&](int rank) {
-        setenv("BRAID_TIMEOUT", "1", 1);
+        setenv("BRAID_NET_IDLE_TIMEOUT", "1", 1);
         NetApi net = childApi(11);
         NET_OK(net.init(3));
         char handle[abi::kNetHandleMaxSize] = {};

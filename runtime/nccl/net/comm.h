@@ -12,9 +12,9 @@
 // messages, each into the buffer whose tag equals the message's tag. A message larger than its buffer fails
 // the comm (ncclInvalidUsage, "message truncated"); a smaller one completes with its real size.
 //
-// Failures: EOF or an error on any socket, or no byte moved for the timeout (BRAID_TIMEOUT) while a request is
-// pending, marks the comm failed; every pending and later request then reports the error (ncclSystemError),
-// once with a WARN line.
+// Failures: EOF or an error on any socket (TCP keepalive on every socket turns a vanished host into one), or, with
+// BRAID_NET_IDLE_TIMEOUT > 0, no byte moved for that long while a request is pending, marks the comm failed; every
+// pending and later request then reports the error (ncclSystemError), once with a WARN line.
 #pragma once
 
 #include <atomic>

@@ -23,6 +23,7 @@ struct Connector {
   uint64_t conn_id = 0;
   int nthreads = 1;
   double timeout_s = 300;
+  double idle_timeout_s = 0;
   struct Socket {
     net::Fd fd;
     enum class Stage { kConnecting, kHello, kDone } stage = Stage::kConnecting;
@@ -148,6 +149,7 @@ Result<std::unique_ptr<ListenComm>> listenOn(int dev, const ConnectionOptions& o
   auto listen = std::make_unique<ListenComm>();
   listen->fd = std::move(fd);
   listen->timeout_s = options.timeout_s;
+  listen->idle_timeout_s = options.idle_timeout_s;
   listen->handle.ip = address.ip;
   listen->handle.port = address.port;
   listen->handle.nsocks = static_cast<uint16_t>(options.nsocks);
@@ -170,6 +172,7 @@ Result<std::unique_ptr<SendComm>> connectStep(void* handle, const ConnectionOpti
     fresh->deadline = net::Deadline::after(options.timeout_s);
     fresh->conn_id = randomU64();
     fresh->timeout_s = options.timeout_s;
+    fresh->idle_timeout_s = options.idle_timeout_s;
     fresh->sockets.resize(1 + decoded.nsocks);
     for (size_t i = 0; i < fresh->sockets.size(); ++i) {
       Hello& h = fresh->sockets[i].hello;
@@ -204,7 +207,7 @@ Result<std::unique_ptr<SendComm>> connectStep(void* handle, const ConnectionOpti
   setState(handle, nullptr, c);
   std::vector<net::Fd> fds;
   for (Connector::Socket& s : c->sockets) fds.push_back(std::move(s.fd));
-  return makeSendComm(std::move(fds), c->handle.nthreads, c->timeout_s, c->address.toString());
+  return makeSendComm(std::move(fds), c->handle.nthreads, c->idle_timeout_s, c->address.toString());
 }
 
 Result<std::unique_ptr<RecvComm>> acceptStep(ListenComm* listen) {
@@ -246,7 +249,7 @@ Result<std::unique_ptr<RecvComm>> acceptStep(ListenComm* listen) {
     std::vector<net::Fd> fds = std::move(it->second.fds);
     std::string peer = it->second.peer;
     listen->groups.erase(it);
-    return makeRecvComm(std::move(fds), listen->handle.nthreads, listen->timeout_s, std::move(peer));
+    return makeRecvComm(std::move(fds), listen->handle.nthreads, listen->idle_timeout_s, std::move(peer));
   }
   return std::unique_ptr<RecvComm>();
 }

@@ -12,11 +12,13 @@
 
 namespace braid::nccl_plugin {
 
-/// Per-connection parameters chosen at init (BRAID_NET_NSOCKS x BRAID_NET_NTHREADS sockets, BRAID_TIMEOUT).
+/// Per-connection parameters chosen at init (BRAID_NET_NSOCKS x BRAID_NET_NTHREADS sockets, BRAID_TIMEOUT,
+/// BRAID_NET_IDLE_TIMEOUT).
 struct ConnectionOptions {
   int nsocks = 2;  // data sockets per connection (threads x sockets per thread)
   int nthreads = 2;
-  double timeout_s = 300;
+  double timeout_s = 300;     // connect: how long the listener may stay unreachable
+  double idle_timeout_s = 0;  // a pending request with no byte moving fails after this; 0 = never
 };
 
 /// The receiving end before accept(): a listening socket and the sockets that arrived so far.
@@ -25,6 +27,7 @@ struct ListenComm {
   net::Fd fd;
   ConnectHandle handle;
   double timeout_s = 300;
+  double idle_timeout_s = 0;
   struct Arrival {  // an accepted socket whose hello is not complete yet
     net::Fd fd;
     Hello hello;

@@ -1,5 +1,6 @@
 #include "net/plugin.h"
 
+#include <algorithm>
 #include <memory>
 #include <mutex>
 
@@ -29,7 +30,7 @@ NetContext* g_legacy = nullptr;
 int fail(const Status& status, const char* what) { return report(status, kSubsysNet, what); }
 Status invalid(const std::string& text) { return Status(StatusCode::kInvalidArgument, text); }
 
-// BRAID_NET_NSOCKS / BRAID_NET_NTHREADS / BRAID_TIMEOUT.
+// BRAID_NET_NSOCKS / BRAID_NET_NTHREADS / BRAID_TIMEOUT / BRAID_NET_IDLE_TIMEOUT.
 Result<ConnectionOptions> readOptions() {
   ConnectionOptions options;
   // A value that is no integer is a configuration error like one out of range: ncclInvalidUsage for both.
@@ -49,6 +50,13 @@ Result<ConnectionOptions> readOptions() {
   options.nthreads = static_cast<int>(nthreads);
   options.nsocks = static_cast<int>(nsocks * nthreads);
   BRAID_ASSIGN_OR_RETURN(options.timeout_s, runtimeTimeoutSeconds());
+  Result<double> idle = envDouble("BRAID_NET_IDLE_TIMEOUT");
+  if (!idle.isOk() || !(*idle >= 0)) {
+    return Status(StatusCode::kInvalidUsage,
+                  fmt::format("NET/Braid: BRAID_NET_IDLE_TIMEOUT={}: not a number of seconds >= 0 (0 = never)",
+                              envString("BRAID_NET_IDLE_TIMEOUT")));
+  }
+  options.idle_timeout_s = std::min(*idle, kMaxTimeoutSeconds);
   return options;
 }
 

@@ -19,8 +19,8 @@ namespace braid::nccl_plugin {
 inline constexpr const char* kNetPluginName = "Braid";
 
 /// init (v11): one context per communicator; reads BRAID_NET_IF (or NCCL_SOCKET_IFNAME), BRAID_NET_NSOCKS,
-/// BRAID_NET_NTHREADS and BRAID_TIMEOUT. Fails (NCCL then falls back to its internal plugins) when no device
-/// is usable or a variable is invalid.
+/// BRAID_NET_NTHREADS, BRAID_TIMEOUT and BRAID_NET_IDLE_TIMEOUT. Fails (NCCL then falls back to its internal plugins)
+/// when no device is usable or a variable is invalid.
 int netInit(void** ctx, uint64_t comm_id, nccl_abi::NetCommConfig* config, nccl_abi::Logger logger,
             nccl_abi::ProfilerCallback profiler);
 /// init of tables <= v10: one process-wide context that listen / connect of those versions use.

@@ -1,4 +1,6 @@
 // The data path of the net plugin (net/comm.h): helper threads, isend / irecv / iflush / test.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -204,10 +206,11 @@ Status DataPath::failure() const {
 bool DataPath::checkStalled(const std::string& what) {
   if (failed()) return true;
   const double idle_s = static_cast<double>(nowNs() - last_progress_ns_.load(std::memory_order_relaxed)) * 1e-9;
-  if (idle_s > timeout_s_) {
-    fail(StatusCode::kSystemError, fmt::format("NET/Braid: {}: no byte moved for {:.1f} s (BRAID_TIMEOUT={:g}): the "
-                                               "peer stopped or the network is down",
-                                               what, idle_s, timeout_s_));
+  if (timeout_s_ > 0 && idle_s > timeout_s_) {
+    fail(StatusCode::kSystemError,
+         fmt::format("NET/Braid: {}: no byte moved for {:.1f} s (BRAID_NET_IDLE_TIMEOUT={:g}): "
+                     "the peer stopped or the network is down",
+                     what, idle_s, timeout_s_));
   }
   return failed();
 }
@@ -239,10 +242,25 @@ Request* CommBase::allocate(Request::Type type) {
 
 namespace {
 
+// TCP keepalive on every socket of a comm: a peer host that vanishes (power, network) turns into ETIMEDOUT on the
+// sockets after about kKeepIdleS + kKeepCount x kKeepIntervalS seconds, failing the pending requests, while a live
+// peer that is only slow (a rank still computing) is waited for, as NCCL's own socket transport waits.
+constexpr int kKeepIdleS = 10;
+constexpr int kKeepIntervalS = 5;
+constexpr int kKeepCount = 6;
+void setKeepAlive(int fd) {
+  const int on = 1, idle = kKeepIdleS, interval = kKeepIntervalS, count = kKeepCount;
+  setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
+  setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+}
+
 template <class Comm>
 std::unique_ptr<Comm> makeComm(bool sending, std::vector<net::Fd> sockets, int nthreads, double timeout_s,
                                std::string peer) {
   auto comm = std::make_unique<Comm>();
+  for (const net::Fd& s : sockets) setKeepAlive(s.get());
   comm->control = std::move(sockets[0]);
   std::vector<net::Fd> data;
   for (size_t i = 1; i < sockets.size(); ++i) data.push_back(std::move(sockets[i]));
