@@ -37,8 +37,8 @@ std::mutex& liveContextsMutex() {
   return mu;
 }
 std::unordered_set<TunerContext*>& liveContexts() {
-  static auto* set = new std::unordered_set<TunerContext*>();  // never destroyed: finalize may run at exit
-  return *set;
+  static std::unordered_set<TunerContext*> set;  // freed with the library (dlclose, exit)
+  return set;
 }
 
 std::string ncclVariable(const char* name) {
