@@ -2,8 +2,10 @@
 // for a machine (runtime/nccl/tuner/model.h, docs/nccl.md "Tuner plugin"), printed per collective and grid size
 // (the algorithm/protocol Braid predicts fastest among those NCCL's model enables, its µs and where the value comes
 // from), and written as rules in NCCL's example-tuner CSV format (runtime/nccl/tuner/rules.h): one rule per run of
-// grid sizes with the same choice, for the topology's node and rank counts. Deriving rules from measured nccl-tests
-// logs is not implemented.
+// grid sizes with the same choice, for the topology's node and rank counts.
+// `braid tune --nccl-tests-log FILE[=ALGO/PROTO|=default] ... [-o rules.conf]`: the same from nccl-tests logs
+// measured on the cluster, one per NCCL_ALGO/NCCL_PROTO setting (runtime/nccl/tuner/measured.h): the fastest
+// measured setting per size, compared with the runner-up and with NCCL's own choice when a log of it is given.
 #include <fmt/format.h>
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "common/text.h"
+#include "tuner/measured.h"
 #include "tuner/model.h"
 #include "tuner/rules.h"
 
@@ -29,8 +32,11 @@ constexpr int kFailure = 1;
 struct TuneOptions {
   std::string topology;
   int ranks = 0;
+  int nodes = 0;
   std::string output;
   std::string max_sim_bytes = "1G";
+  std::vector<std::string> logs;  // --nccl-tests-log specs
+  std::string collective;         // --coll: nccl-tests' name for logs that do not say
 };
 
 // The fastest modelled entry of `func` at `bytes`: {algo, proto, µs}; algo -1 when none is modelled.
@@ -80,7 +86,83 @@ std::vector<nccl_plugin::TunerRule> rulesFromModel(const nccl_plugin::TunerModel
   return rules;
 }
 
+// Writes `rules` with `comment` to `path` (whole or not at all); 0 or kFailure.
+int writeRules(const std::string& path, const std::vector<nccl_plugin::TunerRule>& rules, const std::string& comment) {
+  if (Status written = writeFileAtomic(path, nccl_plugin::writeTunerRules(rules, comment)); !written) {
+    std::cerr << "braid tune: " << written.toString() << "\n";
+    return kFailure;
+  }
+  std::cout << "# " << rules.size() << " rules written to " << path << "\n";
+  return 0;
+}
+
+std::string fromLogsCommand(const std::vector<nccl_plugin::MeasuredLog>& logs) {
+  std::string out = "braid tune";
+  for (const auto& m : logs) out += " --nccl-tests-log " + m.path + "=" + (m.nccl_default ? "default" : m.label());
+  return out;
+}
+
+// `braid tune --nccl-tests-log ...`: the measured table and its rules.
+int runTuneFromLogs(const TuneOptions& opt) {
+  std::vector<nccl_plugin::MeasuredLog> logs;
+  for (const std::string& spec : opt.logs) {
+    Result<nccl_plugin::MeasuredLog> m = nccl_plugin::readMeasuredLog(spec, opt.collective);
+    if (!m) {
+      std::cerr << "braid tune: " << m.status().toString() << "\n";
+      return m.status().code() == StatusCode::kInvalidArgument ? kUsageError : kFailure;
+    }
+    std::cout << fmt::format("# {}: {} {}, {} sizes, {} ranks on {} host(s){}\n", m->path, m->log.collective,
+                             m->label(), m->log.rows.size(), m->log.ranks > 0 ? std::to_string(m->log.ranks) : "?",
+                             m->log.nodes > 0 ? std::to_string(m->log.nodes) : "?",
+                             m->log.nccl_version.empty() ? "" : ", NCCL " + m->log.nccl_version);
+    logs.push_back(std::move(*m));
+  }
+  Result<nccl_plugin::MeasuredTable> table =
+      nccl_plugin::rulesFromMeasurements(logs, opt.ranks > 0 ? opt.ranks : -1, opt.nodes > 0 ? opt.nodes : -1);
+  if (!table) {
+    std::cerr << "braid tune: " << table.status().toString() << "\n";
+    return kUsageError;
+  }
+  std::cout << fmt::format("{:<14} {:>12} {:<16} {:>11} {:<16} {:>11} {:>9} {:>11} {:>9}\n", "collective", "nBytes",
+                           "choice", "time_us", "runner-up", "time_us", "margin", "nccl_us", "speedup");
+  for (const nccl_plugin::MeasuredChoice& c : table->choices) {
+    const std::string choice = c.algo < 0 ? "NCCL default"
+                                          : fmt::format("{}/{}", nccl_plugin::ncclAlgoIndexName(c.algo),
+                                                        nccl_plugin::ncclProtoIndexName(c.proto));
+    const std::string runner = c.runner_up.empty() ? "-" : c.runner_up;
+    const std::string runner_us = c.runner_up.empty() ? "-" : fmt::format("{:.2f}", c.runner_up_us);
+    const std::string margin = c.runner_up.empty() ? "-" : fmt::format("{:.3f}x", c.runner_up_us / c.us);
+    const std::string nccl_us = c.default_us ? fmt::format("{:.2f}", *c.default_us) : "-";
+    const std::string speedup = c.default_us && c.algo >= 0 ? fmt::format("{:.3f}x", *c.default_us / c.us) : "-";
+    std::cout << fmt::format("{:<14} {:>12} {:<16} {:>11.2f} {:<16} {:>11} {:>9} {:>11} {:>9}\n",
+                             nccl_plugin::ncclFuncName(c.func), c.bytes, choice, c.us, runner, runner_us, margin,
+                             nccl_us, speedup);
+  }
+  std::cout << "# margin: runner-up time / chosen time; speedup: NCCL's own choice (a =default log) / chosen; "
+               "sizes where NCCL's own choice was measured as fast get no rule\n";
+  if (opt.output.empty()) return 0;
+  return writeRules(opt.output, table->rules,
+                    fmt::format("{}\nfastest measured NCCL algorithm/protocol per size range ({} ranks, {} node(s))",
+                                fromLogsCommand(logs), table->ranks, table->nodes));
+}
+
 int runTune(const TuneOptions& opt) {
+  if (!opt.logs.empty()) {
+    if (!opt.topology.empty()) {
+      std::cerr << "braid tune: --topology and --nccl-tests-log are two sources of the table: give one\n";
+      return kUsageError;
+    }
+    return runTuneFromLogs(opt);
+  }
+  if (opt.topology.empty()) {
+    std::cerr << "braid tune: give --topology (rules from Braid's model) or --nccl-tests-log (rules from "
+                 "measurements)\n";
+    return kUsageError;
+  }
+  if (opt.nodes != 0 || !opt.collective.empty()) {
+    std::cerr << "braid tune: --nodes and --coll apply to --nccl-tests-log only\n";
+    return kUsageError;
+  }
   Result<Topology> topology = loadTopologyOrShipped(opt.topology);
   if (!topology) {
     std::cerr << "braid tune: " << topology.status().toString() << "\n";
@@ -124,18 +206,11 @@ int runTune(const TuneOptions& opt) {
           nccl_plugin::costSourceName(model->curve(func, c.algo, c.proto).source));
     }
   }
-  if (!opt.output.empty()) {
-    const std::string text = nccl_plugin::writeTunerRules(
-        rulesFromModel(*model, options.grid),
-        fmt::format("braid tune -t {}: Braid's fastest algorithm/protocol per size range ({} ranks, {} node(s))",
-                    opt.topology, model->ranks(), model->nodes()));
-    if (Status written = writeFileAtomic(opt.output, text); !written) {
-      std::cerr << "braid tune: " << written.toString() << "\n";
-      return kFailure;
-    }
-    std::cout << "# rules written to " << opt.output << "\n";
-  }
-  return 0;
+  if (opt.output.empty()) return 0;
+  return writeRules(
+      opt.output, rulesFromModel(*model, options.grid),
+      fmt::format("braid tune -t {}: Braid's fastest algorithm/protocol per size range ({} ranks, {} node(s))",
+                  opt.topology, model->ranks(), model->nodes()));
 }
 
 }  // namespace
@@ -144,10 +219,20 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<TuneOptions>();
   CLI::App* cmd = app.add_subcommand(
       "tune",
-      "The NCCL tuner plugin's predictions for a machine (per collective and size: the fastest NCCL "
-      "algorithm/protocol in Braid's model) and, with -o, a rules file in NCCL's example-tuner CSV format");
-  cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx-h100-x2)")->required();
-  cmd->add_option("--ranks", opt->ranks, "rank count; must equal the topology's GPU count (default: that count)");
+      "The NCCL tuner plugin's table for a machine (per collective and size: the fastest NCCL algorithm/protocol in "
+      "Braid's model, or measured in nccl-tests logs) and, with -o, a rules file in NCCL's example-tuner CSV format");
+  cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx-h100-x2)");
+  cmd->add_option("--nccl-tests-log", opt->logs,
+                  "an nccl-tests log measured on the cluster, as FILE=ALGO/PROTO (e.g. ar_ring_ll.txt=Ring/LL), "
+                  "FILE=default (NCCL's own choice, the baseline) or FILE (setting from its NCCL INFO lines); "
+                  "repeat per setting");
+  cmd->add_option("--coll", opt->collective,
+                  "with --nccl-tests-log: the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce) "
+                  "of logs whose text and file name do not say");
+  cmd->add_option("--nodes", opt->nodes, "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts");
+  cmd->add_option("--ranks", opt->ranks,
+                  "rank count; with -t it must equal the topology's GPU count (default: that count), with "
+                  "--nccl-tests-log it is the rules' nRanks when the logs do not list ranks");
   cmd->add_option("-o,--output", opt->output, "write the rules file here (BRAID_TUNER_RULES / NCCL_TUNER_CONFIG_FILE)");
   cmd->add_option("--max-sim-bytes", opt->max_sim_bytes,
                   "largest grid size simulated, nccl-tests syntax (default 1G, as BRAID_TUNER_MAX_SIM_BYTES)");

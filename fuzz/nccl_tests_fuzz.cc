@@ -1,9 +1,9 @@
-// Fuzz target: nccl-tests output logs (parseNcclTestsOutput, perf/calibration/calibration.cc), the reader behind
-// the simulator's calibration against measured tables.
+// Fuzz target: nccl-tests output logs (parseNcclTestsLog, src/cost/nccl_tests_log.cc), the reader behind the
+// simulator's calibration against measured tables and `braid tune --nccl-tests-log`.
 #include <cstddef>
 #include <cstdint>
 
-#include "calibration/calibration.h"
+#include "braid/nccl_tests_log.h"
 #include "fuzz_support.h"
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -12,7 +12,7 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  auto rows = braid::calibration::parseNcclTestsOutput(braid::fuzz::inputText(data, size), "fuzz-nccl-tests.txt");
-  (void)rows;
+  auto log = braid::parseNcclTestsLog(braid::fuzz::inputText(data, size), "fuzz-nccl-tests.txt");
+  (void)log;
   return 0;
 }

@@ -73,6 +73,7 @@ PUBLIC_HEADERS = {
     "bounds.h": "cost",
     "nccl_model.h": "cost",
     "nccl_runs.h": "cost",
+    "nccl_tests_log.h": "cost",
     "sketch.h": "synthesizer",
     "synthesize.h": "synthesizer",
     "datatype.h": "runtime",
@@ -84,6 +85,8 @@ PUBLIC_HEADERS = {
     "simulate.h": "runtime",
     "comm.h": "comm",
     "braid.h": "comm",
+    "moe.h": "comm",
+    "braid_moe.h": "comm",
     "pareto.h": "pareto",
 }
 

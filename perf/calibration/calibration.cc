@@ -12,6 +12,7 @@
 
 #include "braid/file_io.h"
 #include "braid/nccl_model.h"
+#include "braid/nccl_tests_log.h"
 
 namespace braid::calibration {
 namespace {
@@ -149,16 +150,14 @@ Result<std::vector<CalibrationCase>> publishedCases(const std::string& shared_di
   const std::filesystem::path log = std::filesystem::path(shared_dir) / "realcases" / "nccltests" /
                                     "hgx-h100-xe9680-2node-16rank-all_reduce_perf.txt";
   if (std::filesystem::exists(log)) {
-    auto text = readFile(log.string());
-    if (!text.isOk()) return text.status();
-    auto rows = parseNcclTestsOutput(text.value(), log.string());
-    if (!rows.isOk()) return rows.status();
+    Result<NcclTestsLog> parsed = readNcclTestsLog(log.string());
+    if (!parsed.isOk()) return parsed.status();
     CalibrationCase xe;
     xe.name = "2x Dell XE9680 (16x H100, 8x CX7 400G per node)";
     xe.source = "realcases RC-50 (NVIDIA/nccl-tests#309), out-of-place busbw";
     xe.topology = "dgx-h100-x2";
-    for (const NcclTestsRow& r : rows.value()) {
-      if (r.size_bytes >= kKiB) xe.points.push_back({r.size_bytes, r.oop_busbw});
+    for (const NcclTestsRow& r : parsed->rows) {
+      if (r.size_bytes >= kKiB && r.has_out_of_place) xe.points.push_back({r.size_bytes, r.oop_busbw});
     }
     xe.accept_from_bytes = 64 * kMiB;
     cases.push_back(xe);

@@ -37,21 +37,6 @@ struct CalibrationCase {
 /// (RC-50, out-of-place busbw). Errors: the log exists but cannot be parsed (file, line).
 Result<std::vector<CalibrationCase>> publishedCases(const std::string& shared_dir);
 
-/// One row of an nccl-tests table: size, count, type, redop, root, then out-of-place and in-place
-/// time (us) / algbw / busbw (GB/s). `#wrong` may be "N/A".
-struct NcclTestsRow {
-  uint64_t size_bytes = 0;
-  uint64_t count = 0;
-  std::string type;
-  std::string redop;
-  double oop_time_us = 0, oop_algbw = 0, oop_busbw = 0;
-  double ip_time_us = 0, ip_algbw = 0, ip_busbw = 0;
-};
-/// Parses the data rows of nccl-tests output (header/comment lines start with '#'; other non-table lines,
-/// such as "NCCL version", are skipped). A repeated table (some logs print it twice) is kept once.
-/// Errors name the file and line of a malformed data row.
-Result<std::vector<NcclTestsRow>> parseNcclTestsOutput(const std::string& text, const std::string& filename);
-
 struct PredictedPoint {
   uint64_t size_bytes = 0;
   double measured_gbps = 0;

@@ -31,4 +31,43 @@ expect_rc 2 "bad --max-sim-bytes" -- "$braid" tune -t dgx-a100-x1 --max-sim-byte
 expect_rc 2 "--max-sim-bytes below 1M" -- "$braid" tune -t dgx-a100-x1 --max-sim-bytes 4K
 grep -q 'at least 1048576' "$tmp/err" && ok || fail "the --max-sim-bytes error names the minimum"
 expect_rc 1 "unknown topology" -- "$braid" tune -t no-such-machine
+
+# Rules from measured nccl-tests logs: the published 2-node H100 all-reduce log (RC-50) as NCCL's own choice, and a
+# Ring/LL run derived from it, 20 % faster up to 64 KiB and 20 % slower above (the derived rows keep nccl-tests'
+# column layout, and lose their '#' header lines as pasted logs do).
+h100="$rc_dir/nccltests/hgx-h100-xe9680-2node-16rank-all_reduce_perf.txt"
+if [ -f "$h100" ]; then
+  python3 - "$h100" "$tmp/ar_ring_ll_all_reduce.txt" <<'PY'
+import sys
+out = open(sys.argv[2], "w")
+for line in open(sys.argv[1]):
+    f = line.split()
+    if len(f) == 13 and f[0].isdigit():
+        size = int(f[0])
+        scale = 0.8 if size <= 65536 else 1.2
+        for i in (5, 9):
+            f[i] = "%.2f" % (float(f[i]) * scale)
+        line = "  ".join(f) + "\n"
+    out.write(line.replace("#", "", 1) if line.startswith("#") else line)
+PY
+  expect_rc 0 "tune from logs" -- "$braid" tune --nccl-tests-log "$h100=default" \
+    --nccl-tests-log "$tmp/ar_ring_ll_all_reduce.txt=Ring/LL" -o "$tmp/measured.conf"
+  grep -q '^AllReduce  *65536 Ring/LL ' "$tmp/out" && ok || fail "Ring/LL chosen at 64 KiB"
+  grep -q '^AllReduce  *131072 NCCL default ' "$tmp/out" && ok || fail "NCCL's own choice kept at 128 KiB"
+  grep -Eq ' 1\.2(4[89]|5[0-2])x' "$tmp/out" && ok || fail "the speedup over NCCL's own choice is printed (1/0.8)"
+  # One rule, [0, floor(sqrt(65536 * 131072)) = 92681], Ring/LL, for 2 nodes and 16 ranks.
+  [ "$(grep -v '^#' "$tmp/measured.conf")" = "allreduce,0,92681,ring,ll,-1,2,16,-1,-1" ] && ok ||
+    fail "rules from the logs: $(grep -v '^#' "$tmp/measured.conf" | tr '\n' ' ')"
+  expect_rc 2 "a log without its setting" -- "$braid" tune --nccl-tests-log "$h100"
+  grep -q 'FILE=ALGO/PROTO' "$tmp/err" && ok || fail "the error says how to name the setting"
+  expect_rc 2 "an all-to-all log" -- "$braid" tune --nccl-tests-log \
+    "$rc_dir/nccltests/h20-vm-2node-4rank-alltoall_perf.txt=Ring/LL"
+  expect_rc 2 "--topology with logs" -- "$braid" tune -t dgx-a100-x1 --nccl-tests-log "$h100=default"
+  printf '1024 256 float sum -1 1.0 x\n' >"$tmp/bad_all_reduce.txt"
+  expect_rc 1 "a malformed log" -- "$braid" tune --nccl-tests-log "$tmp/bad_all_reduce.txt=Ring/LL"
+  grep -q 'bad_all_reduce.txt:1: field 7 (out-of-place algbw)' "$tmp/err" && ok || fail "the error names file, line, field"
+else
+  skip "realcases nccl-tests logs absent"
+fi
+expect_rc 2 "neither topology nor logs" -- "$braid" tune
 finish

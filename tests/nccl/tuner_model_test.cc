@@ -109,18 +109,5 @@ TEST(TunerModel, SimulatedCurvesStopAtTheSizeLimitAndExtendTheLastSegment) {
   EXPECT_NEAR(m->timeUs(nccl_abi::kFuncAllReduce, 1, 2, 64 * kKiB).value(), c.us[1] + slope * (60.0 * kKiB), 1e-6);
 }
 
-// Init cost on the 16-GPU shipped topologies with the default options (printed for docs/nccl.md).
-TEST(TunerModel, BuildTimeOnSixteenGpus) {
-  for (const char* name : {"dgx-h100-x2", "dgx-a100-x2"}) {
-    Result<Topology> t = loadTopologyOrShipped(name);
-    ASSERT_TRUE(t.isOk()) << t.status().toString();
-    Result<TunerModel> m = TunerModel::build(*t);
-    ASSERT_TRUE(m.isOk()) << m.status().toString();
-    EXPECT_EQ(m->ranks(), 16);
-    std::printf("%s: model built in %.2f s (%d simulations)\n", name, m->buildSeconds(), m->simulations());
-    EXPECT_LT(m->buildSeconds(), 120.0) << name;
-  }
-}
-
 }  // namespace
 }  // namespace braid::nccl_plugin

@@ -108,6 +108,16 @@ const char* ruleFuncName(int func) { return func >= 0 && func < 5 ? kFuncNames[f
 const char* ruleAlgoName(int algo) { return algo >= 0 && algo < 7 ? kAlgoNames[algo] : "?"; }
 const char* ruleProtoName(int proto) { return proto >= 0 && proto < 3 ? kProtoNames[proto] : "?"; }
 
+std::optional<int> parseRuleAlgo(std::string_view name) {
+  // NCCL_ALGO's spellings (nccl@2.28.9 src/graph/tuning.cc ncclAlgoStr) are the rules' names without '_'.
+  static constexpr const char* kEnvNames[] = {"tree",     "ring", "collnetdirect", "collnetchain", "nvls",
+                                              "nvlstree", "pat"};
+  if (auto i = indexOf(kAlgoNames, name)) return i;
+  return indexOf(kEnvNames, name);
+}
+
+std::optional<int> parseRuleProto(std::string_view name) { return indexOf(kProtoNames, name); }
+
 bool TunerRule::matches(int call_func, uint64_t n_bytes, int call_nodes, int call_ranks, int call_pipe_ops,
                         int call_reg_buff) const {
   return func == call_func && n_bytes >= min_bytes && n_bytes <= max_bytes && (nodes == -1 || nodes == call_nodes) &&

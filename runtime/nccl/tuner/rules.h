@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -65,5 +66,9 @@ const TunerRule* firstMatchingRule(const std::vector<TunerRule>& rules, int func
 const char* ruleFuncName(int func);
 const char* ruleAlgoName(int algo);
 const char* ruleProtoName(int proto);
+/// An algorithm or protocol index from its name in the rules file or as NCCL_ALGO / NCCL_PROTO spell it
+/// ("Ring", "CollnetDirect", "NVLSTree", "LL128"; case-insensitive); nullopt for anything else.
+std::optional<int> parseRuleAlgo(std::string_view name);
+std::optional<int> parseRuleProto(std::string_view name);
 
 }  // namespace braid::nccl_plugin
