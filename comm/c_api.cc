@@ -7,44 +7,22 @@
 
 #include "braid/braid.h"
 #include "braid/comm.h"
+#include "c_api_internal.h"
 #include "common/log.h"
 
-struct braidComm {
-  std::unique_ptr<braid::Communicator> impl;
-  std::string last_error;
-};
-
 namespace {
+
+using braid::capi::badEnum;
+using braid::capi::checkCall;
+using braid::capi::record;
+using braid::capi::toResult;
+using braid::capi::validType;
 
 static_assert(sizeof(braidUniqueId) == sizeof(braid::UniqueId), "unique id layouts differ");
 static_assert(static_cast<int>(braid::DataType::kBfloat16) == braidBfloat16, "datatype values differ");
 static_assert(static_cast<int>(braid::ReduceOp::kAvg) == braidAvg, "op values differ");
 
-braidResult_t toResult(const braid::Status& status) {
-  return static_cast<braidResult_t>(braid::toNcclResultCode(status.code()));
-}
-
-braidResult_t record(braidComm_t comm, const braid::Status& status) {
-  if (comm != nullptr) comm->last_error = status.isOk() ? "" : status.toString();
-  return toResult(status);
-}
-
-bool validType(braidDataType_t type) { return type >= 0 && type < braidNumTypes; }
 bool validOp(braidRedOp_t op) { return op >= 0 && op < braidNumOps; }
-
-braidResult_t checkCall(braidComm_t comm, void* stream) {
-  if (comm == nullptr || !comm->impl) return braidInvalidArgument;
-  if (stream != nullptr) {
-    comm->last_error = "invalid argument: the CPU runtime takes stream = NULL";
-    return braidInvalidArgument;
-  }
-  return braidSuccess;
-}
-
-braidResult_t badEnum(braidComm_t comm, const char* what, int value) {
-  comm->last_error = std::string("invalid argument: ") + what + " " + std::to_string(value);
-  return braidInvalidArgument;
-}
 
 }  // namespace
 
