@@ -1,4 +1,5 @@
-// `braid algo NAME --coll C [--root R] [--topology T | -n N] [--inplace] [--proto P] [--channels K] [-o FILE]`:
+// `braid algo NAME --coll C [--root R] [--topology T | -n N [--ranks-per-node G]] [--inplace] [--proto P]
+// [--channels K] [-o FILE]`:
 // builds a classical algorithm (include/braid/classic.h), verifies it, and writes it as MSCCL XML
 // (or Braid JSON when FILE ends in .json); without -o it prints a summary.
 #include <fmt/format.h>
@@ -27,6 +28,7 @@ struct AlgoOptions {
   bool in_place = false;
   std::string proto = "Simple";
   int channels = 0;
+  int ranks_per_node = 0;  // 2dh without a topology
   std::string output;
 };
 
@@ -109,6 +111,18 @@ int runAlgo(const AlgoOptions& opt) {
   if (*algo == ClassicAlgo::kHierarchical && opt.topology.empty()) {
     return fail(kUsageError, "hierarchical needs --topology: it follows the topology's nodes");
   }
+  if (opt.ranks_per_node != 0 && *algo != ClassicAlgo::kTwoDimHierarchical) {
+    return fail(kUsageError, fmt::format("--ranks-per-node applies to 2dh only, not {} (hierarchical follows the "
+                                         "topology's nodes)",
+                                         classicAlgoName(*algo)));
+  }
+  if (opt.ranks_per_node < 0) {
+    return fail(kUsageError, fmt::format("--ranks-per-node: {} is negative", opt.ranks_per_node));
+  }
+  if (*algo == ClassicAlgo::kTwoDimHierarchical && opt.topology.empty() && opt.ranks_per_node == 0) {
+    return fail(kUsageError,
+                "2dh needs the node shape: --topology (its nodes) or -n N with --ranks-per-node G (N a multiple of G)");
+  }
   if (opt.topology.empty() && opt.num_ranks < 1) {
     return fail(kUsageError, "give the number of ranks with -n N (N >= 1) or a --topology");
   }
@@ -146,6 +160,7 @@ int runAlgo(const AlgoOptions& opt) {
   request.topology = topology ? &*topology : nullptr;
   request.protocol = *proto;
   request.num_channels = opt.channels;
+  request.ranks_per_node = opt.ranks_per_node;
   Result<Algorithm> built = buildClassic(request);
   if (!built) return fail(kFailure, built.status().message());
   Algorithm& algorithm = *built;
@@ -176,15 +191,17 @@ void registerAlgoCommand(CLI::App& app, int* exit_code) {
   auto opt = std::make_shared<AlgoOptions>();
   CLI::App* cmd = app.add_subcommand(
       "algo",
-      "Build a classical algorithm (ring, multiring, direct, recursive, tree, pairwise, hierarchical), "
+      "Build a classical algorithm (ring, multiring, direct, recursive, tree, pairwise, hierarchical, 2dh), "
       "verify it and write it as MSCCL XML or Braid JSON");
-  cmd->add_option("name", opt->name, "ring | multiring | direct | recursive | tree | pairwise | hierarchical")
+  cmd->add_option("name", opt->name, "ring | multiring | direct | recursive | tree | pairwise | hierarchical | 2dh")
       ->required();
   cmd->add_option("--coll,-c", opt->coll, "allgather | reducescatter | allreduce | alltoall | broadcast | reduce")
       ->required();
   cmd->add_option("--root", opt->root, "root rank of broadcast and reduce (default 0)");
   cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx1-v100)");
   cmd->add_option("-n,--ranks", opt->num_ranks, "number of ranks when no topology is given");
+  cmd->add_option("--ranks-per-node,-g", opt->ranks_per_node,
+                  "2dh without --topology: ranks per node G (rank = node * G + local index; N a multiple of G)");
   cmd->add_flag("--inplace", opt->in_place, "build for in-place calls");
   cmd->add_option("--proto", opt->proto, "Simple | LL | LL128 (default Simple)");
   cmd->add_option("--channels", opt->channels, "channels (0 = the algorithm's choice)");

@@ -598,7 +598,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
       } else {
         return fail(kFailure,
                     fmt::format("ALGO '{}': no such file, and not an algorithm name (ring, multiring, "
-                                "direct, recursive, tree, pairwise, hierarchical, nccl, nccl-ring, nccl-tree)",
+                                "direct, recursive, tree, pairwise, hierarchical, 2dh, nccl, nccl-ring, nccl-tree)",
                                 opt.algo));
       }
     }
@@ -800,7 +800,7 @@ void registerSimulateCommand(CLI::App& app, int* exit_code) {
       "algorithm simulated, and the lower bound (--json, --html report)");
   cmd->add_option("algo", opt->algo,
                   "algorithm file (MSCCL XML, Braid JSON, TACCL JSON) or name: ring, multiring, direct, recursive, "
-                  "tree, pairwise, hierarchical, nccl, nccl-ring, nccl-tree")
+                  "tree, pairwise, hierarchical, 2dh, nccl, nccl-ring, nccl-tree")
       ->required();
   cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx1-v100)")->required();
   cmd->add_option("--coll,-c", opt->coll,

@@ -14,6 +14,8 @@
 #include "braid/executor.h"
 #include "braid/plan.h"
 #include "braid/transports.h"
+#include "comm/alltoall_choice.h"
+#include "comm/alltoallv_plan.h"
 #include "comm/pareto_exchange.h"
 #include "comm/selection.h"
 #include "common/env.h"
@@ -89,7 +91,8 @@ constexpr int32_t kVerdictKind = 101;              // the second round of allToA
 struct CallRecord {
   uint32_t magic = kCallRecordMagic;
   int32_t kind = 0;      // CollectiveKind, kAllToAllvKind or kVerdictKind
-  uint64_t count = 0;    // elements as passed (0 for allToAllv); verdict: 1 when a pair disagrees
+  uint64_t count = 0;    // elements as passed; allToAllv: the writer's total send bytes (not compared); verdict: 1
+                         // when a pair disagrees
   int32_t type = 0;      // DataType
   int32_t op = -1;       // ReduceOp of reducing collectives, else -1
   int32_t root = -1;     // broadcast and reduce, else -1; verdict: the sending rank of the pair
@@ -115,7 +118,7 @@ std::string describeDisagreement(int first_rank, const CallRecord& first, int ot
                        dataTypeName(static_cast<DataType>(other.type)), first_rank,
                        dataTypeName(static_cast<DataType>(first.type)));
   }
-  if (other.count != first.count) {
+  if (other.count != first.count && first.kind != kAllToAllvKind) {
     return fmt::format("rank {} called {} with count {}, rank {} with count {}", other_rank, name, other.count,
                        first_rank, first.count);
   }
@@ -215,6 +218,10 @@ class CommImpl final : public Communicator {
   }
 
  private:
+  Status allToAllvCheck(const comm::AllToAllvCall& call, DataType type, uint64_t total, uint64_t* all_totals);
+  Status exchangeNodeCounts(const comm::AllToAllvCall& call, const comm::NodeShape& shape,
+                            std::vector<uint64_t>* from_node_peers);
+
   Call base(CollectiveKind kind, const void* send, void* recv, size_t count, DataType type, ReduceOp op) const {
     Call c;
     c.kind = kind;
@@ -296,31 +303,54 @@ class CommImpl final : public Communicator {
     check_out_.resize(n);
     for (int p = 0; p < size_; ++p) check_out_[p] = record(p);
     check_in_[rank_] = check_out_[rank_];
-    if (size_ == 1) return Status::ok();
-    // Scratch holds [in records | out records].
-    check_memory_.resize(2 * n * sizeof(CallRecord));
-    std::memcpy(check_memory_.data() + n * sizeof(CallRecord), check_out_.data(), n * sizeof(CallRecord));
+    std::vector<int> peers;
+    std::vector<CallRecord> out;
+    for (int k = 1; k < size_; ++k) {
+      peers.push_back((rank_ + k) % size_);
+      out.push_back(check_out_[peers.back()]);
+    }
+    std::vector<CallRecord> in(peers.size());
+    BRAID_RETURN_IF_ERROR(exchangeControl(peers, sizeof(CallRecord), out.data(), in.data()));
+    for (size_t i = 0; i < peers.size(); ++i) {
+      const int p = peers[i];
+      check_in_[p] = in[i];
+      if (check_in_[p].magic != kCallRecordMagic) {
+        const Status garbled(StatusCode::kInternalError,
+                             fmt::format("rank {}: the call check record from rank {} is garbled", rank_, p));
+        fail(garbled);
+        return garbled;
+      }
+    }
+    return Status::ok();
+  }
+
+  // One round of fixed-size control messages on kCallCheckChannel (plan.h: no plan's channel): message i of `out`
+  // (`bytes` each) goes to peers[i], and message i of `in` comes from peers[i]. Every rank of the round names the
+  // same pairs, so nothing is left in a connection. A transport error fails the communicator.
+  Status exchangeControl(const std::vector<int>& peers, size_t bytes, const void* out, void* in) {
+    const size_t k = peers.size();
+    if (k == 0) return Status::ok();
+    // Scratch holds [in messages | out messages].
+    check_memory_.resize(2 * k * bytes);
+    std::memcpy(check_memory_.data() + k * bytes, out, k * bytes);
     Status status = [&]() -> Status {
       RankMemory memory;
       memory.scratch = check_memory_.data();
       memory.scratch_bytes = check_memory_.size();
       BRAID_RETURN_IF_ERROR(transport_->bind(rank_, memory, ReduceSpec{}));
-      constexpr uint64_t kRecord = sizeof(CallRecord);
-      for (int k = 1; k < size_; ++k) {
-        const int from = (rank_ - k + size_) % size_;
+      for (size_t i = 0; i < k; ++i) {
         BRAID_RETURN_IF_ERROR(transport_
-                                  ->postRecv(RecvRequest{rank_, from, kCallCheckChannel,
-                                                         BufferRef{BufferKind::kScratch, from * kRecord, kRecord}})
+                                  ->postRecv(RecvRequest{rank_, peers[i], kCallCheckChannel,
+                                                         BufferRef{BufferKind::kScratch, i * bytes, bytes}})
                                   .status());
       }
-      for (int k = 1; k < size_; ++k) {
-        const int to = (rank_ + k) % size_;
+      for (size_t i = 0; i < k; ++i) {
         BRAID_RETURN_IF_ERROR(transport_
-                                  ->postSend(SendRequest{rank_, to, kCallCheckChannel,
-                                                         BufferRef{BufferKind::kScratch, (n + to) * kRecord, kRecord}})
+                                  ->postSend(SendRequest{rank_, peers[i], kCallCheckChannel,
+                                                         BufferRef{BufferKind::kScratch, (k + i) * bytes, bytes}})
                                   .status());
       }
-      size_t left = 2 * (n - 1);
+      size_t left = 2 * k;
       while (left > 0) {
         check_done_.clear();
         BRAID_RETURN_IF_ERROR(transport_->poll(&check_done_, /*block=*/true));
@@ -332,16 +362,7 @@ class CommImpl final : public Communicator {
       fail(status);
       return status;
     }
-    for (int p = 0; p < size_; ++p) {
-      if (p == rank_) continue;
-      std::memcpy(&check_in_[p], check_memory_.data() + p * sizeof(CallRecord), sizeof(CallRecord));
-      if (check_in_[p].magic != kCallRecordMagic) {
-        const Status garbled(StatusCode::kInternalError,
-                             fmt::format("rank {}: the call check record from rank {} is garbled", rank_, p));
-        fail(garbled);
-        return garbled;
-      }
-    }
+    std::memcpy(in, check_memory_.data(), k * bytes);
     return Status::ok();
   }
 
@@ -539,10 +560,9 @@ class CommImpl final : public Communicator {
   std::vector<Completion> check_done_;
 };
 
-// All-to-all(v) as one direct exchange (MPI_Alltoallv's semantics): a send threadblock and a receive
-// threadblock per peer, all at once, plus a local copy for this rank's own block. The plan names only this
-// rank's buffers; peers build theirs from their own counts, and the transport checks that the sizes of
-// matched messages agree.
+// All-to-all-v (comm/README.md, "All-to-all-v"): the call check (with the pairs' byte counts), the choice between
+// the flat exchange and 2DH (AllToAllChooser, on the mean bytes per pair when the choice depends on the size), for
+// 2DH an intra-node exchange of the block sizes, then a plan built by hand (alltoallv_plan.h), cached per shape.
 Status CommImpl::allToAllv(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
                            const size_t* recv_counts, const size_t* recv_displs, DataType type) {
   if (!failed_.isOk()) return failed_;
@@ -551,116 +571,78 @@ Status CommImpl::allToAllv(const void* send, const size_t* send_counts, const si
   if (send_counts == nullptr || send_displs == nullptr || recv_counts == nullptr || recv_displs == nullptr)
     return invalidArgument(fmt::format("alltoallv on rank {}: counts and displacements must not be null", rank_));
   const uint64_t esz = dataTypeSize(type);
-  uint64_t in_bytes = 0;
-  uint64_t out_bytes = 0;
+  comm::AllToAllvCall call;
+  call.rank = rank_;
+  call.num_ranks = size_;
+  call.element_bytes = esz;
   bool overflow = false;
+  uint64_t total = 0;  // bytes this rank sends, itself included
   for (int p = 0; p < size_; ++p) {
-    in_bytes = std::max<uint64_t>(in_bytes, bytesOf(send_displs[p] + send_counts[p], esz, 1, &overflow));
-    out_bytes = std::max<uint64_t>(out_bytes, bytesOf(recv_displs[p] + recv_counts[p], esz, 1, &overflow));
+    call.send_bytes.push_back(bytesOf(send_counts[p], esz, 1, &overflow));
+    call.send_offset.push_back(bytesOf(send_displs[p], esz, 1, &overflow));
+    call.recv_bytes.push_back(bytesOf(recv_counts[p], esz, 1, &overflow));
+    call.recv_offset.push_back(bytesOf(recv_displs[p], esz, 1, &overflow));
+    call.input_bytes =
+        std::max<uint64_t>(call.input_bytes, bytesOf(send_displs[p] + send_counts[p], esz, 1, &overflow));
+    call.output_bytes =
+        std::max<uint64_t>(call.output_bytes, bytesOf(recv_displs[p] + recv_counts[p], esz, 1, &overflow));
     overflow = overflow || send_displs[p] + send_counts[p] < send_counts[p] ||
                recv_displs[p] + recv_counts[p] < recv_counts[p];
+    total += call.send_bytes.back();
   }
-  if (overflow || in_bytes > kMaxCallBytes || out_bytes > kMaxCallBytes) {
+  if (overflow || call.input_bytes > kMaxCallBytes || call.output_bytes > kMaxCallBytes || total > kMaxCallBytes) {
     return invalidArgument(
         fmt::format("alltoallv on rank {}: counts and displacements give more bytes than any buffer holds", rank_));
   }
-  if (in_bytes > 0 && send == nullptr)
+  if (call.input_bytes > 0 && send == nullptr)
     return invalidArgument(fmt::format("alltoallv on rank {}: send buffer is null", rank_));
-  if (out_bytes > 0 && recv == nullptr)
+  if (call.output_bytes > 0 && recv == nullptr)
     return invalidArgument(fmt::format("alltoallv on rank {}: receive buffer is null", rank_));
   if (send_counts[rank_] != recv_counts[rank_]) {
     return invalidArgument(fmt::format("alltoallv on rank {}: sends {} elements to itself but expects {}", rank_,
                                        send_counts[rank_], recv_counts[rank_]));
   }
-  if (rangesOverlap(send, in_bytes, recv, out_bytes))
+  if (rangesOverlap(send, call.input_bytes, recv, call.output_bytes))
     return invalidArgument(fmt::format("alltoallv on rank {}: send and receive buffers overlap", rank_));
-  // The call check, then the pairs' byte counts: a second round tells every rank of any pair that disagrees.
+  comm::AllToAllChooser& chooser = catalog_->allToAll();
+  // The call check, then the pairs' byte counts: a second round tells every rank of any pair that disagrees. The
+  // first round also carries every rank's total, from which every rank computes the same mean bytes per pair.
+  uint64_t all_totals = 0;
   if (call_check_ != CallCheck::kOff) {
-    CallRecord base;
-    base.kind = kAllToAllvKind;
-    base.type = static_cast<int32_t>(type);
-    BRAID_RETURN_IF_ERROR(exchangeRecords([&](int p) {
-      CallRecord record = base;
-      record.sends = send_counts[p] * esz;
-      record.expects = recv_counts[p] * esz;
-      return record;
-    }));
-    BRAID_RETURN_IF_ERROR(agreement("alltoallv"));
-    CallRecord mine;
-    mine.kind = kVerdictKind;
-    for (int q = 0; q < size_ && mine.count == 0; ++q) {
-      if (q != rank_ && check_in_[q].sends != check_out_[q].expects) {
-        mine.count = 1;
-        mine.root = q;
-        mine.peer = rank_;
-        mine.sends = check_in_[q].sends;
-        mine.expects = check_out_[q].expects;
-      }
-    }
-    BRAID_RETURN_IF_ERROR(exchangeRecords([&](int) { return mine; }));
-    for (int p = 0; p < size_; ++p) {
-      const CallRecord& v = check_in_[p];
-      if (v.kind == kVerdictKind && v.count != 0) {
-        return invalidArgument(fmt::format(
-            "alltoallv on rank {}: rank {} sends {} bytes to rank {}, rank {} expects {} bytes from rank {}; no rank "
-            "ran it",
-            rank_, v.root, v.sends, v.peer, v.peer, v.expects, v.root));
-      }
-    }
+    BRAID_RETURN_IF_ERROR(allToAllvCheck(call, type, total, &all_totals));
+  } else if (chooser.needsSize()) {
+    CallRecord record;
+    record.kind = kAllToAllvKind;
+    record.count = total;
+    BRAID_RETURN_IF_ERROR(exchangeRecords([&](int) { return record; }));
+    for (int p = 0; p < size_; ++p) all_totals += check_in_[p].count;
   }
+  const uint64_t pairs = static_cast<uint64_t>(size_) * static_cast<uint64_t>(size_);
+  const comm::AllToAllDecision& decision = chooser.decide(all_totals / pairs);
+  const comm::NodeShape& shape = chooser.shape();
+  const bool two_dim = decision.two_dim && shape.twoLevels();
   std::vector<uint64_t> key;
-  key.reserve(4 * size_ + 1);
+  key.reserve(4 * size_ + 2);
+  key.push_back(two_dim ? 1 : 0);
   key.push_back(esz);
   for (int p = 0; p < size_; ++p) {
     key.insert(key.end(), {send_counts[p], send_displs[p], recv_counts[p], recv_displs[p]});
   }
+  std::vector<uint64_t> from_node_peers;
+  if (two_dim) {
+    BRAID_RETURN_IF_ERROR(exchangeNodeCounts(call, shape, &from_node_peers));
+    key.insert(key.end(), from_node_peers.begin(), from_node_peers.end());
+  }
   auto it = alltoallv_plans_.find(key);
   if (it == alltoallv_plans_.end()) {
-    auto p = std::make_unique<Plan>();
-    p->algorithm = "alltoallv-direct";
-    p->collective = CollectiveKind::kAllToAll;
-    p->num_ranks = size_;
-    p->size_bytes = in_bytes;
-    p->slice_bytes = defaultSliceBytes(Protocol::kSimple) / esz * esz;
-    p->element_bytes = esz;
-    p->ranks.resize(size_);
-    for (int r = 0; r < size_; ++r) p->ranks[r].rank = r;
-    RankPlan& mine = p->ranks[rank_];
-    mine.input_bytes = in_bytes;
-    mine.output_bytes = out_bytes;
-    int tb = 0;
-    auto add = [&](int send_peer, int recv_peer, PlanStep step) {
-      PlanThreadblock block;
-      block.id = tb++;
-      block.send_peer = send_peer;
-      block.recv_peer = recv_peer;
-      block.steps.push_back(std::move(step));
-      mine.threadblocks.push_back(std::move(block));
-    };
-    PlanStep self;
-    self.type = OpType::kCopy;
-    self.src = BufferRef{BufferKind::kInput, send_displs[rank_] * esz, send_counts[rank_] * esz};
-    self.dst = BufferRef{BufferKind::kOutput, recv_displs[rank_] * esz, recv_counts[rank_] * esz};
-    self.bytes = self.src.bytes;
-    add(-1, -1, self);
-    for (int k = 1; k < size_; ++k) {
-      const int to = (rank_ + k) % size_;
-      const int from = (rank_ - k + size_) % size_;
-      PlanStep s;
-      s.type = OpType::kSend;
-      s.src = BufferRef{BufferKind::kInput, send_displs[to] * esz, send_counts[to] * esz};
-      s.bytes = s.src.bytes;
-      add(to, -1, s);
-      PlanStep r;
-      r.type = OpType::kRecv;
-      r.dst = BufferRef{BufferKind::kOutput, recv_displs[from] * esz, recv_counts[from] * esz};
-      r.bytes = r.dst.bytes;
-      add(-1, from, r);
+    Result<Plan> built = two_dim ? comm::twoDimAllToAllvPlan(call, shape.nodes, shape.ranks_per_node, from_node_peers)
+                                 : comm::flatAllToAllvPlan(call);
+    if (!built.isOk()) {
+      fail(built.status());  // the peers run their part: tell them, rather than let them wait for this rank
+      return built.status();
     }
-    // Built by hand: checked like any plan (this rank's part; the peers check theirs), once per shape.
-    BRAID_RETURN_IF_ERROR(validatePlan(*p, {rank_}));
     if (alltoallv_plans_.size() >= 64) alltoallv_plans_.clear();
-    it = alltoallv_plans_.emplace(std::move(key), std::move(p)).first;
+    it = alltoallv_plans_.emplace(std::move(key), std::make_unique<Plan>(std::move(built).value())).first;
   }
   Call c;
   c.kind = CollectiveKind::kAllToAll;
@@ -668,6 +650,104 @@ Status CommImpl::allToAllv(const void* send, const size_t* send_counts, const si
   Status status = execute(*it->second, send, recv, c);
   if (!status.isOk()) fail(status);
   return status;
+}
+
+// The call check of an all-to-all-v: every rank's record to p carries the bytes it sends p and expects from p, and
+// its total; a second round tells every rank of a pair whose counts disagree, and every rank fails naming both.
+// `all_totals`: the sum of every rank's total.
+Status CommImpl::allToAllvCheck(const comm::AllToAllvCall& call, DataType type, uint64_t total, uint64_t* all_totals) {
+  CallRecord base;
+  base.kind = kAllToAllvKind;
+  base.type = static_cast<int32_t>(type);
+  base.count = total;
+  BRAID_RETURN_IF_ERROR(exchangeRecords([&](int p) {
+    CallRecord record = base;
+    record.sends = call.send_bytes[p];
+    record.expects = call.recv_bytes[p];
+    return record;
+  }));
+  BRAID_RETURN_IF_ERROR(agreement("alltoallv"));
+  *all_totals = 0;
+  for (int p = 0; p < size_; ++p) *all_totals += check_in_[p].count;
+  CallRecord mine;
+  mine.kind = kVerdictKind;
+  for (int q = 0; q < size_ && mine.count == 0; ++q) {
+    if (q != rank_ && check_in_[q].sends != check_out_[q].expects) {
+      mine.count = 1;
+      mine.root = q;
+      mine.peer = rank_;
+      mine.sends = check_in_[q].sends;
+      mine.expects = check_out_[q].expects;
+    }
+  }
+  BRAID_RETURN_IF_ERROR(exchangeRecords([&](int) { return mine; }));
+  for (int p = 0; p < size_; ++p) {
+    const CallRecord& v = check_in_[p];
+    if (v.kind == kVerdictKind && v.count != 0) {
+      return invalidArgument(fmt::format(
+          "alltoallv on rank {}: rank {} sends {} bytes to rank {}, rank {} expects {} bytes from rank {}; no rank "
+          "ran it",
+          rank_, v.root, v.sends, v.peer, v.peer, v.expects, v.root));
+    }
+  }
+  return Status::ok();
+}
+
+// 2DH's exchange of block sizes inside the node: node peer (q, j') learns, for every node q', the bytes this rank
+// sends it in phase 1 for (q', j'); from_node_peers[j' * m + q'] receives what (q, j') sends this rank for (q', j).
+Status CommImpl::exchangeNodeCounts(const comm::AllToAllvCall& call, const comm::NodeShape& shape,
+                                    std::vector<uint64_t>* from_node_peers) {
+  const int m = shape.nodes;
+  const int g = shape.ranks_per_node;
+  const int q = rank_ / g;
+  const int j = rank_ % g;
+  std::vector<int> peers;
+  std::vector<uint64_t> out;
+  for (int jj = 0; jj < g; ++jj) {
+    if (jj == j) continue;
+    peers.push_back(q * g + jj);
+    for (int qq = 0; qq < m; ++qq) out.push_back(call.send_bytes[qq * g + jj]);
+  }
+  std::vector<uint64_t> in(out.size());
+  BRAID_RETURN_IF_ERROR(exchangeControl(peers, m * sizeof(uint64_t), out.data(), in.data()));
+  from_node_peers->assign(static_cast<size_t>(m) * g, 0);
+  for (size_t i = 0; i < peers.size(); ++i) {
+    const int jj = peers[i] % g;
+    for (int qq = 0; qq < m; ++qq) (*from_node_peers)[jj * m + qq] = in[i * m + qq];
+  }
+  return Status::ok();
+}
+
+// The all-to-all(v) chooser of a communicator: the mode (CommOptions::alltoall, else BRAID_ALLTOALL), the node
+// shape (the topology's nodes, else CommOptions::ranks_per_node / BRAID_RANKS_PER_NODE, else the hosts), and the
+// topology to simulate on (`topology`: the communicator's when its GPU count is the rank count, else null).
+Result<std::unique_ptr<comm::AllToAllChooser>> allToAllChooser(const CommOptions& options, const Bootstrap& bootstrap,
+                                                               std::shared_ptr<const Topology> topology) {
+  const int n = bootstrap.size();
+  const std::string mode_setting = options.alltoall.empty() ? "BRAID_ALLTOALL" : "CommOptions::alltoall";
+  BRAID_ASSIGN_OR_RETURN(
+      comm::AllToAllMode mode,
+      comm::parseAllToAllMode(options.alltoall.empty() ? envString("BRAID_ALLTOALL") : options.alltoall, mode_setting));
+  int ranks_per_node = options.ranks_per_node;
+  std::string rpn_setting = fmt::format("CommOptions::ranks_per_node = {}", ranks_per_node);
+  if (ranks_per_node < 0) return invalidArgument(fmt::format("{}: not a count of ranks", rpn_setting));
+  if (ranks_per_node == 0 && !envString("BRAID_RANKS_PER_NODE").empty()) {
+    Result<int64_t> value = envInt("BRAID_RANKS_PER_NODE");
+    if (!value.isOk() || *value < 1 || *value > n) {
+      return invalidArgument(fmt::format("BRAID_RANKS_PER_NODE={}: not a count of ranks between 1 and {}",
+                                         envString("BRAID_RANKS_PER_NODE"), n));
+    }
+    ranks_per_node = static_cast<int>(*value);
+    rpn_setting = fmt::format("BRAID_RANKS_PER_NODE={}", ranks_per_node);
+  }
+  BRAID_ASSIGN_OR_RETURN(comm::NodeShape shape,
+                         comm::resolveNodeShape(n, topology.get(), ranks_per_node, rpn_setting, bootstrap.hostNames()));
+  if (mode == comm::AllToAllMode::kTwoDim && !shape.known()) {
+    return invalidArgument(fmt::format("{}=2dh needs the ranks' node shape, and {}; set BRAID_RANKS_PER_NODE",
+                                       mode_setting, shape.source));
+  }
+  return std::make_unique<comm::AllToAllChooser>(n, mode, mode_setting, std::move(shape), std::move(topology),
+                                                 bootstrap.rank() == 0 ? 0 : -1);
 }
 
 // Every rank must hold the same catalog (same BRAID_ALGO_DIR contents, same synthesized set): rank 0's digest
@@ -756,6 +836,10 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Boots
                 dir, loaded.size(), n);
     }
   }
+  BRAID_ASSIGN_OR_RETURN(
+      std::unique_ptr<comm::AllToAllChooser> alltoall,
+      allToAllChooser(options, *bootstrap, topology && topology->numGpus() == n ? topology : nullptr));
+  catalog->setAllToAllChooser(std::move(alltoall));
   if (topology && topology->numGpus() == n && options.allow_fallback) {
     BRAID_RETURN_IF_ERROR(comm::addParetoSet(*catalog, *topology, topo_name, *bootstrap, options.pareto_synthesizer));
   }

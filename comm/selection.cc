@@ -41,6 +41,17 @@ void AlgorithmCatalog::addDirectory(const LoadedAlgorithm& loaded) {
 
 void AlgorithmCatalog::addSynthesized(Candidate candidate) { synthesized_.push_back(std::move(candidate)); }
 
+void AlgorithmCatalog::setAllToAllChooser(std::unique_ptr<AllToAllChooser> chooser) { alltoall_ = std::move(chooser); }
+
+AllToAllChooser& AlgorithmCatalog::allToAll() {
+  if (!alltoall_) {
+    NodeShape unknown;
+    unknown.source = "no node shape given to the catalog";
+    alltoall_ = std::make_unique<AllToAllChooser>(num_ranks_, AllToAllMode::kAuto, "auto", unknown, nullptr, -1);
+  }
+  return *alltoall_;
+}
+
 bool AlgorithmCatalog::matches(const Candidate& c, CollectiveKind collective, uint64_t bytes, bool in_place,
                                int root) const {
   const Algorithm& a = c.algorithm;
@@ -54,7 +65,10 @@ bool AlgorithmCatalog::matches(const Candidate& c, CollectiveKind collective, ui
 
 Result<const Candidate*> AlgorithmCatalog::classical(CollectiveKind collective, uint64_t bytes, bool in_place,
                                                      int root) {
-  const ClassicAlgo algo = classicalRule(collective, num_ranks_, bytes);
+  ClassicAlgo algo = classicalRule(collective, num_ranks_, bytes);
+  const bool two_dim = collective == CollectiveKind::kAllToAll &&
+                       allToAll().decide(bytes / static_cast<uint64_t>(std::max(num_ranks_, 1))).two_dim;
+  if (two_dim) algo = ClassicAlgo::kTwoDimHierarchical;
   const auto key = std::make_tuple(static_cast<int>(algo), static_cast<int>(collective), in_place, root);
   auto it = classical_.find(key);
   if (it != classical_.end()) return it->second.get();
@@ -65,6 +79,7 @@ Result<const Candidate*> AlgorithmCatalog::classical(CollectiveKind collective, 
   request.spec.in_place = in_place;
   request.spec.root = root;
   request.spec.chunk_factor = 0;
+  if (two_dim) request.ranks_per_node = allToAll().shape().ranks_per_node;
   if (topology_ && topology_->numGpus() == num_ranks_) request.topology = topology_.get();
   Result<Algorithm> built = buildClassic(request);
   if (!built.isOk() && request.topology != nullptr) {  // e.g. no NVLink ring: rank order
@@ -89,6 +104,9 @@ Result<const Candidate*> AlgorithmCatalog::choose(CollectiveKind collective, uin
     for (const Candidate& c : *list)
       if (matches(c, collective, bytes, in_place, root)) return &c;
   }
+  // A forced flat / 2DH all-to-all comes before the Pareto set.
+  if (collective == CollectiveKind::kAllToAll && allow_fallback && allToAll().mode() != AllToAllMode::kAuto)
+    return classical(collective, bytes, in_place, root);
   if (!allow_fallback) {
     return notFound(fmt::format("no forced algorithm for {} on {} ranks at {} bytes {}", collectiveName(collective),
                                 num_ranks_, bytes, in_place ? "in-place" : "out-of-place"));
@@ -99,7 +117,7 @@ Result<const Candidate*> AlgorithmCatalog::choose(CollectiveKind collective, uin
 }
 
 std::string AlgorithmCatalog::digest() const {
-  std::string text;
+  std::string text = alltoall_ ? alltoall_->digest() : std::string();
   for (const auto* list : {&forced_, &directory_, &synthesized_}) {
     for (const Candidate& c : *list) {
       text += fmt::format("{}|{}|{}|{}|{}|{}|{};", c.algorithm.name, collectiveName(c.algorithm.collective),

@@ -12,6 +12,7 @@
 #include "braid/classic.h"
 #include "braid/comm.h"
 #include "braid/topology.h"
+#include "comm/alltoall_choice.h"
 
 namespace braid::comm {
 
@@ -35,19 +36,25 @@ class AlgorithmCatalog {
   void addDirectory(const LoadedAlgorithm& loaded);
   void addSynthesized(Candidate candidate);
   const std::vector<Candidate>& synthesized() const { return synthesized_; }
+  /// The flat / 2DH choice of all-to-all(v): all-to-all's classical candidate follows it, and in a forced mode it
+  /// comes before the Pareto set. A catalog without one runs the direct all-to-all.
+  void setAllToAllChooser(std::unique_ptr<AllToAllChooser> chooser);
+  AllToAllChooser& allToAll();
 
   /// The candidate for a call. `root` matters for broadcast / reduce. With allow_fallback = false only
   /// forced / directory candidates are searched (kNotFound when none matches). Thread-compatible: one
   /// communicator uses its catalog from one thread.
   Result<const Candidate*> choose(CollectiveKind collective, uint64_t bytes, bool in_place, int root,
                                   bool allow_fallback);
-  /// The classical fallback for a call, ignoring every other source (the tail path runs it).
+  /// The classical fallback for a call, ignoring every other source (the tail path runs it). All-to-all: the direct
+  /// exchange or 2dh, as the all-to-all chooser decides for bytes / num_ranks per peer.
   Result<const Candidate*> classical(CollectiveKind collective, uint64_t bytes, bool in_place, int root);
   /// A stable digest of the forced / directory / synthesized candidates (names, collectives, windows): every
   /// rank must hold the same catalog.
   std::string digest() const;
 
  private:
+  std::unique_ptr<AllToAllChooser> alltoall_;
   bool matches(const Candidate& candidate, CollectiveKind collective, uint64_t bytes, bool in_place, int root) const;
   int num_ranks_;
   std::shared_ptr<const Topology> topology_;

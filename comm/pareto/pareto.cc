@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "braid/classic.h"
+#include "braid/classic_blocks.h"
 #include "braid/simulate.h"
 #include "braid/synthesize.h"
 #include "comm/pareto/compare.h"
@@ -82,10 +83,14 @@ std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& 
                 synthesized.status().toString());
     }
   }
-  for (ClassicAlgo algo :
-       {ClassicAlgo::kRing, ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDirect, ClassicAlgo::kDoubleBinaryTree}) {
+  // 2dh (Tutel's hierarchical all-to-all) where the topology has two levels: several nodes of several GPUs.
+  Result<algos::NodeGrid> grid = algos::nodeGrid(topology, topology.numGpus(), nullptr);
+  const bool two_levels = grid.isOk() && grid->nodes > 1 && grid->gpus_per_node > 1;
+  for (ClassicAlgo algo : {ClassicAlgo::kRing, ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDirect,
+                           ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kTwoDimHierarchical}) {
     const auto applies = classicCollectives(algo);
     if (std::find(applies.begin(), applies.end(), kind) == applies.end()) continue;
+    if (algo == ClassicAlgo::kTwoDimHierarchical && !two_levels) continue;
     ClassicRequest classic;
     classic.algo = algo;
     classic.spec.kind = kind;

@@ -13,20 +13,23 @@
 namespace braid {
 
 enum class ClassicAlgo {
-  kRing,               // ring (Patarasuk & Yuan 2009); rank order, or NCCL-style NVLink rings with a topology;
-                       // broadcast / reduce: NCCL's chain along the ring from / to the root
-  kMultiRing,          // several rings over disjoint/duplicated NVLink cycles, data split across them
-  kDirect,             // direct / all-pairs: every rank exchanges with every other rank in one step;
-                       // broadcast / reduce: the root sends to / receives from every rank
-  kRecursiveDoubling,  // recursive doubling (all-gather, all-reduce) / halving (reduce-scatter); non-powers of two
-                       // handled; broadcast / reduce: binomial tree rooted at the root (Thakur et al. 2005)
-  kDoubleBinaryTree,   // NCCL's double binary tree all-reduce (Sanders et al. 2009)
-  kPairwise,           // pairwise-exchange all-to-all: in round k rank r sends to r+k, receives from r-k
-  kHierarchical,       // two-level: intra-node then inter-node then intra-node (needs nodes in the topology)
+  kRing,                // ring (Patarasuk & Yuan 2009); rank order, or NCCL-style NVLink rings with a topology;
+                        // broadcast / reduce: NCCL's chain along the ring from / to the root
+  kMultiRing,           // several rings over disjoint/duplicated NVLink cycles, data split across them
+  kDirect,              // direct / all-pairs: every rank exchanges with every other rank in one step;
+                        // broadcast / reduce: the root sends to / receives from every rank
+  kRecursiveDoubling,   // recursive doubling (all-gather, all-reduce) / halving (reduce-scatter); non-powers of two
+                        // handled; broadcast / reduce: binomial tree rooted at the root (Thakur et al. 2005)
+  kDoubleBinaryTree,    // NCCL's double binary tree all-reduce (Sanders et al. 2009)
+  kPairwise,            // pairwise-exchange all-to-all: in round k rank r sends to r+k, receives from r-k
+  kHierarchical,        // two-level: intra-node then inter-node then intra-node (needs nodes in the topology)
+  kTwoDimHierarchical,  // Tutel's 2DH all-to-all (MLSys'23): stride copy, intra-node all-to-all, stride copy,
+                        // inter-node all-to-all among the ranks of one local index (nodes from the topology or
+                        // ClassicRequest::ranks_per_node)
 };
 
-const char* classicAlgoName(
-    ClassicAlgo algo);  // "ring", "multiring", "direct", "recursive", "tree", "pairwise", "hierarchical"
+const char* classicAlgoName(ClassicAlgo algo);  // "ring", "multiring", "direct", "recursive", "tree", "pairwise",
+                                                // "hierarchical", "2dh"
 Result<ClassicAlgo> parseClassicAlgo(const std::string& name);
 /// The collectives an algorithm applies to.
 std::vector<CollectiveKind> classicCollectives(ClassicAlgo algo);
@@ -38,6 +41,9 @@ struct ClassicRequest {
   const Topology* topology = nullptr;  // optional: rings follow NVLink, hierarchy follows nodes
   Protocol protocol = Protocol::kSimple;
   int num_channels = 0;  // 0 = builder's choice (multiring: one per ring found)
+  /// 2dh: ranks per node g (rank = node * g + local index; num_ranks must be a multiple of g). 0 = the topology's
+  /// nodes; with a topology as well, it must equal the topology's GPUs per node.
+  int ranks_per_node = 0;
 };
 
 /// Builds the algorithm. Errors: kInvalidArgument when the algorithm does not apply to the

@@ -65,6 +65,14 @@ Result<NodeGrid> nodeGrid(const Topology& topology, int num_ranks, std::vector<s
 int hierarchicalBaseFactor(CollectiveKind kind, const NodeGrid& grid);
 Status buildHierarchical(ProgramBuilder& b, CollectiveKind kind, const NodeGrid& grid);
 
+/// The grid of `num_ranks` ranks in nodes of `ranks_per_node` (rank = node * g + local; local order, no
+/// NVLink ring). Errors: kInvalidArgument when ranks_per_node < 1 or does not divide num_ranks.
+Result<NodeGrid> explicitGrid(int num_ranks, int ranks_per_node);
+
+// ---- alltoall_2dh.cc: Tutel's two-dimensional hierarchical all-to-all (base chunk factor 1) -------
+/// Needs spec.num_ranks == grid.nodes * grid.gpus_per_node; any shape (one node, one rank per node included).
+Status buildAllToAll2dh(ProgramBuilder& b, const NodeGrid& grid);
+
 // ---- nvlink_rings.cc ------------------------------------------------------------------------
 struct RingSearch {
   std::vector<RingOrder> rings;  // at least one

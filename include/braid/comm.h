@@ -14,7 +14,8 @@
 //      (CommOptions::pareto_synthesizer, else the process-wide default; braid::enableParetoSynthesis() in
 //      include/braid/pareto.h, target braid::braid_pareto, installs the synthesizer-backed one) and sends it to
 //      the other ranks. Without one, rank 0 warns once and selection goes on with sources 1 and 3;
-//   3. a classical algorithm for the size (comm/README.md gives the rule).
+//   3. a classical algorithm for the size (comm/README.md gives the rule); all-to-all: the direct exchange or Tutel's
+//      2DH, as CommOptions::alltoall / BRAID_ALLTOALL and the simulator decide (a forced mode comes before 2.).
 // BRAID_DEBUG=INFO logs each choice once on stderr: "braid INFO rank 0: allreduce 1048576 B out-of-place ->
 // ring (classical)".
 //
@@ -74,6 +75,13 @@ struct CommOptions {
   double timeout_s = 0;               // 0: BRAID_TIMEOUT
   /// Computes the Pareto set for `topology` on rank 0; empty: defaultParetoSynthesizer().
   ParetoSynthesizer pareto_synthesizer;
+  /// All-to-all(v): "auto" (2DH where the simulator predicts it faster on the topology, else flat), "flat" or "2dh"
+  /// (Tutel's two-dimensional hierarchical exchange); empty: BRAID_ALLTOALL. Must be the same on every rank.
+  std::string alltoall;
+  /// Ranks per node for 2DH (rank = node * ranks_per_node + local index, as Tutel's LOCAL_SIZE); 0:
+  /// BRAID_RANKS_PER_NODE, else the hosts the bootstrap sees. The topology's nodes, when it has the rank count's
+  /// GPUs, come first (a different value here is an error).
+  int ranks_per_node = 0;
 };
 
 /// Which algorithm a call runs and why.
@@ -104,8 +112,11 @@ class Communicator {
   /// `count` elements to each peer: send and recv hold size() * count elements.
   virtual Status allToAll(const void* send, void* recv, size_t count, DataType type) = 0;
   /// MPI_Alltoallv's shape: send_counts[p] elements from send + send_displs[p] to peer p; recv_counts[p]
-  /// elements from peer p land at recv + recv_displs[p] (displacements in elements). recv_counts[p] must
-  /// equal what p sends here (kInvalidArgument on the receiver otherwise). Runs as one direct exchange.
+  /// elements from peer p land at recv + recv_displs[p] (displacements in elements; zero counts, a rank that sends or
+  /// receives nothing, any order of the blocks). recv_counts[p] must equal what p sends here: with the call check
+  /// (BRAID_CALL_CHECK, default on for all-to-all-v) every rank returns kInvalidArgument naming both ranks of a pair
+  /// that disagrees before any data moves. Runs as the flat direct exchange or as 2DH (CommOptions::alltoall;
+  /// comm/README.md): 2DH exchanges the block sizes inside each node first.
   virtual Status allToAllv(const void* send, const size_t* send_counts, const size_t* send_displs, void* recv,
                            const size_t* recv_counts, const size_t* recv_displs, DataType type) = 0;
   /// `send` is read on the root only; every rank's `recv` receives it (send == recv: in place).

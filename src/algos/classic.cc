@@ -46,6 +46,29 @@ struct Plan {
   std::vector<std::string> notes;
 };
 
+// The node grid of 2dh: the topology's nodes, ClassicRequest::ranks_per_node, or both when they agree.
+Result<algos::NodeGrid> twoDimGrid(const ClassicRequest& request) {
+  const int n = request.spec.num_ranks;
+  const int g = request.ranks_per_node;
+  if (g < 0) return invalidArgument(fmt::format("2dh: ranks per node must be at least 1, got {}", g));
+  if (request.topology == nullptr) {
+    if (g == 0) {
+      return invalidArgument(
+          fmt::format("algorithm '2dh' needs a node shape: a topology with nodes (--topology) or the ranks per node "
+                      "(--ranks-per-node) of the {} ranks",
+                      n));
+    }
+    return algos::explicitGrid(n, g);
+  }
+  BRAID_ASSIGN_OR_RETURN(algos::NodeGrid grid, algos::nodeGrid(*request.topology, n, nullptr));
+  if (g != 0 && g != grid.gpus_per_node) {
+    return invalidArgument(fmt::format("2dh: {} ranks per node contradicts topology '{}', whose nodes hold {} GPUs", g,
+                                       request.topology->name, grid.gpus_per_node));
+  }
+  grid.local_ring.clear();
+  return grid;
+}
+
 }  // namespace
 
 Result<Algorithm> buildClassic(const ClassicRequest& request) {
@@ -164,6 +187,14 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
       if (kind != CollectiveKind::kAllToAll) plan.notes.insert(plan.notes.end(), grid_notes.begin(), grid_notes.end());
       break;
     }
+    case ClassicAlgo::kTwoDimHierarchical: {
+      BRAID_RETURN_IF_ERROR(singleChannelOnly());
+      BRAID_ASSIGN_OR_RETURN(plan.grid, twoDimGrid(request));
+      plan.base_factor = 1;
+      plan.both_modes = n > 1;
+      plan.notes.push_back(fmt::format("2DH over {} node(s) x {} rank(s)", plan.grid.nodes, plan.grid.gpus_per_node));
+      break;
+    }
   }
 
   int scale = 1;
@@ -203,6 +234,7 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
         break;
       case ClassicAlgo::kPairwise: BRAID_RETURN_IF_ERROR(algos::buildPairwise(builder)); break;
       case ClassicAlgo::kHierarchical: BRAID_RETURN_IF_ERROR(algos::buildHierarchical(builder, kind, plan.grid)); break;
+      case ClassicAlgo::kTwoDimHierarchical: BRAID_RETURN_IF_ERROR(algos::buildAllToAll2dh(builder, plan.grid)); break;
     }
   }
 

@@ -13,18 +13,20 @@ const char* classicAlgoName(ClassicAlgo algo) {
     case ClassicAlgo::kDoubleBinaryTree: return "tree";
     case ClassicAlgo::kPairwise: return "pairwise";
     case ClassicAlgo::kHierarchical: return "hierarchical";
+    case ClassicAlgo::kTwoDimHierarchical: return "2dh";
   }
   return "?";
 }
 
 Result<ClassicAlgo> parseClassicAlgo(const std::string& name) {
-  for (ClassicAlgo a :
-       {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect, ClassicAlgo::kRecursiveDoubling,
-        ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise, ClassicAlgo::kHierarchical}) {
+  for (ClassicAlgo a : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect,
+                        ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise,
+                        ClassicAlgo::kHierarchical, ClassicAlgo::kTwoDimHierarchical}) {
     if (name == classicAlgoName(a)) return a;
   }
   return invalidArgument(fmt::format(
-      "unknown algorithm '{}': expected ring, multiring, direct, recursive, tree, pairwise or hierarchical", name));
+      "unknown algorithm '{}': expected ring, multiring, direct, recursive, tree, pairwise, hierarchical or 2dh",
+      name));
 }
 
 std::vector<CollectiveKind> classicCollectives(ClassicAlgo algo) {
@@ -38,7 +40,8 @@ std::vector<CollectiveKind> classicCollectives(ClassicAlgo algo) {
     case ClassicAlgo::kRecursiveDoubling:
       return {K::kAllGather, K::kReduceScatter, K::kAllReduce, K::kBroadcast, K::kReduce};
     case ClassicAlgo::kDoubleBinaryTree: return {K::kAllReduce};
-    case ClassicAlgo::kPairwise: return {K::kAllToAll};
+    case ClassicAlgo::kPairwise:
+    case ClassicAlgo::kTwoDimHierarchical: return {K::kAllToAll};
   }
   return {};
 }

@@ -102,6 +102,19 @@ Result<NodeGrid> nodeGrid(const Topology& topology, int num_ranks, std::vector<s
   return grid;
 }
 
+Result<NodeGrid> explicitGrid(int num_ranks, int ranks_per_node) {
+  if (ranks_per_node < 1 || num_ranks < 1 || num_ranks % ranks_per_node != 0) {
+    return invalidArgument(
+        fmt::format("{} ranks do not split into nodes of {} rank(s): ranks per node must be "
+                    "at least 1 and divide the rank count",
+                    num_ranks, ranks_per_node));
+  }
+  NodeGrid grid;
+  grid.nodes = num_ranks / ranks_per_node;
+  grid.gpus_per_node = ranks_per_node;
+  return grid;
+}
+
 int hierarchicalBaseFactor(CollectiveKind kind, const NodeGrid& grid) {
   return kind == CollectiveKind::kAllReduce ? grid.gpus_per_node * grid.nodes : 1;
 }

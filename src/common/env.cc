@@ -68,6 +68,18 @@ const std::vector<EnvParam>& envParams() {
        "(whose per-pair byte totals are compared too), `all` every collective, `off` none. The check costs one "
        "message round, about the latency of an 8-byte all-reduce, per checked call. Must be the same on every "
        "rank."},
+      {"BRAID_ALLTOALL", "auto",
+       "All-to-all and all-to-all-v of the communicator: `auto` runs Tutel's two-dimensional hierarchical exchange "
+       "(2DH: intra-node all-to-all, then one message per node pair across nodes) where the simulator predicts it "
+       "faster than the flat exchange on BRAID_TOPO's topology at the call's bytes per peer (one decision per "
+       "power-of-two size bucket; without a topology, or on one node, flat); `flat` always the direct exchange; `2dh` "
+       "always 2DH (needs the node shape: the topology, BRAID_RANKS_PER_NODE or the hosts). A forced mode comes before "
+       "the Pareto set of BRAID_TOPO for all-to-all. Must be the same on every rank."},
+      {"BRAID_RANKS_PER_NODE", "",
+       "Ranks per node for 2DH all-to-all (rank = node x this + local index, as Tutel's LOCAL_SIZE); must divide "
+       "the rank count. The nodes of BRAID_TOPO's topology, when it has the rank count's GPUs, come first (a "
+       "different value here is an error); unset and no such topology: the bootstrap's host names (ranks numbered "
+       "host by host, the same count on every host)."},
       {"BRAID_ROUTING_ENGINE", "bisect",
        "How the synthesizer's routing stage minimizes the makespan: `bisect` (bisection on the bound, each step a "
        "satisfiability check; proves the optimum) or `optimize` (Z3's optimizer over the same model, kept for "

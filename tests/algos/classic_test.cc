@@ -18,7 +18,7 @@ namespace {
 constexpr int kMaxRanks = 17;
 
 Result<Algorithm> build(ClassicAlgo algo, CollectiveKind kind, int n, bool in_place, const Topology* topo = nullptr,
-                        int channels = 0, int chunk_factor = 0) {
+                        int channels = 0, int chunk_factor = 0, int ranks_per_node = 0) {
   ClassicRequest request;
   request.algo = algo;
   request.spec.kind = kind;
@@ -27,15 +27,16 @@ Result<Algorithm> build(ClassicAlgo algo, CollectiveKind kind, int n, bool in_pl
   request.spec.chunk_factor = chunk_factor;
   request.topology = topo;
   request.num_channels = channels;
+  request.ranks_per_node = ranks_per_node;
   return buildClassic(request);
 }
 
 // Builds, checks the declared modes include the requested one, and verifies every declared mode.
 void expectVerified(ClassicAlgo algo, CollectiveKind kind, int n, bool in_place, const Topology* topo = nullptr,
-                    int channels = 0) {
+                    int channels = 0, int ranks_per_node = 0) {
   const std::string what = std::string(classicAlgoName(algo)) + " " + collectiveName(kind) + " n=" + std::to_string(n) +
                            (in_place ? " in-place" : " out-of-place");
-  Result<Algorithm> algorithm = build(algo, kind, n, in_place, topo, channels);
+  Result<Algorithm> algorithm = build(algo, kind, n, in_place, topo, channels, 0, ranks_per_node);
   ASSERT_TRUE(algorithm.isOk()) << what << ": " << algorithm.status().toString();
   const Algorithm& a = *algorithm;
   EXPECT_EQ(a.num_ranks, n) << what;
@@ -117,6 +118,59 @@ TEST(ClassicSweep, Hierarchical) {
     const Topology t = grid(m, g);
     for (CollectiveKind kind : classicCollectives(ClassicAlgo::kHierarchical)) {
       for (bool in_place : {false, true}) expectVerified(ClassicAlgo::kHierarchical, kind, m * g, in_place, &t);
+    }
+  }
+}
+
+// Tutel's 2DH all-to-all on every node shape, from ranks per node and from a topology's nodes (the degenerate
+// shapes 1 x g and m x 1 included), in both modes.
+TEST(ClassicSweep, TwoDimHierarchical) {
+  const std::vector<std::pair<int, int>> shapes = {{2, 2}, {2, 4}, {3, 3}, {4, 8}, {1, 8}, {8, 1},
+                                                   {1, 1}, {2, 3}, {3, 5}, {5, 3}, {2, 1}, {1, 2}};
+  for (auto [m, g] : shapes) {
+    const Topology t = grid(m, g);
+    for (bool in_place : {false, true}) {
+      expectVerified(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, m * g, in_place, nullptr, 0, g);
+      expectVerified(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, m * g, in_place, &t);
+      expectVerified(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, m * g, in_place, &t, 0, g);
+    }
+  }
+}
+
+// Per rank (q, j): to each node peer (q, j') one message of m chunks, to each (q', j) one of g chunks, and
+// nothing to any rank of another node and another local index; the chunks received from node peers land in
+// scratch (m > 1) and at most 2p scratch chunks are used. The degenerate shapes are the direct exchange.
+TEST(ClassicStructure, TwoDimHierarchicalMessagesFollowTheNodeGrid) {
+  const std::vector<std::pair<int, int>> shapes = {{2, 2}, {2, 4}, {3, 3}, {4, 8}, {1, 8}, {8, 1}};
+  for (auto [m, g] : shapes) {
+    const int n = m * g;
+    Result<Algorithm> a =
+        build(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, n, false, nullptr, 0, 0, g);
+    ASSERT_TRUE(a.isOk()) << a.status().toString();
+    EXPECT_EQ(a->num_chunks, n);
+    EXPECT_TRUE(a->in_place && a->out_of_place);
+    for (const RankProgram& p : a->ranks) {
+      const int q = p.rank / g;
+      const int j = p.rank % g;
+      std::map<int, int> sent;      // peer -> chunks
+      std::map<int, int> messages;  // peer -> send steps
+      for (const Threadblock& tb : p.threadblocks) {
+        for (const Step& s : tb.steps) {
+          if (!opSends(s.type)) continue;
+          sent[tb.send_peer] += s.count;
+          messages[tb.send_peer] += 1;
+        }
+      }
+      EXPECT_EQ(static_cast<int>(sent.size()), (g - 1) + (m - 1)) << m << "x" << g << " rank " << p.rank;
+      for (const auto& [peer, chunks] : sent) {
+        const int pq = peer / g;
+        const int pj = peer % g;
+        EXPECT_TRUE(pq == q || pj == j) << m << "x" << g << ": rank " << p.rank << " sends to " << peer;
+        EXPECT_EQ(chunks, pq == q ? m : g) << m << "x" << g << ": rank " << p.rank << " to " << peer;
+        EXPECT_EQ(messages[peer], 1) << m << "x" << g << ": rank " << p.rank << " to " << peer;
+      }
+      EXPECT_LE(p.scratch_chunks, 2 * n);
+      if (m == 1 || g == 1) EXPECT_EQ(p.scratch_chunks, 0) << m << "x" << g;
     }
   }
 }
@@ -405,12 +459,32 @@ TEST(ClassicErrors, BadRequestsSayWhy) {
   Result<Algorithm> bad_grid = build(ClassicAlgo::kHierarchical, CollectiveKind::kAllGather, 4, false, &uneven);
   ASSERT_FALSE(bad_grid.isOk());
   EXPECT_NE(bad_grid.status().message().find("different GPU counts"), std::string::npos);
+
+  // 2dh: no node shape, a shape that does not divide the ranks, a shape that contradicts the topology.
+  Result<Algorithm> no_shape = build(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, 8, false);
+  ASSERT_FALSE(no_shape.isOk());
+  EXPECT_NE(no_shape.status().message().find("node shape"), std::string::npos) << no_shape.status().toString();
+  Result<Algorithm> not_dividing =
+      build(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, 10, false, nullptr, 0, 0, 4);
+  ASSERT_FALSE(not_dividing.isOk());
+  EXPECT_NE(not_dividing.status().message().find("10 ranks do not split into nodes of 4"), std::string::npos)
+      << not_dividing.status().toString();
+  Result<Algorithm> contradicts =
+      build(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, 8, false, &t, 0, 0, 2);
+  ASSERT_FALSE(contradicts.isOk());
+  EXPECT_NE(contradicts.status().message().find("2 ranks per node contradicts topology 'grid2x4'"), std::string::npos)
+      << contradicts.status().toString();
+  Result<Algorithm> not_alltoall =
+      build(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllReduce, 8, false, nullptr, 0, 0, 4);
+  ASSERT_FALSE(not_alltoall.isOk());
+  Result<Algorithm> uneven_2dh = build(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, 4, false, &uneven);
+  ASSERT_FALSE(uneven_2dh.isOk());
 }
 
 TEST(ClassicNames, RoundTrip) {
-  for (ClassicAlgo algo :
-       {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect, ClassicAlgo::kRecursiveDoubling,
-        ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise, ClassicAlgo::kHierarchical}) {
+  for (ClassicAlgo algo : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect,
+                           ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise,
+                           ClassicAlgo::kHierarchical, ClassicAlgo::kTwoDimHierarchical}) {
     Result<ClassicAlgo> parsed = parseClassicAlgo(classicAlgoName(algo));
     ASSERT_TRUE(parsed.isOk());
     EXPECT_EQ(*parsed, algo);

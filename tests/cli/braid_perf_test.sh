@@ -143,6 +143,15 @@ tail -1 "$tmp/out" | grep -qx '# Collective test concluded: alltoall_perf' && ok
   fail "alltoall -b 0 sizes: $(rows "$tmp/out" | awk '{print $1}' | tr '\n' ' ')"
 check_rows "alltoall -b 0" "$tmp/out" 'NF == 13 && $9 == 0 && $13 == "N/A"'
 
+# --- alltoall with 2DH forced (BRAID_ALLTOALL=2dh, 2 nodes of 2 ranks): the 2dh algorithm runs and every result
+# element is right, on threads and on 2 processes.
+for procs in "-t 4" "-p 2 -t 2"; do
+  expect_rc 0 "alltoall 2dh $procs" -- env BRAID_ALLTOALL=2dh BRAID_RANKS_PER_NODE=2 BRAID_DEBUG=INFO \
+    "$bin/alltoall_perf" -b 1K -e 1M -f 32 $procs -n 2
+  check_rows "alltoall 2dh $procs" "$tmp/out" 'NF == 13 && $9 == 0'
+  grep -q "alltoall 1024 B out-of-place -> 2dh_alltoall_n4" "$tmp/err" && ok || fail "alltoall 2dh $procs: $(grep INFO "$tmp/err" | head -3)"
+done
+
 # --- -J into a folder that does not exist: refused before the sweep, exit 2, nothing printed on stdout.
 expect_rc 2 "-J /nonexistent" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 2 -J "$tmp/nonexistent/x.json"
 grep -q -- "-J $tmp/nonexistent/x.json: folder $tmp/nonexistent does not exist" "$tmp/err" && ok || fail "-J message: $(cat "$tmp/err")"

@@ -118,6 +118,20 @@ expect_rc 2 "negative channels" -- "$braid" algo ring --coll allgather -n 4 --ch
 expect_rc 2 "zero ranks" -- "$braid" algo ring --coll allgather -n 0
 expect_rc 2 "rank count differs from topology" -- "$braid" algo ring --coll allgather -n 4 -t dgx1-v100
 expect_rc 2 "hierarchical without topology" -- "$braid" algo hierarchical --coll allreduce -n 8
+# 2dh (Tutel's hierarchical all-to-all): node shape from -n and --ranks-per-node or from the topology's nodes.
+expect_rc 0 "algo 2dh -n 8 --ranks-per-node 4" -- "$braid" algo 2dh --coll alltoall -n 8 --ranks-per-node 4 -o "$tmp/2dh.xml"
+expect_rc 0 "verify 2dh" -- "$braid" verify "$tmp/2dh.xml"
+grep -q 'coll="alltoall"' "$tmp/2dh.xml" && grep -q 'ngpus="8"' "$tmp/2dh.xml" && ok || fail "2dh XML header"
+expect_rc 0 "algo 2dh on dgx-h100-x2" -- "$braid" algo 2dh --coll alltoall --topology dgx-h100-x2 -o "$tmp/2dh16.xml"
+expect_rc 0 "verify 2dh on dgx-h100-x2" -- "$braid" verify "$tmp/2dh16.xml" --topology dgx-h100-x2
+expect_rc 0 "algo 2dh summary" -- "$braid" algo 2dh --coll alltoall --topology dgx-h100-x2 --ranks-per-node 8
+grep -q "2DH over 2 node(s) x 8 rank(s)" "$tmp/out" && ok || fail "2dh summary: $(cat "$tmp/out")"
+expect_rc 2 "2dh without a node shape" -- "$braid" algo 2dh --coll alltoall -n 8
+expect_rc 1 "2dh shape not dividing the ranks" -- "$braid" algo 2dh --coll alltoall -n 10 --ranks-per-node 4
+grep -q "10 ranks do not split into nodes of 4" "$tmp/err" && ok || fail "2dh -n 10 -g 4: $(cat "$tmp/err")"
+expect_rc 1 "2dh shape contradicting the topology" -- "$braid" algo 2dh --coll alltoall -t dgx-h100-x2 --ranks-per-node 4
+expect_rc 2 "2dh on allreduce" -- "$braid" algo 2dh --coll allreduce -n 8 --ranks-per-node 4
+expect_rc 2 "--ranks-per-node on ring" -- "$braid" algo ring --coll alltoall -n 8 --ranks-per-node 4
 # Three nodes with no network between them: no algorithm may claim to run there.
 cat >"$tmp/nonet.yaml" <<'YAML'
 name: nonet

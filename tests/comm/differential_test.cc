@@ -140,6 +140,21 @@ std::vector<Algorithm> classicalAlgorithms(int n, const Topology* topology) {
       }
     }
   }
+  // Tutel's 2DH all-to-all (declares both modes) on one node shape per rank count: nodes of g ranks, g the smallest
+  // divisor of n with g * g >= n (3: 1 x 3, 5: 1 x 5, 8: 2 x 4, 16: 4 x 4). tests/comm/alltoallv_test.cc runs
+  // more shapes through the communicator.
+  if (topology == nullptr) {
+    int g = 1;
+    while (g * g < n || n % g != 0) ++g;
+    ClassicRequest request;
+    request.algo = ClassicAlgo::kTwoDimHierarchical;
+    request.spec.kind = CollectiveKind::kAllToAll;
+    request.spec.num_ranks = n;
+    request.spec.chunk_factor = 0;
+    request.ranks_per_node = g;
+    Result<Algorithm> built = buildClassic(request);
+    if (built.isOk() && seen.insert(programKey(*built)).second) out.push_back(std::move(built).value());
+  }
   return out;
 }
 

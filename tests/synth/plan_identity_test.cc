@@ -118,12 +118,13 @@ TEST(PlanIdentity, CorpusAlgorithms) {
   // No corpus algorithm has a step over more chunks than NCCL_STEPS: ClassicalAlgorithms covers the FIFO rule.
 }
 
-// The classical algorithms the Communicator falls back to, on 16 ranks, both modes: recursive doubling and
-// ring all-to-all exchange steps over more chunks than NCCL_STEPS, where the FIFO rule shrinks the slices.
+// The classical algorithms the Communicator falls back to (2dh: 4 nodes of 4), on 16 ranks, both modes: recursive
+// doubling and ring all-to-all exchange steps over more chunks than NCCL_STEPS, where the FIFO rule shrinks the slices.
 TEST(PlanIdentity, ClassicalAlgorithms) {
   Tally tally;
-  for (ClassicAlgo algo : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect,
-                           ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise}) {
+  for (ClassicAlgo algo :
+       {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect, ClassicAlgo::kRecursiveDoubling,
+        ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise, ClassicAlgo::kTwoDimHierarchical}) {
     for (CollectiveKind kind : classicCollectives(algo)) {
       for (bool in_place : {false, true}) {
         ClassicRequest request;
@@ -131,6 +132,7 @@ TEST(PlanIdentity, ClassicalAlgorithms) {
         request.spec.kind = kind;
         request.spec.num_ranks = 16;
         request.spec.in_place = in_place;
+        if (algo == ClassicAlgo::kTwoDimHierarchical) request.ranks_per_node = 4;
         Result<Algorithm> algorithm = buildClassic(request);
         ASSERT_TRUE(algorithm.isOk()) << classicAlgoName(algo) << " " << collectiveName(kind) << ": "
                                       << algorithm.status().toString();
