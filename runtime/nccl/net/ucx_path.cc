@@ -46,8 +46,8 @@ namespace {
 constexpr int64_t kOwnerIdleNs = 1000 * 1000;           // the progress thread steps in after the owner was away 1 ms
 constexpr int64_t kRecentOwnerNs = 1000 * 1000 * 1000;  // within 1 s of the owner's last call it looks every 10 ms
 constexpr int kBusyPollMs = 10;
-constexpr int kIdlePollMs = 100;  // otherwise it sleeps on the worker's event fd at most this long
-constexpr int kProgressRounds = 64;  // most ucp_worker_progress calls before the mutex is released
+constexpr int kIdlePollMs = 100;       // otherwise it sleeps on the worker's event fd at most this long
+constexpr int kProgressRounds = 64;    // most ucp_worker_progress calls before the mutex is released
 constexpr double kReleaseWaitS = 1.0;  // shutdown: longest wait for UCX to complete what it holds
 
 std::string ucxText(const std::string& what, ucs_status_t status) {
@@ -175,7 +175,8 @@ class UcxDataPath final : public DataPath {
     params.user_data = &flush_;
     flush_ = Flush{true, UCS_OK};  // before the call: the callback may run inside it
     // The sender's endpoint: every message it holds delivered; the receiver's worker: its protocol replies sent.
-    const ucs_status_ptr_t request = sending() ? ucp_ep_flush_nbx(ep_, &params) : ucp_worker_flush_nbx(worker_, &params);
+    const ucs_status_ptr_t request =
+        sending() ? ucp_ep_flush_nbx(ep_, &params) : ucp_worker_flush_nbx(worker_, &params);
     if (request == nullptr || UCS_PTR_IS_ERR(request)) {
       flush_.in_flight = false;
       return request == nullptr && !failed();
@@ -268,7 +269,8 @@ class UcxDataPath final : public DataPath {
     if (status == UCS_ERR_UNREACHABLE) {
       // No transport UCX_TLS allows handles peer failures (UCX 1.13's shared-memory ones): connect without; the
       // control connection's EOF tells of a dead receiver.
-      params.field_mask &= ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
+      params.field_mask &=
+          ~static_cast<uint64_t>(UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER);
       status = ucp_ep_create(worker_, &params, &ep_);
       if (status == UCS_OK && !without) {
         context_->no_peer_failure_handling.store(true);
@@ -420,8 +422,9 @@ class UcxDataPath final : public DataPath {
 
   static void onEndpointError(void* arg, ucp_ep_h, ucs_status_t status) {
     auto* self = static_cast<UcxDataPath*>(arg);
-    self->fail(StatusCode::kSystemError,
-               ucxText("NET/Braid: UCX endpoint to " + self->peer_ + " failed (the receiver's process exited?)", status));
+    self->fail(
+        StatusCode::kSystemError,
+        ucxText("NET/Braid: UCX endpoint to " + self->peer_ + " failed (the receiver's process exited?)", status));
   }
 
   std::shared_ptr<UcxContext> context_;
