@@ -2,13 +2,16 @@
 // against a plain TCP socket pair moving the same bytes, between two processes on loopback, in the same run.
 //
 //   nccl_net_benchmark [--size BYTES] [--total BYTES] [--window N] [--repeat N] [--plugin PATH]
+//                      [--transport tcp|ucx|tcp,ucx]
 //
 // The plugin side posts `window` isends / irecvs of `size` bytes ahead (NCCL keeps NCCL_STEPS = 8 per channel in
 // flight) and re-posts one as each completes; the plain side writes / reads the same total with blocking
-// send(2) / recv(2) of `size` bytes. The two alternate `repeat` times (default 5) and each side's median run is
-// reported, so one run disturbed by other load does not decide the ratio. Prints GB/s (1e9 bytes/s) of each, the ratio,
-// and iperf3's number when iperf3 is installed. Exit status 1 when a run fails (a byte count or the plugin reports an
-// error).
+// send(2) / recv(2) of `size` bytes. `--transport` names the plugin's data paths to measure (BRAID_NET_TRANSPORT;
+// default tcp; ucx uses the UCX transports UCX_TLS allows, as UCX reads it). The plugin runs (one per data path) and
+// the plain run alternate `repeat` times (default 5) and each one's median run is reported, so one run disturbed by
+// other load does not decide the ratio. Prints GB/s (1e9 bytes/s) of each, the ratio of each data path to the plain
+// pair, and iperf3's number when iperf3 is installed. Exit status 1 when a run fails (a byte count or the plugin
+// reports an error), 2 for bad arguments.
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -187,11 +190,41 @@ void iperf3Line() {
       "grep receiver");
 }
 
+// The comma list of --transport, each "tcp" or "ucx"; empty when an entry is neither.
+std::vector<std::string> parseTransports(const std::string& text) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos <= text.size()) {
+    size_t comma = text.find(',', pos);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string entry = text.substr(pos, comma - pos);
+    pos = comma + 1;
+    if (entry != "tcp" && entry != "ucx") return {};
+    out.push_back(entry);
+  }
+  return out;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// "<median> GB/s (runs <min> .. <max>)" of runs of `bytes` each.
+std::string rateText(double bytes, const std::vector<double>& seconds) {
+  char text[128];
+  std::snprintf(text, sizeof(text), "%.2f GB/s (runs %.2f .. %.2f)", bytes / median(seconds) / 1e9,
+                bytes / *std::max_element(seconds.begin(), seconds.end()) / 1e9,
+                bytes / *std::min_element(seconds.begin(), seconds.end()) / 1e9);
+  return text;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   int repeat = 5;
+  std::vector<std::string> transports = {"tcp"};
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     if (flag == "--size")
@@ -204,15 +237,21 @@ int main(int argc, char** argv) {
       repeat = std::atoi(argv[i + 1]);
     else if (flag == "--plugin")
       o.plugin = argv[i + 1];
+    else if (flag == "--transport")
+      transports = parseTransports(argv[i + 1]);
     else {
-      std::fprintf(stderr, "usage: %s [--size BYTES] [--total BYTES] [--window N] [--repeat N] [--plugin PATH]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--size BYTES] [--total BYTES] [--window N] [--repeat N] [--plugin PATH] "
+                   "[--transport tcp|ucx|tcp,ucx]\n",
                    argv[0]);
       return 2;
     }
   }
   if (o.size == 0 || o.size > (size_t{1} << 30) || o.total < o.size || o.window < 1 || o.window > 32 || repeat < 1 ||
-      repeat > 101) {
-    std::fprintf(stderr, "need 0 < size <= 1 GiB, total >= size, 1 <= window <= 32, 1 <= repeat <= 101\n");
+      repeat > 101 || transports.empty()) {
+    std::fprintf(stderr,
+                 "need 0 < size <= 1 GiB, total >= size, 1 <= window <= 32, 1 <= repeat <= 101, --transport a comma "
+                 "list of tcp and ucx\n");
     return 2;
   }
   setenv("BRAID_NET_IF", "lo", 0);
@@ -223,32 +262,39 @@ int main(int argc, char** argv) {
     return 1;
   }
   const double bytes = static_cast<double>(o.total / o.size * o.size);
-  std::vector<double> plugin_runs, plain_runs;
+  std::vector<std::vector<double>> plugin_runs(transports.size());
+  std::vector<double> plain_runs;
   for (int r = 0; r < repeat; ++r) {
-    const double plugin_s = runPair([&](bool sender, int ch) { return pluginSide(o, net, sender, ch); });
+    for (size_t t = 0; t < transports.size(); ++t) {
+      setenv("BRAID_NET_TRANSPORT", transports[t].c_str(), 1);  // read by init, in both processes
+      const double plugin_s = runPair([&](bool sender, int ch) { return pluginSide(o, net, sender, ch); });
+      if (plugin_s <= 0) {
+        std::fprintf(stderr, "a plugin run over %s failed\n", transports[t].c_str());
+        return 1;
+      }
+      plugin_runs[t].push_back(plugin_s);
+    }
     const double plain_s = runPair([&](bool sender, int ch) { return plainSide(o, sender, ch); });
-    if (plugin_s <= 0 || plain_s <= 0) {
-      std::fprintf(stderr, "a run failed (plugin %.3f s, plain %.3f s)\n", plugin_s, plain_s);
+    if (plain_s <= 0) {
+      std::fprintf(stderr, "a plain TCP run failed\n");
       return 1;
     }
-    plugin_runs.push_back(plugin_s);
     plain_runs.push_back(plain_s);
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
-  const double plugin_s = median(plugin_runs);
-  const double plain_s = median(plain_runs);
+  const char* tls = std::getenv("UCX_TLS");
   std::printf("message %zu B, window %d, %.0f MB moved per run, loopback, %d alternating runs each (medians)\n", o.size,
               o.window, bytes / 1e6, repeat);
-  std::printf("braid net plugin: %.2f GB/s (runs %.2f .. %.2f)\n", bytes / plugin_s / 1e9,
-              bytes / *std::max_element(plugin_runs.begin(), plugin_runs.end()) / 1e9,
-              bytes / *std::min_element(plugin_runs.begin(), plugin_runs.end()) / 1e9);
-  std::printf("plain TCP pair:   %.2f GB/s (runs %.2f .. %.2f)\n", bytes / plain_s / 1e9,
-              bytes / *std::max_element(plain_runs.begin(), plain_runs.end()) / 1e9,
-              bytes / *std::min_element(plain_runs.begin(), plain_runs.end()) / 1e9);
-  std::printf("ratio plugin/plain (medians): %.2f\n", plain_s / plugin_s);
+  for (size_t t = 0; t < transports.size(); ++t) {
+    std::printf(
+        "braid net plugin, %s%s: %s\n", transports[t].c_str(),
+        transports[t] == "ucx" ? (std::string(" (UCX_TLS=") + (tls != nullptr ? tls : "unset") + ")").c_str() : "",
+        rateText(bytes, plugin_runs[t]).c_str());
+  }
+  std::printf("plain TCP pair: %s\n", rateText(bytes, plain_runs).c_str());
+  for (size_t t = 0; t < transports.size(); ++t) {
+    std::printf("ratio plugin %s / plain (medians): %.2f\n", transports[t].c_str(),
+                median(plain_runs) / median(plugin_runs[t]));
+  }
   iperf3Line();
   return 0;
 }

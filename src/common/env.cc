@@ -52,11 +52,16 @@ const std::vector<EnvParam>& envParams() {
        "Interfaces the NCCL net plugin (libnccl-net-braid.so) offers as devices, in NCCL_SOCKET_IFNAME's syntax "
        "(prefix list, `^` excludes, `=` exact names); unset: NCCL_SOCKET_IFNAME, else every interface that is up "
        "but loopback, docker* and virbr*, else loopback."},
+      {"BRAID_NET_TRANSPORT", "tcp",
+       "Data path of the NCCL net plugin's connections: `tcp` (striped sockets, BRAID_NET_NSOCKS x "
+       "BRAID_NET_NTHREADS) or `ucx` (UCX tag messages over the transports UCX_TLS allows; a build with UCX only, "
+       "else init fails with ncclInvalidUsage). Every rank must use the same value."},
       {"BRAID_NET_NSOCKS", "1",
-       "Data sockets per helper thread of each NCCL net plugin connection (as NCCL_NSOCKS_PERTHREAD); threads x "
-       "sockets at most 64."},
+       "Data sockets per helper thread of each NCCL net plugin connection on the TCP data path (as "
+       "NCCL_NSOCKS_PERTHREAD); threads x sockets at most 64."},
       {"BRAID_NET_NTHREADS", "2",
-       "Helper threads moving the payload of each NCCL net plugin connection (as NCCL_SOCKET_NTHREADS), 1..16."},
+       "Helper threads moving the payload of each NCCL net plugin connection on the TCP data path (as "
+       "NCCL_SOCKET_NTHREADS), 1..16."},
       {"BRAID_NET_IDLE_TIMEOUT", "0",
        "NCCL net plugin: seconds a pending request may see no byte move before it fails with ncclSystemError; 0 (the "
        "default) waits as NCCL's own socket transport does. Dead peers are detected anyway: a closed or reset "

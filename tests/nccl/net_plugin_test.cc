@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 
 #include <chrono>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -28,9 +30,32 @@ constexpr double kForkTimeoutS = 45;
     }                                                                                  \
   } while (0)
 
-// In a child: the plugin through table `version` (as a NCCL that knows no newer symbol), loopback devices.
-NetApi childApi(int version, const char* ifname = "lo") {
-  setenv("BRAID_NET_IF", ifname, 1);
+// The data paths the transfer tests run over: tcp, and ucx in a build with UCX.
+std::vector<std::string> dataPaths() {
+#ifdef BRAID_HAVE_UCX
+  return {"tcp", "ucx"};
+#else
+  return {"tcp"};
+#endif
+}
+
+// A test run once per data path (the parameter is BRAID_NET_TRANSPORT's value).
+class NetPluginPath : public ::testing::TestWithParam<std::string> {};
+INSTANTIATE_TEST_SUITE_P(DataPath, NetPluginPath, ::testing::ValuesIn(dataPaths()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// In a child: BRAID_NET_TRANSPORT=`transport`; UCX over TCP loopback (UCX_TLS=tcp,self) unless the environment
+// sets UCX_TLS (shared-memory transports need /dev/shm and lack peer-failure handling in UCX 1.13).
+void useTransport(const std::string& transport) {
+  setenv("BRAID_NET_TRANSPORT", transport.c_str(), 1);
+  setenv("UCX_TLS", "tcp,self", /*overwrite=*/0);
+}
+
+// In a child: the plugin through table `version` (as a NCCL that knows no newer symbol), loopback devices, data
+// over `transport`.
+NetApi childApi(int version, const std::string& transport = "tcp") {
+  setenv("BRAID_NET_IF", "lo", 1);
+  useTransport(transport);
   LoadedNetPlugin p = openNetPlugin(pluginPath(), version);
   if (p.version != version) {
     std::fprintf(stderr, "could not load ncclNetPlugin_v%d from %s\n", version, pluginPath().c_str());
@@ -48,8 +73,8 @@ std::vector<size_t> transferSizes() {
 }
 
 // Rank 0 receives, rank 1 sends every size, one at a time, receive buffers one page larger than the send.
-int pairBody(int rank, int version, HandlePipes& pipes) {
-  NetApi net = childApi(version);
+int pairBody(int rank, int version, const std::string& transport, HandlePipes& pipes) {
+  NetApi net = childApi(version, transport);
   NET_OK(net.init(0x1000 + version));
   int ndev = 0;
   NET_OK(net.devices(&ndev));
@@ -138,30 +163,30 @@ TEST(NetPluginChild, LoadsByShortName) {
   EXPECT_EQ(p.opened, "libnccl-net-braid.so");
 }
 
-TEST(NetPlugin, TwoRanksEverySizeV11) {
+TEST_P(NetPluginPath, TwoRanksEverySizeV11) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
-      2, [&](int rank) { return pairBody(rank, 11, pipes); }, kForkTimeoutS);
+      2, [&](int rank) { return pairBody(rank, 11, GetParam(), pipes); }, kForkTimeoutS);
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
-TEST(NetPlugin, TwoRanksEverySizeV8) {
+TEST_P(NetPluginPath, TwoRanksEverySizeV8) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
-      2, [&](int rank) { return pairBody(rank, 8, pipes); }, kForkTimeoutS);
+      2, [&](int rank) { return pairBody(rank, 8, GetParam(), pipes); }, kForkTimeoutS);
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
-TEST(NetPlugin, TwoRanksEverySizeV6) {
+TEST_P(NetPluginPath, TwoRanksEverySizeV6) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
-      2, [&](int rank) { return pairBody(rank, 6, pipes); }, kForkTimeoutS);
+      2, [&](int rank) { return pairBody(rank, 6, GetParam(), pipes); }, kForkTimeoutS);
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
 // 32 isends outstanding before the receiver posts anything; grouped receives of 8 tags taken out of order.
-int outstandingBody(int rank, HandlePipes& pipes) {
-  NetApi net = childApi(11);
+int outstandingBody(int rank, const std::string& transport, HandlePipes& pipes) {
+  NetApi net = childApi(11, transport);
   NET_OK(net.init(7));
   char handle[abi::kNetHandleMaxSize] = {};
   constexpr int kMessages = 64;  // 8 grouped receives of 8
@@ -251,21 +276,21 @@ int outstandingBody(int rank, HandlePipes& pipes) {
   return 0;
 }
 
-TEST(NetPlugin, OutstandingRequestsAndGroupedReceives) {
+TEST_P(NetPluginPath, OutstandingRequestsAndGroupedReceives) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
-      2, [&](int rank) { return outstandingBody(rank, pipes); }, kForkTimeoutS);
+      2, [&](int rank) { return outstandingBody(rank, GetParam(), pipes); }, kForkTimeoutS);
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
 // Four ranks in a ring (rank r sends to r+1, receives from r-1), each its own communicator context, 4 MiB.
-TEST(NetPlugin, FourRankRing) {
+TEST_P(NetPluginPath, FourRankRing) {
   constexpr int kRanks = 4;
   HandlePipes pipes(kRanks);
   ForkResult r = runForked(
       kRanks,
       [&](int rank) {
-        NetApi net = childApi(11);
+        NetApi net = childApi(11, GetParam());
         NET_OK(net.init(0xabc0 + rank));
         char mine[abi::kNetHandleMaxSize] = {}, next[abi::kNetHandleMaxSize] = {};
         void* listen = nullptr;
@@ -293,10 +318,20 @@ TEST(NetPlugin, FourRankRing) {
         NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &rmh, &rreq));
         NET_OK(net.isend(send, out.data(), size, 9, smh, &sreq));
         BRAID_CHILD_CHECK(rreq != nullptr && sreq != nullptr);
-        int got = 0;
-        NET_OK(net.wait(sreq, &got));
-        NET_OK(net.wait(rreq, &got));
-        BRAID_CHILD_CHECK(static_cast<size_t>(got) == size);
+        // Both requests polled, as NCCL's proxy polls every request it has: a receive whose header arrives after
+        // irecv starts at a test() (NCCL's socket transport too reads sizes in test()).
+        int sent = -1, got = -1;
+        const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while ((sreq != nullptr || rreq != nullptr) && std::chrono::steady_clock::now() < end) {
+          int done = 0;
+          if (sreq != nullptr) NET_OK(net.test(sreq, &done, &sent));
+          if (done) sreq = nullptr;
+          done = 0;
+          if (rreq != nullptr) NET_OK(net.test(rreq, &done, &got));
+          if (done) rreq = nullptr;
+        }
+        BRAID_CHILD_CHECK(sreq == nullptr && rreq == nullptr);
+        BRAID_CHILD_CHECK(static_cast<size_t>(sent) == size && static_cast<size_t>(got) == size);
         BRAID_CHILD_CHECK(checkPattern(in, size, 500 + (rank + kRanks - 1) % kRanks) == SIZE_MAX);
         NET_OK(net.deregMr(send, smh));
         NET_OK(net.deregMr(recv, rmh));
@@ -310,14 +345,16 @@ TEST(NetPlugin, FourRankRing) {
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
-// Many connects called before any accept: each connect returns NULL until done, then 16 accepts find them.
-TEST(NetPlugin, ConnectsBeforeAccepts) {
+// Many connects called before any accept: each connect returns NULL until done, then 16 accepts find them (in
+// the reverse order). The sender posts an isend on every comm and polls them all, as NCCL's proxy does: over UCX a
+// send cannot start before its receiver accepted and sent its worker address.
+TEST_P(NetPluginPath, ConnectsBeforeAccepts) {
   constexpr int kConns = 16;
   HandlePipes pipes(2);
   ForkResult r = runForked(
       2,
       [&](int rank) {
-        NetApi net = childApi(11);
+        NetApi net = childApi(11, GetParam());
         NET_OK(net.init(99));
         std::vector<std::vector<char>> handles(kConns, std::vector<char>(abi::kNetHandleMaxSize));
         if (rank == 0) {
@@ -361,13 +398,26 @@ TEST(NetPlugin, ConnectsBeforeAccepts) {
           char go[abi::kNetHandleMaxSize] = {};
           BRAID_CHILD_CHECK(pipes.send(1, go));
           std::vector<int> values(kConns);
+          std::vector<void*> reqs(kConns, nullptr);
           for (int i = 0; i < kConns; ++i) {
             values[i] = i;
-            void* req = nullptr;
-            NET_OK(net.isend(sends[i], &values[i], sizeof(int), 0, nullptr, &req));
-            int got = 0;
-            NET_OK(net.wait(req, &got));
+            NET_OK(net.isend(sends[i], &values[i], sizeof(int), 0, nullptr, &reqs[i]));
+            BRAID_CHILD_CHECK(reqs[i] != nullptr);
           }
+          const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+          for (int left = kConns; left > 0 && std::chrono::steady_clock::now() < end;) {
+            for (int i = 0; i < kConns; ++i) {
+              if (reqs[i] == nullptr) continue;
+              int done = 0, got = 0;
+              NET_OK(net.test(reqs[i], &done, &got));
+              if (done) {
+                BRAID_CHILD_CHECK(got == static_cast<int>(sizeof(int)));
+                reqs[i] = nullptr;
+                --left;
+              }
+            }
+          }
+          for (void* req : reqs) BRAID_CHILD_CHECK(req == nullptr);
           for (int i = 0; i < kConns; ++i) NET_OK(net.closeSend(sends[i]));
         }
         NET_OK(net.finalize());
@@ -379,12 +429,12 @@ TEST(NetPlugin, ConnectsBeforeAccepts) {
 
 // regMr refuses device memory; iflush is a request done at once; the optional-completion sentinel still gets a
 // pollable request; a message larger than its buffer is a usage error; setNetAttr is accepted.
-TEST(NetPlugin, MemoryTypesFlushSentinelAndTruncation) {
+TEST_P(NetPluginPath, MemoryTypesFlushSentinelAndTruncation) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
       2,
       [&](int rank) {
-        NetApi net = childApi(11);
+        NetApi net = childApi(11, GetParam());
         NET_OK(net.init(5));
         abi::NetAttrV11 attr;
         std::memset(&attr, 0xff, sizeof(attr));
@@ -447,9 +497,9 @@ TEST(NetPlugin, MemoryTypesFlushSentinelAndTruncation) {
 }
 
 // A peer SIGKILLed mid-transfer: the survivor's pending requests fail with ncclSystemError, quickly.
-int killedPeerBody(int rank, int victim, HandlePipes& pipes) {
+int killedPeerBody(int rank, int victim, const std::string& transport, HandlePipes& pipes) {
   setenv("BRAID_TIMEOUT", "5", 1);
-  NetApi net = childApi(11);
+  NetApi net = childApi(11, transport);
   NET_OK(net.init(66));
   char handle[abi::kNetHandleMaxSize] = {};
   const size_t size = 64 << 20;
@@ -501,17 +551,17 @@ int killedPeerBody(int rank, int victim, HandlePipes& pipes) {
   return 0;
 }
 
-TEST(NetPlugin, SenderKilledFailsReceiver) {
+TEST_P(NetPluginPath, SenderKilledFailsReceiver) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
-      2, [&](int rank) { return killedPeerBody(rank, 1, pipes); }, kForkTimeoutS);
+      2, [&](int rank) { return killedPeerBody(rank, 1, GetParam(), pipes); }, kForkTimeoutS);
   EXPECT_TRUE(r.ranks.size() == 2 && r.ranks[0].ok() && r.ranks[1].signal == SIGKILL) << r.summary();
 }
 
-TEST(NetPlugin, ReceiverKilledFailsSender) {
+TEST_P(NetPluginPath, ReceiverKilledFailsSender) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
-      2, [&](int rank) { return killedPeerBody(rank, 0, pipes); }, kForkTimeoutS);
+      2, [&](int rank) { return killedPeerBody(rank, 0, GetParam(), pipes); }, kForkTimeoutS);
   EXPECT_TRUE(r.ranks.size() == 2 && r.ranks[1].ok() && r.ranks[0].signal == SIGKILL) << r.summary();
 }
 
@@ -571,13 +621,13 @@ namespace braid::testing {
 namespace {
 
 // A live peer that never sends: the pending receive fails with ncclSystemError after BRAID_TIMEOUT, no hang.
-TEST(NetPlugin, SilentPeerTimesOut) {
+TEST_P(NetPluginPath, SilentPeerTimesOut) {
   HandlePipes pipes(2);
   ForkResult r = runForked(
       2,
       [&](int rank) {
         setenv("BRAID_NET_IDLE_TIMEOUT", "1", 1);
-        NetApi net = childApi(11);
+        NetApi net = childApi(11, GetParam());
         NET_OK(net.init(3));
         char handle[abi::kNetHandleMaxSize] = {};
         if (rank == 0) {
@@ -622,11 +672,12 @@ namespace {
 
 // A handle NCCL's bootstrap corrupted (or another Braid version wrote) is an error from connect, whatever bytes
 // sit where a connect in progress keeps its state: never a crash.
-TEST(NetPlugin, GarbageHandlesAreRefusedNotFollowed) {
+TEST_P(NetPluginPath, GarbageHandlesAreRefusedNotFollowed) {
   ForkResult r = runForked(
       1,
       [&](int) {
         setenv("BRAID_NET_IF", "lo", 1);
+        useTransport(GetParam());
         LoadedNetPlugin p = openNetPlugin(pluginPath());
         BRAID_CHILD_CHECK(p.version == 11);
         auto* net = static_cast<const abi::NetV11*>(p.table);
@@ -649,6 +700,268 @@ TEST(NetPlugin, GarbageHandlesAreRefusedNotFollowed) {
       },
       kForkTimeoutS);
   EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+}  // namespace
+}  // namespace braid::testing
+
+namespace braid::testing {
+namespace {
+
+// A sender that closes on purpose is no dead peer: its goodbye lets the receiver take every message it announced,
+// posted after the close; a receive beyond them fails with ncclSystemError at once, not after a timeout.
+TEST_P(NetPluginPath, SenderCloseBeforeReceivesIsNoFailure) {
+  const std::vector<size_t> sizes = {0, 1, 4093};  // below UCX's rendezvous threshold: sends complete unreceived
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2,
+      [&](int rank) {
+        NetApi net = childApi(11, GetParam());
+        NET_OK(net.init(21));
+        char handle[abi::kNetHandleMaxSize] = {};
+        std::vector<uint8_t> buf(8192);
+        if (rank == 0) {
+          void* listen = nullptr;
+          NET_OK(net.listen(0, handle, &listen));
+          BRAID_CHILD_CHECK(pipes.send(0, handle));
+          void* recv = nullptr;
+          NET_OK(net.accept(listen, &recv));
+          BRAID_CHILD_CHECK(pipes.receive(1, handle));  // the sender has closed
+          for (size_t k = 0; k < sizes.size(); ++k) {
+            void* data = buf.data();
+            size_t cap = buf.size();
+            int tag = static_cast<int>(k);
+            void* req = nullptr;
+            NET_OK(net.irecv(recv, 1, &data, &cap, &tag, nullptr, &req));
+            int got = -1;
+            NET_OK(net.wait(req, &got));
+            BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k] && checkPattern(buf, sizes[k], 40 + k) == SIZE_MAX);
+          }
+          void* data = buf.data();
+          size_t cap = buf.size();
+          int tag = 0;
+          void* req = nullptr;
+          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, nullptr, &req));
+          const auto start = std::chrono::steady_clock::now();
+          int got = 0;
+          const int rc = net.wait(req, &got, 10);
+          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          BRAID_CHILD_CHECK(rc == abi::kSystemError && took < 1);
+          NET_OK(net.closeRecv(recv));
+          NET_OK(net.closeListen(listen));
+        } else {
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));
+          void* send = nullptr;
+          NET_OK(net.connect(0, handle, &send));
+          std::vector<std::vector<uint8_t>> out(sizes.size());
+          for (size_t k = 0; k < sizes.size(); ++k) {
+            out[k].resize(sizes[k] + 1);
+            fillPattern(out[k], sizes[k], 40 + k);
+            void* req = nullptr;
+            NET_OK(net.isend(send, out[k].data(), sizes[k], static_cast<int>(k), nullptr, &req));
+            int got = -1;
+            NET_OK(net.wait(req, &got));
+            BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k]);
+          }
+          NET_OK(net.closeSend(send));
+          BRAID_CHILD_CHECK(pipes.send(1, handle));
+        }
+        NET_OK(net.finalize());
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// A receiver that closes on purpose while a large send waits for it: the send fails with ncclSystemError within
+// seconds (at most kPeerCloseGraceS after the goodbye, plus the time to see it), never hangs.
+TEST_P(NetPluginPath, ReceiverCloseFailsAPendingSend) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2,
+      [&](int rank) {
+        NetApi net = childApi(11, GetParam());
+        NET_OK(net.init(22));
+        char handle[abi::kNetHandleMaxSize] = {};
+        if (rank == 0) {
+          void* listen = nullptr;
+          NET_OK(net.listen(0, handle, &listen));
+          BRAID_CHILD_CHECK(pipes.send(0, handle));
+          void* recv = nullptr;
+          NET_OK(net.accept(listen, &recv));
+          BRAID_CHILD_CHECK(pipes.receive(1, handle));  // the send is posted
+          NET_OK(net.closeRecv(recv));
+          NET_OK(net.closeListen(listen));
+        } else {
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));
+          void* send = nullptr;
+          NET_OK(net.connect(0, handle, &send));
+          std::vector<uint8_t> buf(64 << 20);
+          void* req = nullptr;
+          NET_OK(net.isend(send, buf.data(), buf.size(), 0, nullptr, &req));
+          BRAID_CHILD_CHECK(req != nullptr);
+          for (int i = 0; i < 100; ++i) {  // some bytes move before the receiver closes
+            int done = 0;
+            NET_OK(net.test(req, &done, nullptr));
+            BRAID_CHILD_CHECK(done == 0);
+          }
+          BRAID_CHILD_CHECK(pipes.send(1, handle));
+          const auto start = std::chrono::steady_clock::now();
+          int got = 0;
+          const int rc = net.wait(req, &got, 20);
+          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (rc != abi::kSystemError || took > 4) {
+            std::fprintf(stderr, "sender: test returned %d after %.1f s\n", rc, took);
+            return 1;
+          }
+          NET_OK(net.closeSend(send));
+        }
+        NET_OK(net.finalize());
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// What NCCL's logger received (the children's init failures are checked by their text).
+std::string g_logged;
+void captureLog(int, unsigned long, const char*, int, const char* fmt, ...) {
+  char line[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(line, sizeof(line), fmt, args);
+  va_end(args);
+  g_logged += line;
+  g_logged += '\n';
+}
+
+// BRAID_NET_TRANSPORT: an unknown value, and `ucx` in a build without UCX, fail init with ncclInvalidUsage and a
+// line naming the variable; `tcp` and (with UCX) `ucx` initialise.
+TEST(NetPlugin, TransportVariableIsChecked) {
+  ForkResult r = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_NET_IF", "lo", 1);
+        setenv("UCX_TLS", "tcp,self", 0);
+        LoadedNetPlugin p = openNetPlugin(pluginPath());
+        BRAID_CHILD_CHECK(p.version == 11);
+        auto* net = static_cast<const abi::NetV11*>(p.table);
+        void* ctx = nullptr;
+        setenv("BRAID_NET_TRANSPORT", "rdma", 1);
+        BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, &captureLog, nullptr) == abi::kInvalidUsage && ctx == nullptr);
+        BRAID_CHILD_CHECK(g_logged.find("BRAID_NET_TRANSPORT=rdma") != std::string::npos);
+        g_logged.clear();
+        setenv("BRAID_NET_TRANSPORT", "UCX", 1);
+        const int rc = net->init(&ctx, 2, nullptr, &captureLog, nullptr);
+#ifdef BRAID_HAVE_UCX
+        BRAID_CHILD_CHECK(rc == abi::kSuccess && ctx != nullptr);
+        BRAID_CHILD_CHECK(net->finalize(ctx) == abi::kSuccess);
+#else
+        BRAID_CHILD_CHECK(rc == abi::kInvalidUsage && ctx == nullptr);
+        BRAID_CHILD_CHECK(g_logged.find("BRAID_NET_TRANSPORT=ucx") != std::string::npos);
+        BRAID_CHILD_CHECK(g_logged.find("without UCX") != std::string::npos);
+#endif
+        setenv("BRAID_NET_TRANSPORT", "tcp", 1);
+        BRAID_CHILD_CHECK(net->init(&ctx, 3, nullptr, nullptr, nullptr) == abi::kSuccess && ctx != nullptr);
+        BRAID_CHILD_CHECK(net->finalize(ctx) == abi::kSuccess);
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+// Ranks that disagree on BRAID_NET_TRANSPORT: connect to a listener of the other data path is ncclInvalidUsage
+// naming the variable, not a hang or garbage on the wire.
+TEST(NetPlugin, MismatchedTransportsAreAUsageError) {
+  if (dataPaths().size() < 2) GTEST_SKIP() << "built without UCX";
+  ForkResult r = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_NET_IF", "lo", 1);
+        setenv("UCX_TLS", "tcp,self", 0);
+        LoadedNetPlugin p = openNetPlugin(pluginPath());
+        BRAID_CHILD_CHECK(p.version == 11);
+        auto* net = static_cast<const abi::NetV11*>(p.table);
+        void *tcp = nullptr, *ucx = nullptr;
+        setenv("BRAID_NET_TRANSPORT", "tcp", 1);
+        BRAID_CHILD_CHECK(net->init(&tcp, 1, nullptr, &captureLog, nullptr) == abi::kSuccess);
+        setenv("BRAID_NET_TRANSPORT", "ucx", 1);
+        BRAID_CHILD_CHECK(net->init(&ucx, 2, nullptr, &captureLog, nullptr) == abi::kSuccess);
+        for (auto [listener, connector] : {std::pair{tcp, ucx}, std::pair{ucx, tcp}}) {
+          char handle[abi::kNetHandleMaxSize] = {};
+          void* listen = nullptr;
+          BRAID_CHILD_CHECK(net->listen(listener, 0, handle, &listen) == abi::kSuccess);
+          void* send = nullptr;
+          abi::NetDeviceHandle* dev = nullptr;
+          g_logged.clear();
+          BRAID_CHILD_CHECK(net->connect(connector, 0, handle, &send, &dev) == abi::kInvalidUsage && send == nullptr);
+          BRAID_CHILD_CHECK(g_logged.find("BRAID_NET_TRANSPORT") != std::string::npos);
+          BRAID_CHILD_CHECK(net->closeListen(listen) == abi::kSuccess);
+        }
+        BRAID_CHILD_CHECK(net->finalize(tcp) == abi::kSuccess && net->finalize(ucx) == abi::kSuccess);
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
+}  // namespace
+}  // namespace braid::testing
+
+// LeakSanitizer's hook (sanitizer/lsan_interface.h), asked at exit: non-zero skips the leak check. Set by a child that
+// exits with its comms open on purpose: what they hold is never released then, by design.
+namespace {
+bool g_exit_with_comms_open = false;
+}  // namespace
+extern "C" int __lsan_is_turned_off() { return g_exit_with_comms_open ? 1 : 0; }
+
+namespace braid::testing {
+namespace {
+
+// A process that exits (std::exit: static destructors, then the libraries' own) with its comms open and a receive
+// still pending, as an application that never destroys its NCCL communicators does: it exits with its own status,
+// the data path's threads do not crash it on the way out.
+TEST_P(NetPluginPath, ExitWithCommsOpenIsClean) {
+  HandlePipes pipes(2);
+  ForkResult r = runForked(
+      2,
+      [&](int rank) {
+        NetApi net = childApi(11, GetParam());
+        NET_OK(net.init(23));
+        char handle[abi::kNetHandleMaxSize] = {};
+        std::vector<uint8_t> buf(1 << 20);
+        void* comm = nullptr;
+        void* req = nullptr;
+        if (rank == 0) {
+          void* listen = nullptr;
+          NET_OK(net.listen(0, handle, &listen));
+          BRAID_CHILD_CHECK(pipes.send(0, handle));
+          NET_OK(net.accept(listen, &comm));
+          for (int k = 0; k < 2; ++k) {  // the first completes, the second stays pending
+            void* data = buf.data();
+            size_t cap = buf.size();
+            int tag = k;
+            req = nullptr;
+            NET_OK(net.irecv(comm, 1, &data, &cap, &tag, nullptr, &req));
+            int got = 0;
+            if (k == 0) NET_OK(net.wait(req, &got));
+          }
+          BRAID_CHILD_CHECK(pipes.send(0, handle));  // both receives are posted: the sender may exit
+        } else {
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));
+          NET_OK(net.connect(0, handle, &comm));
+          NET_OK(net.isend(comm, buf.data(), buf.size(), 0, nullptr, &req));
+          int got = 0;
+          NET_OK(net.wait(req, &got));
+          BRAID_CHILD_CHECK(pipes.receive(0, handle));
+        }
+        std::fflush(stderr);
+        g_exit_with_comms_open = true;
+        std::exit(42);
+      },
+      kForkTimeoutS);
+  ASSERT_EQ(r.ranks.size(), 2u) << r.summary();
+  for (const RankOutcome& rank : r.ranks) EXPECT_TRUE(rank.exited && rank.exit_code == 42) << r.summary();
 }
 
 }  // namespace

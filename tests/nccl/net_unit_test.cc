@@ -90,9 +90,49 @@ TEST(NetHandle, RoundTripAndRejects) {
   char bad[nccl_abi::kNetHandleMaxSize] = {};
   EXPECT_EQ(decodeHandle(bad).status().code(), StatusCode::kInvalidArgument);
   EXPECT_FALSE(decodeHandle(nullptr).isOk());
+  EXPECT_EQ(back->transport, NetTransport::kTcp);
   h.nthreads = 5;  // more threads than sockets
   encodeHandle(h, buf);
   EXPECT_FALSE(decodeHandle(buf).isOk());
+}
+
+// A UCX listener's handle carries no data sockets; the counts must fit the transport it names.
+TEST(NetHandle, TransportRoundTripAndCountsPerTransport) {
+  char buf[nccl_abi::kNetHandleMaxSize];
+  ConnectHandle h;
+  h.ip = 0x0100007f;
+  h.port = 40124;
+  h.nsocks = 0;
+  h.nthreads = 0;
+  h.nonce = 77;
+  h.transport = NetTransport::kUcx;
+  encodeHandle(h, buf);
+  auto back = decodeHandle(buf);
+  ASSERT_TRUE(back.isOk()) << back.status().toString();
+  EXPECT_EQ(back->transport, NetTransport::kUcx);
+  EXPECT_EQ(back->nsocks, 0);
+  h.nsocks = h.nthreads = 2;  // data sockets on a UCX handle: corrupt
+  encodeHandle(h, buf);
+  EXPECT_EQ(decodeHandle(buf).status().code(), StatusCode::kInvalidArgument);
+  h.transport = NetTransport::kTcp;
+  h.nsocks = h.nthreads = 0;  // no data socket on a TCP handle: corrupt
+  encodeHandle(h, buf);
+  EXPECT_EQ(decodeHandle(buf).status().code(), StatusCode::kInvalidArgument);
+  h.nsocks = h.nthreads = 1;
+  h.transport = static_cast<NetTransport>(7);
+  encodeHandle(h, buf);
+  EXPECT_EQ(decodeHandle(buf).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(NetHandle, TransportNames) {
+  EXPECT_EQ(parseNetTransport("tcp").value(), NetTransport::kTcp);
+  EXPECT_EQ(parseNetTransport("UCX").value(), NetTransport::kUcx);
+  auto bad = parseNetTransport("ib");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidUsage);
+  EXPECT_NE(bad.status().message().find("BRAID_NET_TRANSPORT=ib"), std::string::npos) << bad.status().message();
+  EXPECT_FALSE(parseNetTransport("").isOk());
+  EXPECT_STREQ(transportName(NetTransport::kUcx), "ucx");
 }
 
 TEST(NetStriping, ChunkSizes) {

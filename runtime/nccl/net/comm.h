@@ -1,32 +1,36 @@
-// The net plugin's communicators and requests (nccl_plugins.md §1.3 "isend" ... "test"; the striping of NCCL's
-// own socket transport, nccl@2.28.9 src/transport/net_socket.cc, as facts).
+// The net plugin's communicators and requests (nccl_plugins.md §1.3 "isend" ... "test").
 //
-// A SendComm / RecvComm owns one control socket and `nsocks` data sockets driven by `nthreads` helper threads
-// (SocketWorker, each owning sockets s with s % nthreads == its index). The caller's thread (NCCL's proxy) does
-// the control socket inside isend / irecv / test; the helpers move payload chunks straight between the
-// sockets and the registered buffers. A test() that finds its request incomplete moves up to 4 MiB itself on
-// sockets whose helper is not busy with them (a per-socket I/O lock) instead of spinning: on a host with few
-// cores the proxy thread's polling then adds throughput instead of taking it from the helpers.
+// A SendComm / RecvComm owns one control socket (message headers, net/handle.h) and a DataPath that moves the
+// payload: the TCP data path (net/tcp_path.h: data sockets striped as NCCL's own socket transport does) or the
+// UCX data path (net/ucx_path.h: UCX tag messages, tag = message sequence number), chosen by BRAID_NET_TRANSPORT.
+// The caller's thread (NCCL's proxy) does the control socket inside isend / irecv / test (net/transfer.cc); that
+// code, the matching of headers to buffers and the failure rules below are one piece of code for both paths.
 //
 // Matching: the k-th isend on a connection is the k-th message; a grouped irecv of n buffers takes the next n
-// messages, each into the buffer whose tag equals the message's tag. A message larger than its buffer fails
-// the comm (ncclInvalidUsage, "message truncated"); a smaller one completes with its real size.
+// messages, each into the buffer whose tag equals the message's tag. The receiver reads headers as they arrive
+// (up to kMaxQueuedHeaders ahead of its receives) and starts the payload of a message when its header meets a
+// buffer. A message larger than its buffer fails the comm (ncclInvalidUsage, "message truncated"); a smaller one
+// completes with its real size. Zero-byte messages are a header alone.
 //
-// Failures: EOF or an error on any socket (TCP keepalive on every socket turns a vanished host into one), or, with
-// BRAID_NET_IDLE_TIMEOUT > 0, no byte moved for that long while a request is pending, marks the comm failed; every
-// pending and later request then reports the error (ncclSystemError), once with a WARN line.
+// Closing and failures: a comm closed on purpose writes a goodbye record on the control socket before closing it
+// (a sender only when every message it announced was delivered: data written to the kernel, or the UCX endpoint
+// flushed). End of file on the control socket without a goodbye is a peer that died: every pending and later
+// request fails with ncclSystemError. After a sender's goodbye the receives whose headers arrived still complete
+// and the others fail; after a receiver's goodbye a send still pending kPeerCloseGraceS later fails. Besides, any
+// error of the data path (a data socket's EOF or reset, a failed UCX endpoint or request), TCP keepalive on every
+// socket (a vanished host, about 40 s) or, with BRAID_NET_IDLE_TIMEOUT > 0, no byte moved for that long while a
+// request is pending, marks the comm failed; every pending and later request then reports the error, once with a
+// WARN line.
 #pragma once
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "abi/net_abi.h"
@@ -48,79 +52,66 @@ enum class ObjectKind : uint32_t {
   kDead = 0,
 };
 
-/// One piece of payload a helper writes from / reads into a buffer.
-struct ChunkTask {
-  char* data = nullptr;
-  size_t bytes = 0;
-  size_t moved = 0;
-  std::atomic<int>* pending = nullptr;  // decremented when the chunk is done
+/// Headers a receiver reads ahead of its posted receives (beyond, it leaves them in the socket).
+inline constexpr size_t kMaxQueuedHeaders = 1024;
+/// How long a send may stay pending after the receiver closed on purpose (a reply in flight may still
+/// complete it), seconds.
+inline constexpr double kPeerCloseGraceS = 1.0;
+/// Longest wait of a close for its data path to deliver what it holds and for the goodbye to be written, seconds.
+inline constexpr double kCloseDrainS = 2.0;
+
+class UcxContext;
+
+/// How a comm's data path is built (from BRAID_NET_TRANSPORT, BRAID_NET_NTHREADS, BRAID_NET_IDLE_TIMEOUT).
+struct DataPathOptions {
+  NetTransport transport = NetTransport::kTcp;
+  int nthreads = 2;                 // TCP: helper threads
+  double idle_timeout_s = 0;        // see BRAID_NET_IDLE_TIMEOUT; 0 = never
+  std::shared_ptr<UcxContext> ucx;  // UCX: the process's context
 };
 
-class DataPath;
-
-/// A helper thread moving chunks on its sockets (non-blocking I/O, poll(2) with an eventfd to be woken).
-class SocketWorker {
- public:
-  SocketWorker(DataPath* path, std::vector<int> sockets);
-  ~SocketWorker();
-  SocketWorker(const SocketWorker&) = delete;
-  SocketWorker& operator=(const SocketWorker&) = delete;
-  /// Queues `task` on socket `socket` (one of this worker's) and wakes the thread.
-  void enqueue(int socket, ChunkTask task);
-  /// Stops and joins the thread (queued tasks are dropped).
-  void stop();
-  /// Moves up to *budget bytes on this worker's sockets from the calling thread, skipping sockets the helper
-  /// is using; returns whether any byte moved.
-  bool help(size_t* budget);
-
- private:
-  void run();
-  void wake();
-  // Moves bytes of the head task of queue q (at most *budget when not NULL); true when that task finished.
-  // The caller holds io_[q].
-  bool progress(size_t q, size_t* budget);
-
-  DataPath* path_;
-  std::vector<int> sockets_;                   // indices into the data path's sockets
-  std::vector<std::deque<ChunkTask>> queues_;  // one per owned socket
-  std::unique_ptr<std::mutex[]> io_;           // per owned socket: held by whoever moves its bytes
-  std::mutex mutex_;                           // guards queues_
-  int event_fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
-
-/// The data sockets of one comm, their helpers and the comm's failure state.
+/// The payload mover of one comm, and the comm's failure state. Implementations: TcpDataPath (net/tcp_path.h),
+/// the UCX data path (net/ucx_path.h). Called by the owner's thread (NCCL's proxy); an implementation's own
+/// threads only touch what it guards itself, `pending` counters and the failure state.
 class DataPath {
  public:
-  DataPath(bool sending, std::vector<net::Fd> sockets, int nthreads, double timeout_s);
-  ~DataPath();
+  DataPath(bool sending, double idle_timeout_s);
+  virtual ~DataPath() = default;
+  DataPath(const DataPath&) = delete;
+  DataPath& operator=(const DataPath&) = delete;
   bool sending() const { return sending_; }
-  int nsocks() const { return static_cast<int>(sockets_.size()); }
-  int fd(int socket) const { return sockets_[socket].get(); }
-  /// Splits message `seq` of `size` bytes at `data` into chunks on their sockets (handle.h chunkBytes);
-  /// `pending` is raised by the number of chunks first.
-  void post(uint64_t seq, char* data, size_t size, std::atomic<int>* pending);
+
+  /// Starts moving message `seq` (0, 1, ... in posting order on both ends) of `size` > 0 bytes at `data`: the
+  /// sender sends it, the receiver receives it (its header announced `size`). Raises *pending by the parts the
+  /// message is cut into first; each part lowers it when done. A failure marks the comm failed.
+  virtual void post(uint64_t seq, char* data, size_t size, std::atomic<int>* pending) = 0;
+  /// Moves what it can from the calling thread (test() of a request not yet complete); whether anything moved.
+  virtual bool progress() = 0;
+  /// Receiver: what the sender needs before the first message can move (the UCX worker address); "" for none.
+  virtual std::string localAddress() const { return {}; }
+  /// Sender: the receiver's localAddress() arrived; messages posted before it start now. Errors: kSystemError
+  /// (the endpoint cannot be created); kInternalError for a data path that expects no address.
+  virtual Status connectTo(const std::string& address);
+  /// Close on purpose: waits up to `seconds` until what was handed to the data path left this process (sender:
+  /// every message delivered to the kernel or the peer; receiver: its protocol replies sent). Whether it did.
+  virtual bool drain(double seconds) = 0;
+  /// Stops the data path's threads and releases its resources; afterwards nothing touches a registered buffer.
+  /// Idempotent.
+  virtual void shutdown() = 0;
+
   /// Marks the comm failed (the first reason wins).
   void fail(StatusCode code, const std::string& reason);
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   Status failure() const;
   /// Records that bytes moved now (the no-progress timeout restarts).
   void touch() { last_progress_ns_.store(nowNs(), std::memory_order_relaxed); }
-  /// Moves up to `budget` bytes from the calling thread (SocketWorker::help); whether any moved.
-  bool help(size_t budget);
-  /// Fails the comm when nothing moved for the timeout; returns failed().
+  /// Fails the comm when nothing moved for the idle timeout; returns failed().
   bool checkStalled(const std::string& what);
-  /// Stops the helpers (before the sockets close).
-  void shutdown();
+  static int64_t nowNs();
 
  private:
-  static int64_t nowNs();
   bool sending_;
-  std::vector<net::Fd> sockets_;
-  std::vector<std::unique_ptr<SocketWorker>> workers_;
-  int nthreads_;
-  double timeout_s_;
+  double idle_timeout_s_;
   std::atomic<bool> failed_{false};
   mutable std::mutex failure_mutex_;
   Status failure_;
@@ -142,7 +133,7 @@ struct Request {
   bool assigned[kNetMaxRecvs] = {};
   int assigned_count = 0;
   uint64_t header_end = 0;      // send: control-stream offset after this request's header
-  std::atomic<int> pending{0};  // chunks not yet moved
+  std::atomic<int> pending{0};  // parts of its messages not yet moved
 };
 
 /// Registration of a host buffer (regMr): nothing is pinned, the handle only records what was registered.
@@ -153,7 +144,7 @@ struct MemoryHandle {
   int type = nccl_abi::kPtrHost;
 };
 
-/// Shared by the two directions: the control socket, the data path and the request slots.
+/// Shared by the two directions: the control socket (both ways), the data path and the request slots.
 struct CommBase {
   ObjectKind kind;
   net::Fd control;
@@ -162,36 +153,50 @@ struct CommBase {
   uint64_t next_seq = 0;          // message sequence number (matches the peer's)
   bool failure_reported = false;  // the WARN line was written
   std::string peer;               // "a.b.c.d:port" for messages
+  // Control stream out: records not yet written (headers, the UCX address, the goodbye).
+  std::vector<char> control_out;
+  uint64_t control_written = 0;  // bytes written since the start
+  uint64_t control_queued = 0;   // bytes ever queued
+  // Control stream in: the record being read and, after an address record, its payload.
+  char record[sizeof(MessageHeader)] = {};
+  size_t record_have = 0;
+  std::string payload;
+  size_t payload_want = 0;
+  bool address_pending = false;  // a complete address record not yet handed to the data path
+  bool control_closed = false;   // EOF on the control socket
+  bool goodbye = false;          // the peer's goodbye arrived
+  int64_t closed_at_ns = 0;      // when the EOF was seen
   CommBase(ObjectKind k, size_t slots) : kind(k), requests(slots) {}
   /// A free slot or nullptr.
   Request* allocate(Request::Type type);
 };
 
 struct SendComm : CommBase {
-  std::vector<char> control_out;  // header bytes not yet written
-  uint64_t control_written = 0;   // header bytes written since the start
-  uint64_t control_queued = 0;    // header bytes ever queued
   SendComm() : CommBase(ObjectKind::kSend, static_cast<size_t>(nccl_abi::kNetMaxRequests) * kNetMaxRecvs) {}
 };
 
 struct RecvComm : CommBase {
-  std::deque<Request*> unassigned;  // posted receives still waiting for some of their messages
-  char header[16] = {};
-  size_t header_have = 0;
-  bool control_closed = false;                                                // EOF on the control socket
+  std::deque<Request*> unassigned;    // posted receives still waiting for some of their messages
+  std::deque<MessageHeader> headers;  // headers read but not yet matched to a buffer
+  uint64_t announced = 0;             // headers read in all
   RecvComm() : CommBase(ObjectKind::kRecv, nccl_abi::kNetMaxRequests + 1) {}  // + 1: an iflush slot
 };
 
-/// Builds a comm over connected sockets (`sockets[0]` control, the rest data). Starts the helpers.
-std::unique_ptr<SendComm> makeSendComm(std::vector<net::Fd> sockets, int nthreads, double timeout_s, std::string peer);
-std::unique_ptr<RecvComm> makeRecvComm(std::vector<net::Fd> sockets, int nthreads, double timeout_s, std::string peer);
+/// Builds a comm over connected sockets (`sockets[0]` control, the rest TCP data sockets; UCX: the control socket
+/// alone) and starts its data path; a receiver queues its UCX address for the sender. Errors: the data path's
+/// (kSystemError: a UCX worker that cannot be created).
+Result<std::unique_ptr<SendComm>> makeSendComm(std::vector<net::Fd> sockets, const DataPathOptions& options,
+                                               std::string peer);
+Result<std::unique_ptr<RecvComm>> makeRecvComm(std::vector<net::Fd> sockets, const DataPathOptions& options,
+                                               std::string peer);
 
 /// The data-path entry points (v11 shapes; plugin.cc validates the opaque pointers first).
 int sendPost(SendComm* comm, void* data, size_t size, int tag, void** request);
 int recvPost(RecvComm* comm, int n, void** data, const size_t* sizes, const int* tags, void** request);
 int flushPost(RecvComm* comm, void** request);
 int requestTest(Request* request, int* done, int* sizes);
-/// Stops the helpers and closes the sockets; the comm object is deleted by the caller.
+/// Writes the goodbye when the comm may (see above), stops the data path and closes the sockets; the comm object
+/// is deleted by the caller.
 void closeComm(CommBase* comm);
 
 }  // namespace braid::nccl_plugin

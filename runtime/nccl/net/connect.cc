@@ -21,9 +21,7 @@ struct Connector {
   net::SocketAddress address;
   net::Deadline deadline = net::Deadline::after(0);
   uint64_t conn_id = 0;
-  int nthreads = 1;
-  double timeout_s = 300;
-  double idle_timeout_s = 0;
+  ConnectionOptions options;  // the local ones, with the listener's thread count
   struct Socket {
     net::Fd fd;
     enum class Stage { kConnecting, kHello, kDone } stage = Stage::kConnecting;
@@ -147,17 +145,19 @@ Result<std::unique_ptr<ListenComm>> listenOn(int dev, const ConnectionOptions& o
   net::SocketAddress address{(*devices)[dev].ip, 0};
   BRAID_ASSIGN_OR_RETURN(net::Fd fd, net::listenOn(&address));
   auto listen = std::make_unique<ListenComm>();
+  const bool ucx = options.transport == NetTransport::kUcx;
   listen->fd = std::move(fd);
-  listen->timeout_s = options.timeout_s;
-  listen->idle_timeout_s = options.idle_timeout_s;
+  listen->options = options;
   listen->handle.ip = address.ip;
   listen->handle.port = address.port;
-  listen->handle.nsocks = static_cast<uint16_t>(options.nsocks);
-  listen->handle.nthreads = static_cast<uint16_t>(options.nthreads);
+  listen->handle.nsocks = ucx ? 0 : static_cast<uint16_t>(options.nsocks);
+  listen->handle.nthreads = ucx ? 0 : static_cast<uint16_t>(options.nthreads);
   listen->handle.nonce = randomU64();
+  listen->handle.transport = options.transport;
   encodeHandle(listen->handle, handle);
-  BRAID_PLUGIN_LOG(kLogTrace, kSubsysNet, "NET/Braid: listening on {} (device {}, {} sockets, {} threads)",
-                   address.toString(), dev, options.nsocks, options.nthreads);
+  BRAID_PLUGIN_LOG(kLogTrace, kSubsysNet, "NET/Braid: listening on {} (device {}, {}, {} data sockets, {} threads)",
+                   address.toString(), dev, transportName(options.transport), listen->handle.nsocks,
+                   listen->handle.nthreads);
   return listen;
 }
 
@@ -166,13 +166,20 @@ Result<std::unique_ptr<SendComm>> connectStep(void* handle, const ConnectionOpti
   Connector* c = stateOf(handle);
   if (c == nullptr) {
     BRAID_ASSIGN_OR_RETURN(ConnectHandle decoded, decodeHandle(handle));
+    if (decoded.transport != options.transport) {
+      return Status(StatusCode::kInvalidUsage,
+                    fmt::format("NET/Braid: connect to {}: the listener moves data over {} but this process has "
+                                "BRAID_NET_TRANSPORT={}: set the same value on every rank",
+                                net::SocketAddress{decoded.ip, decoded.port}.toString(),
+                                transportName(decoded.transport), transportName(options.transport)));
+    }
     auto fresh = std::make_unique<Connector>();
     fresh->handle = decoded;
     fresh->address = net::SocketAddress{decoded.ip, decoded.port};
     fresh->deadline = net::Deadline::after(options.timeout_s);
     fresh->conn_id = randomU64();
-    fresh->timeout_s = options.timeout_s;
-    fresh->idle_timeout_s = options.idle_timeout_s;
+    fresh->options = options;
+    fresh->options.nthreads = decoded.nthreads;
     fresh->sockets.resize(1 + decoded.nsocks);
     for (size_t i = 0; i < fresh->sockets.size(); ++i) {
       Hello& h = fresh->sockets[i].hello;
@@ -199,7 +206,7 @@ Result<std::unique_ptr<SendComm>> connectStep(void* handle, const ConnectionOpti
       setState(handle, nullptr, c);
       return Status(StatusCode::kSystemError,
                     fmt::format("NET/Braid: connect to {}: not connected after {:g} s (BRAID_TIMEOUT)",
-                                c->address.toString(), c->timeout_s));
+                                c->address.toString(), c->options.timeout_s));
     }
     owned.release();
     return std::unique_ptr<SendComm>();
@@ -207,7 +214,7 @@ Result<std::unique_ptr<SendComm>> connectStep(void* handle, const ConnectionOpti
   setState(handle, nullptr, c);
   std::vector<net::Fd> fds;
   for (Connector::Socket& s : c->sockets) fds.push_back(std::move(s.fd));
-  return makeSendComm(std::move(fds), c->handle.nthreads, c->idle_timeout_s, c->address.toString());
+  return makeSendComm(std::move(fds), c->options.dataPath(), c->address.toString());
 }
 
 Result<std::unique_ptr<RecvComm>> acceptStep(ListenComm* listen) {
@@ -249,7 +256,7 @@ Result<std::unique_ptr<RecvComm>> acceptStep(ListenComm* listen) {
     std::vector<net::Fd> fds = std::move(it->second.fds);
     std::string peer = it->second.peer;
     listen->groups.erase(it);
-    return makeRecvComm(std::move(fds), listen->handle.nthreads, listen->idle_timeout_s, std::move(peer));
+    return makeRecvComm(std::move(fds), listen->options.dataPath(), std::move(peer));
   }
   return std::unique_ptr<RecvComm>();
 }

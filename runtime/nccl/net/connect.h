@@ -12,13 +12,17 @@
 
 namespace braid::nccl_plugin {
 
-/// Per-connection parameters chosen at init (BRAID_NET_NSOCKS x BRAID_NET_NTHREADS sockets, BRAID_TIMEOUT,
-/// BRAID_NET_IDLE_TIMEOUT).
+/// Per-connection parameters chosen at init (BRAID_NET_TRANSPORT, BRAID_NET_NSOCKS x BRAID_NET_NTHREADS sockets,
+/// BRAID_TIMEOUT, BRAID_NET_IDLE_TIMEOUT).
 struct ConnectionOptions {
-  int nsocks = 2;  // data sockets per connection (threads x sockets per thread)
+  NetTransport transport = NetTransport::kTcp;
+  int nsocks = 2;  // TCP: data sockets per connection (threads x sockets per thread)
   int nthreads = 2;
-  double timeout_s = 300;     // connect: how long the listener may stay unreachable
-  double idle_timeout_s = 0;  // a pending request with no byte moving fails after this; 0 = never
+  double timeout_s = 300;           // connect: how long the listener may stay unreachable
+  double idle_timeout_s = 0;        // a pending request with no byte moving fails after this; 0 = never
+  std::shared_ptr<UcxContext> ucx;  // UCX: the process's context (net/ucx_path.h)
+  /// What a comm's data path is built from.
+  DataPathOptions dataPath() const { return DataPathOptions{transport, nthreads, idle_timeout_s, ucx}; }
 };
 
 /// The receiving end before accept(): a listening socket and the sockets that arrived so far.
@@ -26,8 +30,7 @@ struct ListenComm {
   ObjectKind kind = ObjectKind::kListen;
   net::Fd fd;
   ConnectHandle handle;
-  double timeout_s = 300;
-  double idle_timeout_s = 0;
+  ConnectionOptions options;
   struct Arrival {  // an accepted socket whose hello is not complete yet
     net::Fd fd;
     Hello hello;
@@ -46,12 +49,14 @@ struct ListenComm {
 Result<std::unique_ptr<ListenComm>> listenOn(int dev, const ConnectionOptions& options, void* handle);
 
 /// One step of connecting to `handle` (state kept in the handle, see handle.h). Returns the comm when every
-/// socket is connected and has sent its hello, nullptr while in progress. Errors: the handle's, kSystemError
-/// when a socket fails or the connection is not up within the timeout.
+/// socket is connected and has sent its hello, nullptr while in progress (it never waits for the peer's accept).
+/// Errors: the handle's; kInvalidUsage when the listener uses another BRAID_NET_TRANSPORT; kSystemError when a
+/// socket fails, the connection is not up within the timeout or the UCX worker cannot be created.
 Result<std::unique_ptr<SendComm>> connectStep(void* handle, const ConnectionOptions& options);
 
 /// One step of accepting: takes pending connections and hellos; returns the first complete connection,
-/// nullptr while none is. Errors: kSystemError from accept(2). Stray sockets (wrong nonce, EOF) are dropped.
+/// nullptr while none is. Errors: kSystemError from accept(2) or the UCX worker. Stray sockets (wrong nonce, EOF)
+/// are dropped.
 Result<std::unique_ptr<RecvComm>> acceptStep(ListenComm* listen);
 
 }  // namespace braid::nccl_plugin

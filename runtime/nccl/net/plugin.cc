@@ -1,6 +1,7 @@
 #include "net/plugin.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 
@@ -9,6 +10,7 @@
 #include "net/comm.h"
 #include "net/connect.h"
 #include "net/devices.h"
+#include "net/ucx_path.h"
 
 namespace braid::nccl_plugin {
 namespace {
@@ -30,9 +32,10 @@ NetContext* g_legacy = nullptr;
 int fail(const Status& status, const char* what) { return report(status, kSubsysNet, what); }
 Status invalid(const std::string& text) { return Status(StatusCode::kInvalidArgument, text); }
 
-// BRAID_NET_NSOCKS / BRAID_NET_NTHREADS / BRAID_TIMEOUT / BRAID_NET_IDLE_TIMEOUT.
+// BRAID_NET_TRANSPORT / BRAID_NET_NSOCKS / BRAID_NET_NTHREADS / BRAID_TIMEOUT / BRAID_NET_IDLE_TIMEOUT.
 Result<ConnectionOptions> readOptions() {
   ConnectionOptions options;
+  BRAID_ASSIGN_OR_RETURN(options.transport, parseNetTransport(envString("BRAID_NET_TRANSPORT")));
   // A value that is no integer is a configuration error like one out of range: ncclInvalidUsage for both.
   Result<int64_t> nsocks_read = envInt("BRAID_NET_NSOCKS");
   Result<int64_t> nthreads_read = envInt("BRAID_NET_NTHREADS");
@@ -57,6 +60,9 @@ Result<ConnectionOptions> readOptions() {
                               envString("BRAID_NET_IDLE_TIMEOUT")));
   }
   options.idle_timeout_s = std::min(*idle, kMaxTimeoutSeconds);
+  if (options.transport == NetTransport::kUcx) {
+    BRAID_ASSIGN_OR_RETURN(options.ucx, acquireUcxContext());
+  }
   return options;
 }
 
@@ -68,10 +74,18 @@ Result<NetContext*> makeContext(uint64_t comm_id, const nccl_abi::NetCommConfig*
   ctx->traffic_class = config != nullptr ? config->trafficClass : nccl_abi::kNetTrafficClassUndef;
   ctx->options = options;
   std::memset(&ctx->attr, 0xff, sizeof(ctx->attr));
-  BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet,
-                   "NET/Braid: init comm {:#x}: {} devices, {} data sockets over {} helper threads per "
-                   "connection, timeout {:g} s",
-                   comm_id, devices->size(), options.nsocks, options.nthreads, options.timeout_s);
+  if (options.transport == NetTransport::kUcx) {
+    const char* tls = std::getenv("UCX_TLS");
+    BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet,
+                     "NET/Braid: init comm {:#x}: {} devices, data over UCX (UCX_TLS={}), a worker per connection, "
+                     "timeout {:g} s",
+                     comm_id, devices->size(), tls != nullptr ? tls : "unset", options.timeout_s);
+  } else {
+    BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet,
+                     "NET/Braid: init comm {:#x}: {} devices, data over TCP: {} data sockets over {} helper threads "
+                     "per connection, timeout {:g} s",
+                     comm_id, devices->size(), options.nsocks, options.nthreads, options.timeout_s);
+  }
   return ctx.release();
 }
 

@@ -4,8 +4,9 @@
 // errors through NCCL's logger:
 //   ncclInvalidArgument  a NULL or foreign pointer, an index or count out of range;
 //   ncclInvalidUsage     bad configuration (BRAID_NET_IF / NCCL_SOCKET_IFNAME matching nothing, BRAID_NET_*
-//                        out of range), CUDA or DMA-BUF memory (host memory only), a truncated message;
-//   ncclSystemError      socket failures, a peer that disappeared, a connection not up within BRAID_TIMEOUT.
+//                        out of range, BRAID_NET_TRANSPORT=ucx in a build without UCX, ranks that disagree on
+//                        BRAID_NET_TRANSPORT), CUDA or DMA-BUF memory (host memory only), a truncated message;
+//   ncclSystemError      socket and UCX failures, a peer that disappeared, a connection not up within BRAID_TIMEOUT.
 #pragma once
 
 #include <cstddef>
@@ -18,9 +19,10 @@ namespace braid::nccl_plugin {
 /// The name NCCL matches against NCCL_NET (case-insensitive).
 inline constexpr const char* kNetPluginName = "Braid";
 
-/// init (v11): one context per communicator; reads BRAID_NET_IF (or NCCL_SOCKET_IFNAME), BRAID_NET_NSOCKS,
-/// BRAID_NET_NTHREADS, BRAID_TIMEOUT and BRAID_NET_IDLE_TIMEOUT. Fails (NCCL then falls back to its internal plugins)
-/// when no device is usable or a variable is invalid.
+/// init (v11): one context per communicator; reads BRAID_NET_IF (or NCCL_SOCKET_IFNAME), BRAID_NET_TRANSPORT,
+/// BRAID_NET_NSOCKS, BRAID_NET_NTHREADS, BRAID_TIMEOUT and BRAID_NET_IDLE_TIMEOUT; with UCX it takes the process's
+/// ucp context. Fails (NCCL then falls back to its internal plugins) when no device is usable, a variable is
+/// invalid, BRAID_NET_TRANSPORT=ucx in a build without UCX (ncclInvalidUsage) or ucp_init fails (ncclSystemError).
 int netInit(void** ctx, uint64_t comm_id, nccl_abi::NetCommConfig* config, nccl_abi::Logger logger,
             nccl_abi::ProfilerCallback profiler);
 /// init of tables <= v10: one process-wide context that listen / connect of those versions use.
@@ -49,7 +51,7 @@ int netCloseSend(void* send_comm);
 int netCloseRecv(void* recv_comm);
 int netCloseListen(void* listen_comm);
 int netFinalize(void* ctx);
-/// Stores the hints in the context and logs them at TRACE; they change nothing over TCP.
+/// Stores the hints in the context and logs them at TRACE; they change nothing over TCP or UCX.
 int netSetNetAttr(void* ctx, nccl_abi::NetAttrV11* attr);
 
 }  // namespace braid::nccl_plugin

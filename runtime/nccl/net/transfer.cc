@@ -1,9 +1,8 @@
-// The data path of the net plugin (net/comm.h): helper threads, isend / irecv / iflush / test.
+// The comms of the net plugin (net/comm.h): the control stream, matching, isend / irecv / iflush / test, close.
+// One piece of code for both data paths (net/tcp_path.h, net/ucx_path.h).
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <poll.h>
 #include <sched.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,12 +11,11 @@
 
 #include "common/plugin_log.h"
 #include "net/comm.h"
+#include "net/tcp_path.h"
+#include "net/ucx_path.h"
 
 namespace braid::nccl_plugin {
 namespace {
-
-constexpr int kWorkerPollMs = 100;            // longest sleep of a helper between checks of its stop flag
-constexpr size_t kHelpBudgetBytes = 4 << 20;  // most bytes one test() call moves itself
 
 Status socketError(const std::string& what, int err) {
   return Status(StatusCode::kSystemError, what + ": " + net::errnoText(err));
@@ -26,169 +24,19 @@ Status socketError(const std::string& what, int err) {
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------------
-// SocketWorker
+// DataPath: the failure state both paths share
 
-SocketWorker::SocketWorker(DataPath* path, std::vector<int> sockets)
-    : path_(path),
-      sockets_(std::move(sockets)),
-      queues_(sockets_.size()),
-      io_(std::make_unique<std::mutex[]>(sockets_.size())) {
-  event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  thread_ = std::thread([this] { run(); });
-}
-
-SocketWorker::~SocketWorker() {
-  stop();
-  if (event_fd_ >= 0) close(event_fd_);
-}
-
-void SocketWorker::wake() {
-  if (event_fd_ < 0) return;
-  const uint64_t one = 1;
-  ssize_t ignored = write(event_fd_, &one, sizeof(one));
-  (void)ignored;
-}
-
-void SocketWorker::enqueue(int socket, ChunkTask task) {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (size_t q = 0; q < sockets_.size(); ++q) {
-      if (sockets_[q] == socket) queues_[q].push_back(task);
-    }
-  }
-  wake();
-}
-
-void SocketWorker::stop() {
-  stop_.store(true);
-  wake();
-  if (thread_.joinable()) thread_.join();
-}
-
-bool SocketWorker::progress(size_t q, size_t* budget) {
-  ChunkTask* task;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (queues_[q].empty()) return false;
-    task = &queues_[q].front();  // deque: the front stays put while others are appended
-  }
-  const int fd = path_->fd(sockets_[q]);
-  while (task->moved < task->bytes) {
-    if (budget != nullptr && *budget == 0) return false;
-    size_t want = task->bytes - task->moved;
-    if (budget != nullptr && want > *budget) want = *budget;
-    const ssize_t got = path_->sending() ? send(fd, task->data + task->moved, want, MSG_NOSIGNAL)
-                                         : recv(fd, task->data + task->moved, want, 0);
-    if (got > 0) {
-      task->moved += static_cast<size_t>(got);
-      if (budget != nullptr) *budget -= static_cast<size_t>(got);
-      path_->touch();
-      continue;
-    }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
-    const std::string what = std::string("NET/Braid: data socket ") + std::to_string(sockets_[q]);
-    if (got == 0) {
-      path_->fail(StatusCode::kSystemError, what + ": connection closed by the peer (its process exited?)");
-    } else {
-      path_->fail(StatusCode::kSystemError, socketError(what, errno).message());
-    }
-    return false;
-  }
-  task->pending->fetch_sub(1, std::memory_order_acq_rel);
-  std::lock_guard<std::mutex> lock(mutex_);
-  queues_[q].pop_front();
-  return true;
-}
-
-bool SocketWorker::help(size_t* budget) {
-  bool moved = false;
-  for (size_t q = 0; q < sockets_.size() && *budget > 0 && !path_->failed(); ++q) {
-    std::unique_lock<std::mutex> io(io_[q], std::try_to_lock);
-    if (!io.owns_lock()) continue;  // the helper is on it
-    const size_t before = *budget;
-    while (progress(q, budget)) {
-    }
-    moved = moved || *budget != before;
-  }
-  return moved;
-}
-
-void SocketWorker::run() {
-  std::vector<pollfd> fds;
-  while (!stop_.load()) {
-    fds.clear();
-    fds.push_back({event_fd_, POLLIN, 0});
-    int timeout_ms = kWorkerPollMs;
-    if (!path_->failed()) {
-      for (size_t q = 0; q < sockets_.size(); ++q) {
-        std::unique_lock<std::mutex> io(io_[q], std::try_to_lock);
-        if (!io.owns_lock()) {
-          timeout_ms = 1;  // the caller's thread is moving bytes on it: look again soon
-          continue;
-        }
-        while (progress(q, nullptr)) {
-        }
-        bool busy;
-        {
-          std::lock_guard<std::mutex> lock(mutex_);
-          busy = !queues_[q].empty();
-        }
-        if (busy && !path_->failed()) {
-          fds.push_back({path_->fd(sockets_[q]), static_cast<short>(path_->sending() ? POLLOUT : POLLIN), 0});
-        }
-      }
-    }
-    if (poll(fds.data(), fds.size(), timeout_ms) > 0 && (fds[0].revents & POLLIN) != 0) {
-      uint64_t count;
-      ssize_t ignored = read(event_fd_, &count, sizeof(count));
-      (void)ignored;
-    }
-  }
-}
-
-// ---------------------------------------------------------------------------------------------------------------
-// DataPath
-
-DataPath::DataPath(bool sending, std::vector<net::Fd> sockets, int nthreads, double timeout_s)
-    : sending_(sending), sockets_(std::move(sockets)), nthreads_(nthreads), timeout_s_(timeout_s) {
+DataPath::DataPath(bool sending, double idle_timeout_s) : sending_(sending), idle_timeout_s_(idle_timeout_s) {
   touch();
-  for (int t = 0; t < nthreads_; ++t) {
-    std::vector<int> mine;
-    for (int s = t; s < nsocks(); s += nthreads_) mine.push_back(s);
-    workers_.push_back(std::make_unique<SocketWorker>(this, std::move(mine)));
-  }
 }
 
-DataPath::~DataPath() { shutdown(); }
-
-void DataPath::shutdown() {
-  for (auto& w : workers_) w->stop();
-  workers_.clear();
+Status DataPath::connectTo(const std::string&) {
+  return Status(StatusCode::kInternalError, "NET/Braid: an address record on a connection whose data path takes none");
 }
 
 int64_t DataPath::nowNs() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-void DataPath::post(uint64_t seq, char* data, size_t size, std::atomic<int>* pending) {
-  if (size == 0) return;
-  const size_t chunk = chunkBytes(size, nsocks());
-  const int count = static_cast<int>((size + chunk - 1) / chunk);
-  pending->fetch_add(count, std::memory_order_acq_rel);
-  for (int c = 0; c < count; ++c) {
-    const size_t offset = static_cast<size_t>(c) * chunk;
-    const size_t bytes = std::min(chunk, size - offset);
-    const int socket = static_cast<int>((seq + static_cast<uint64_t>(c)) % static_cast<uint64_t>(nsocks()));
-    workers_[socket % nthreads_]->enqueue(socket, ChunkTask{data + offset, bytes, 0, pending});
-  }
-}
-
-bool DataPath::help(size_t budget) {
-  bool moved = false;
-  for (auto& w : workers_) moved = w->help(&budget) || moved;
-  return moved;
 }
 
 void DataPath::fail(StatusCode code, const std::string& reason) {
@@ -206,11 +54,11 @@ Status DataPath::failure() const {
 bool DataPath::checkStalled(const std::string& what) {
   if (failed()) return true;
   const double idle_s = static_cast<double>(nowNs() - last_progress_ns_.load(std::memory_order_relaxed)) * 1e-9;
-  if (timeout_s_ > 0 && idle_s > timeout_s_) {
+  if (idle_timeout_s_ > 0 && idle_s > idle_timeout_s_) {
     fail(StatusCode::kSystemError,
          fmt::format("NET/Braid: {}: no byte moved for {:.1f} s (BRAID_NET_IDLE_TIMEOUT={:g}): "
                      "the peer stopped or the network is down",
-                     what, idle_s, timeout_s_));
+                     what, idle_s, idle_timeout_s_));
   }
   return failed();
 }
@@ -256,21 +104,16 @@ void setKeepAlive(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
 }
 
-template <class Comm>
-std::unique_ptr<Comm> makeComm(bool sending, std::vector<net::Fd> sockets, int nthreads, double timeout_s,
-                               std::string peer) {
-  auto comm = std::make_unique<Comm>();
-  for (const net::Fd& s : sockets) setKeepAlive(s.get());
-  comm->control = std::move(sockets[0]);
-  std::vector<net::Fd> data;
-  for (size_t i = 1; i < sockets.size(); ++i) data.push_back(std::move(sockets[i]));
-  comm->path = std::make_unique<DataPath>(sending, std::move(data), nthreads, timeout_s);
-  comm->peer = std::move(peer);
-  return comm;
+// Appends one control record (and its payload) to the bytes to write.
+void queueRecord(CommBase* comm, const MessageHeader& record, const std::string& payload = {}) {
+  const char* bytes = reinterpret_cast<const char*>(&record);
+  comm->control_out.insert(comm->control_out.end(), bytes, bytes + sizeof(record));
+  comm->control_out.insert(comm->control_out.end(), payload.begin(), payload.end());
+  comm->control_queued += sizeof(record) + payload.size();
 }
 
-// Writes queued header bytes as far as the control socket takes them.
-void flushControl(SendComm* comm) {
+// Writes queued control bytes as far as the control socket takes them.
+void flushControl(CommBase* comm) {
   while (!comm->control_out.empty() && !comm->path->failed()) {
     const ssize_t got = send(comm->control.get(), comm->control_out.data(), comm->control_out.size(), MSG_NOSIGNAL);
     if (got > 0) {
@@ -281,21 +124,89 @@ void flushControl(SendComm* comm) {
     }
     if (got < 0 && errno == EINTR) continue;
     if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    comm->path->fail(StatusCode::kSystemError,
-                     socketError("NET/Braid: control socket to " + comm->peer, got < 0 ? errno : EPIPE).message());
+    comm->path->fail(
+        StatusCode::kSystemError,
+        socketError("NET/Braid: control connection with " + comm->peer, got < 0 ? errno : EPIPE).message());
   }
 }
 
-// Matches one received header to the oldest receive still missing messages.
+// One complete record from the peer (net/handle.h): a receiver takes headers and the goodbye, a sender the UCX
+// address announcement and the goodbye.
+void onRecord(CommBase* comm, const MessageHeader& record) {
+  if (record.magic == kGoodbyeMagic) {
+    comm->goodbye = true;
+    return;
+  }
+  if (comm->kind == ObjectKind::kRecv && record.magic == kHandleMagic && !comm->goodbye) {
+    auto* recv = static_cast<RecvComm*>(comm);
+    recv->headers.push_back(record);
+    ++recv->announced;
+    return;
+  }
+  if (comm->kind == ObjectKind::kSend && record.magic == kAddressMagic && record.size > 0 &&
+      record.size <= kMaxAddressBytes && comm->payload.empty()) {
+    comm->payload.assign(record.size, '\0');
+    comm->payload_want = record.size;
+    return;
+  }
+  comm->path->fail(StatusCode::kSystemError, "NET/Braid: corrupt record on the control connection with " + comm->peer);
+}
+
+// Reads what the control socket holds (a receiver up to kMaxQueuedHeaders unmatched headers), handing complete
+// records to onRecord; notes EOF (or a reset: the peer's process ended with bytes unread).
+void readControlRecords(CommBase* comm) {
+  while (!comm->control_closed && !comm->path->failed()) {
+    if (comm->kind == ObjectKind::kRecv && static_cast<RecvComm*>(comm)->headers.size() >= kMaxQueuedHeaders) return;
+    const bool in_payload = comm->payload_want > 0;
+    char* into = in_payload ? comm->payload.data() + (comm->payload.size() - comm->payload_want)
+                            : comm->record + comm->record_have;
+    const size_t want = in_payload ? comm->payload_want : sizeof(comm->record) - comm->record_have;
+    const ssize_t got = recv(comm->control.get(), into, want, 0);
+    if (got > 0) {
+      comm->path->touch();
+      if (in_payload) {
+        comm->payload_want -= static_cast<size_t>(got);
+        comm->address_pending = comm->payload_want == 0;
+        continue;
+      }
+      comm->record_have += static_cast<size_t>(got);
+      if (comm->record_have == sizeof(comm->record)) {
+        MessageHeader record;
+        std::memcpy(&record, comm->record, sizeof(record));
+        comm->record_have = 0;
+        onRecord(comm, record);
+      }
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got == 0 || errno == ECONNRESET) {
+      comm->control_closed = true;
+      comm->closed_at_ns = DataPath::nowNs();
+      return;
+    }
+    comm->path->fail(StatusCode::kSystemError,
+                     socketError("NET/Braid: control connection with " + comm->peer, errno).message());
+  }
+}
+
+// readControlRecords, then a complete UCX address goes to the data path, unless the receiver already closed the
+// connection (its worker is gone then: nothing is to be connected to it).
+void readControl(CommBase* comm) {
+  readControlRecords(comm);
+  if (comm->address_pending && comm->payload_want == 0 && !comm->control_closed && !comm->path->failed()) {
+    comm->address_pending = false;
+    Status connected = comm->path->connectTo(comm->payload);
+    if (!connected.isOk()) comm->path->fail(connected.code(), connected.message());
+  }
+}
+
+// Matches one header to the oldest receive still missing messages and starts its payload.
 void assignHeader(RecvComm* comm, const MessageHeader& header) {
   Request* r = comm->unassigned.front();
   int slot = -1;
   for (int i = 0; i < r->n && slot < 0; ++i)
     if (!r->assigned[i] && r->tags[i] == header.tag) slot = i;
-  if (header.magic != kHandleMagic) {
-    comm->path->fail(StatusCode::kSystemError, "NET/Braid: corrupt message header from " + comm->peer);
-    return;
-  }
   if (slot < 0) {
     comm->path->fail(StatusCode::kInternalError,
                      fmt::format("NET/Braid: message with tag {} from {} matches no buffer of the posted receive",
@@ -311,36 +222,58 @@ void assignHeader(RecvComm* comm, const MessageHeader& header) {
   r->assigned[slot] = true;
   r->sizes[slot] = header.size;
   ++r->assigned_count;
-  comm->path->post(comm->next_seq++, r->data[slot], header.size, &r->pending);
+  const uint64_t seq = comm->next_seq++;
+  if (header.size > 0) comm->path->post(seq, r->data[slot], header.size, &r->pending);
   if (r->assigned_count == r->n) comm->unassigned.pop_front();
 }
 
-// Reads headers while receives wait for messages.
-void readControl(RecvComm* comm) {
-  while (!comm->unassigned.empty() && !comm->control_closed && !comm->path->failed()) {
-    const ssize_t got =
-        recv(comm->control.get(), comm->header + comm->header_have, sizeof(comm->header) - comm->header_have, 0);
-    if (got > 0) {
-      comm->header_have += static_cast<size_t>(got);
-      comm->path->touch();
-      if (comm->header_have == sizeof(comm->header)) {
-        MessageHeader header;
-        std::memcpy(&header, comm->header, sizeof(header));
-        comm->header_have = 0;
-        assignHeader(comm, header);
-      }
-      continue;
+void matchHeaders(RecvComm* comm) {
+  while (!comm->unassigned.empty() && !comm->headers.empty() && !comm->path->failed()) {
+    const MessageHeader header = comm->headers.front();
+    comm->headers.pop_front();
+    assignHeader(comm, header);
+  }
+}
+
+bool sendComplete(const SendComm* comm, const Request& r) {
+  return comm->control_written >= r.header_end && r.pending.load(std::memory_order_acquire) == 0;
+}
+
+bool sendsPending(const SendComm* comm) {
+  for (const Request& r : comm->requests) {
+    if (r.used && r.type == Request::Type::kSend && !sendComplete(comm, r)) return true;
+  }
+  return false;
+}
+
+// After EOF on the control socket (net/comm.h "Closing and failures"): a sender without the receiver's goodbye
+// died, and so did a receiver without the sender's; after a sender's goodbye only receives that no header will
+// reach fail, after a receiver's a send still pending kPeerCloseGraceS later.
+void checkPeerClosed(CommBase* comm) {
+  if (!comm->control_closed || comm->path->failed()) return;
+  if (comm->kind == ObjectKind::kRecv) {
+    auto* recv = static_cast<RecvComm*>(comm);
+    if (!recv->goodbye) {
+      recv->path->fail(StatusCode::kSystemError,
+                       "NET/Braid: connection from " + recv->peer +
+                           " closed without a goodbye: the sender died (its process exited?)");
+    } else if (!recv->unassigned.empty() && recv->headers.empty()) {
+      recv->path->fail(StatusCode::kSystemError,
+                       fmt::format("NET/Braid: connection from {} closed by the sender after {} message(s); a posted "
+                                   "receive waits for more",
+                                   recv->peer, recv->announced));
     }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (got == 0) {
-      // The sender closed (or died): messages already announced may still be arriving on the data sockets;
-      // receives still waiting for a message fail at their next test.
-      comm->control_closed = true;
-      return;
-    }
-    comm->path->fail(StatusCode::kSystemError,
-                     socketError("NET/Braid: control socket from " + comm->peer, errno).message());
+    return;
+  }
+  auto* send = static_cast<SendComm*>(comm);
+  if (!sendsPending(send)) return;  // a later isend fails in sendPost
+  if (!send->goodbye) {
+    send->path->fail(StatusCode::kSystemError,
+                     "NET/Braid: connection to " + send->peer +
+                         " closed without a goodbye: the receiver died (its process exited?)");
+  } else if (static_cast<double>(DataPath::nowNs() - send->closed_at_ns) * 1e-9 > kPeerCloseGraceS) {
+    send->path->fail(StatusCode::kSystemError,
+                     "NET/Braid: connection to " + send->peer + " closed by the receiver while a send was pending");
   }
 }
 
@@ -354,18 +287,50 @@ int reportFailure(CommBase* comm, const char* what) {
   return toNcclResultCode(failure.code());
 }
 
-}  // namespace
-
-std::unique_ptr<SendComm> makeSendComm(std::vector<net::Fd> sockets, int nthreads, double timeout_s, std::string peer) {
-  return makeComm<SendComm>(true, std::move(sockets), nthreads, timeout_s, std::move(peer));
+template <class Comm>
+Result<std::unique_ptr<Comm>> makeComm(bool sending, std::vector<net::Fd> sockets, const DataPathOptions& options,
+                                       std::string peer) {
+  auto comm = std::make_unique<Comm>();
+  for (const net::Fd& s : sockets) setKeepAlive(s.get());
+  comm->control = std::move(sockets[0]);
+  comm->peer = std::move(peer);
+  if (options.transport == NetTransport::kUcx) {
+    BRAID_ASSIGN_OR_RETURN(comm->path, makeUcxDataPath(sending, options.ucx, options.idle_timeout_s, comm->peer));
+  } else {
+    std::vector<net::Fd> data;
+    for (size_t i = 1; i < sockets.size(); ++i) data.push_back(std::move(sockets[i]));
+    comm->path = std::make_unique<TcpDataPath>(sending, std::move(data), options.nthreads, options.idle_timeout_s);
+  }
+  const std::string address = comm->path->localAddress();
+  if (!sending && !address.empty()) {
+    MessageHeader record;
+    record.size = address.size();
+    record.magic = kAddressMagic;
+    queueRecord(comm.get(), record, address);
+    flushControl(comm.get());
+  }
+  return comm;
 }
 
-std::unique_ptr<RecvComm> makeRecvComm(std::vector<net::Fd> sockets, int nthreads, double timeout_s, std::string peer) {
-  return makeComm<RecvComm>(false, std::move(sockets), nthreads, timeout_s, std::move(peer));
+}  // namespace
+
+Result<std::unique_ptr<SendComm>> makeSendComm(std::vector<net::Fd> sockets, const DataPathOptions& options,
+                                               std::string peer) {
+  return makeComm<SendComm>(true, std::move(sockets), options, std::move(peer));
+}
+
+Result<std::unique_ptr<RecvComm>> makeRecvComm(std::vector<net::Fd> sockets, const DataPathOptions& options,
+                                               std::string peer) {
+  return makeComm<RecvComm>(false, std::move(sockets), options, std::move(peer));
 }
 
 int sendPost(SendComm* comm, void* data, size_t size, int tag, void** request) {
   *request = nullptr;
+  readControl(comm);
+  if (comm->control_closed && !comm->path->failed()) {
+    comm->path->fail(StatusCode::kSystemError,
+                     "NET/Braid: isend: the receiver " + comm->peer + " closed the connection");
+  }
   if (comm->path->failed()) return reportFailure(comm, "isend");
   if (size > 0 && data == nullptr) {
     return report(Status(StatusCode::kInvalidArgument, "isend: data is NULL"), nccl_abi::kSubsysNet, "isend");
@@ -379,11 +344,10 @@ int sendPost(SendComm* comm, void* data, size_t size, int tag, void** request) {
   MessageHeader header;
   header.size = size;
   header.tag = tag;
-  const char* bytes = reinterpret_cast<const char*>(&header);
-  comm->control_out.insert(comm->control_out.end(), bytes, bytes + sizeof(header));
-  comm->control_queued += sizeof(header);
+  queueRecord(comm, header);
   r->header_end = comm->control_queued;
-  comm->path->post(comm->next_seq++, r->data[0], size, &r->pending);
+  const uint64_t seq = comm->next_seq++;
+  if (size > 0) comm->path->post(seq, r->data[0], size, &r->pending);
   comm->path->touch();
   flushControl(comm);
   *request = r;
@@ -411,7 +375,9 @@ int recvPost(RecvComm* comm, int n, void** data, const size_t* sizes, const int*
   }
   comm->unassigned.push_back(r);
   comm->path->touch();
+  flushControl(comm);
   readControl(comm);
+  matchHeaders(comm);
   *request = r;
   return nccl_abi::kSuccess;
 }
@@ -424,23 +390,21 @@ int flushPost(RecvComm* comm, void** request) {
 
 namespace {
 
-// Whether `r` is complete, after progressing the control socket.
+// Whether `r` is complete, after progressing the control socket both ways.
 bool requestComplete(Request* r) {
   CommBase* base = static_cast<CommBase*>(r->comm);
   if (r->type == Request::Type::kFlush) return true;
+  flushControl(base);
+  readControl(base);
   if (r->type == Request::Type::kSend) {
     auto* comm = static_cast<SendComm*>(base);
-    flushControl(comm);
-    return comm->control_written >= r->header_end && r->pending.load(std::memory_order_acquire) == 0;
+    checkPeerClosed(comm);
+    return sendComplete(comm, *r);
   }
   auto* comm = static_cast<RecvComm*>(base);
-  readControl(comm);
-  const bool complete = r->assigned_count == r->n && r->pending.load(std::memory_order_acquire) == 0;
-  if (!complete && r->assigned_count < r->n && comm->control_closed) {
-    comm->path->fail(StatusCode::kSystemError,
-                     "NET/Braid: connection from " + comm->peer + " closed by the peer (its process exited?)");
-  }
-  return complete;
+  matchHeaders(comm);
+  checkPeerClosed(comm);
+  return r->assigned_count == r->n && r->pending.load(std::memory_order_acquire) == 0;
 }
 
 }  // namespace
@@ -449,16 +413,16 @@ int requestTest(Request* r, int* done, int* sizes) {
   *done = 0;
   CommBase* base = static_cast<CommBase*>(r->comm);
   bool complete = requestComplete(r);
-  // NCCL's proxy polls test() in a loop: rather than spin, its thread moves bytes on sockets whose helper is
-  // not busy with them (bounded per call, so test() returns promptly).
-  if (!complete && base->path->help(kHelpBudgetBytes)) complete = requestComplete(r);
+  // NCCL's proxy polls test() in a loop: rather than spin, its thread moves bytes itself (TCP: on sockets whose
+  // helper is not busy with them, bounded per call; UCX: progresses the worker).
+  if (!complete && base->path->progress()) complete = requestComplete(r);
   if (!complete) {
     if (base->path->checkStalled(r->type == Request::Type::kSend ? "isend to " + base->peer
                                                                  : "irecv from " + base->peer)) {
       return reportFailure(base, "test");
     }
-    // NCCL's proxy polls test() in a loop: give the core to the helpers that move the bytes (on a host with
-    // fewer cores than busy threads this is most of the throughput; with idle cores it returns at once).
+    // Give the core to the threads that move the bytes (on a host with fewer cores than busy threads this is most
+    // of the throughput; with idle cores it returns at once).
     sched_yield();
     return nccl_abi::kSuccess;
   }
@@ -473,7 +437,28 @@ int requestTest(Request* r, int* done, int* sizes) {
 }
 
 void closeComm(CommBase* comm) {
-  if (comm->path) comm->path->shutdown();
+  if (comm->path) {
+    // The goodbye: a sender's says every message it announced was delivered, a receiver's that it closed on purpose.
+    flushControl(comm);
+    readControl(comm);
+    bool goodbye = !comm->control_closed && comm->control.valid();
+    if (comm->kind == ObjectKind::kSend) {
+      goodbye = goodbye && !comm->path->failed() && !sendsPending(static_cast<SendComm*>(comm)) &&
+                comm->path->drain(kCloseDrainS);
+    } else if (!comm->path->failed()) {
+      comm->path->drain(kCloseDrainS);
+    }
+    if (goodbye) {
+      MessageHeader record;
+      record.size = comm->next_seq;
+      record.magic = kGoodbyeMagic;
+      queueRecord(comm, record);
+      // Best effort, bounded: a peer that stopped reading is not waited for longer.
+      (void)net::writeAll(comm->control.get(), comm->control_out.data(), comm->control_out.size(),
+                          net::Deadline::after(kCloseDrainS), "NET/Braid: goodbye to " + comm->peer);
+    }
+    comm->path->shutdown();
+  }
   comm->control.reset();
   comm->path.reset();
   comm->kind = ObjectKind::kDead;
