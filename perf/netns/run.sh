@@ -1,0 +1,286 @@
+#!/usr/bin/env bash
+# perf/netns/run.sh — the all-to-all on emulated hosts (docs/congestion.md, "Measured on emulated hosts").
+#
+# Builds a small cluster out of network namespaces on this machine: H hosts (namespaces <prefix>-h0 ...), each with
+# one interface eth0 (10.231.0.<k+1>/24), joined by veth pairs to a Linux bridge that lives in a namespace of its
+# own (<prefix>-sw). Every bridge port towards a host is that host's downlink: an HTB class at --rate with a short
+# pfifo (--queue packets) under it — a shallow-buffered switch port, where an all-to-all's incast (every sender
+# into one receiver) overflows. Segmentation offloads are turned off on every veth so the pfifo counts MTU-sized
+# packets. Nothing is configured outside these namespaces: no address, route or interface of the namespace the
+# script runs in is touched, and every address used lives only inside them.
+#
+# Then, for every round and every policy (the order alternates between rounds), it starts one rank per host —
+# `netns_alltoall` (this folder), or any --program that prints the same SAMPLE/CHECK lines — over the TCP
+# transport, runs the all-to-all at every size with every byte checked, and prints p50/p99 completion time and
+# throughput per policy side by side, with the change of adaptive against fixed. Namespaces and processes are
+# removed on every exit (trap).
+#
+# Exit status: 0 when every run completed with every byte right; 1 otherwise; 2 on bad flags; 77 (ctest's skip)
+# when namespaces cannot be created here (not root, no `ip`/`tc`/`unshare`), with a line saying why.
+#
+# usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 1gbit] [--queue 32] [--delay 0] [--sizes 1M,4M,16M]
+#                          [--iters 20] [--warmup 2] [--rounds 2] [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
+#                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR]
+#   --policy  a policy to compare, named LABEL, with its environment (default: 'fixed:BRAID_CC_POLICY=fixed' and
+#             'adaptive:BRAID_CC_POLICY=adaptive'); repeat for more (e.g. 'credits2:BRAID_CC_CREDITS=2').
+#   --env     environment of every rank of every policy (repeatable).
+#   --program a second program run instead of the driver in every namespace, with the same environment
+#             (BRAID_RANK, BRAID_WORLD_SIZE, BRAID_ROOT=10.231.0.1:port, BRAID_SOCKET_IFNAME=eth0, the policy's
+#             variables) plus NETNS_LABEL, NETNS_SIZES, NETNS_ITERS, NETNS_WARMUP, NETNS_HOSTS (the hosts'
+#             addresses, comma-separated); rank 0 must print `SAMPLE <label> <size> <iter> <us>` per timed
+#             iteration and `CHECK <label> <size> <wrong bytes>` per size (as netns_alltoall does).
+#   --delay   one-way delay added on every host's uplink (netem, e.g. 50us): a longer base RTT.
+#   --smoke   CI mode: 4 hosts, sizes 256K,1M, 5 iterations, 1 warm-up, 1 round (well under a minute).
+set -uo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+hosts=4
+rate=1gbit
+queue=32
+delay=0
+sizes=1M,4M,16M
+iters=20
+warmup=2
+rounds=2
+driver="$here/../../build/bin/netns_alltoall"
+program=""
+keep_logs=""
+policies=()
+extra_env=()
+
+die() { echo "netns: $*" >&2; exit 2; }
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --smoke) sizes=256K,1M; iters=5; warmup=1; rounds=1; shift ;;
+    --hosts) hosts=$2; shift 2 ;;
+    --rate) rate=$2; shift 2 ;;
+    --queue) queue=$2; shift 2 ;;
+    --delay) delay=$2; shift 2 ;;
+    --sizes) sizes=$2; shift 2 ;;
+    --iters) iters=$2; shift 2 ;;
+    --warmup) warmup=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --policy) policies+=("$2"); shift 2 ;;
+    --env) extra_env+=("$2"); shift 2 ;;
+    --driver) driver=$2; shift 2 ;;
+    --program) program=$2; shift 2 ;;
+    --keep-logs) keep_logs=$2; shift 2 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    *) die "unknown flag $1 (see --help)" ;;
+  esac
+done
+[[ $hosts =~ ^[0-9]+$ && $hosts -ge 2 && $hosts -le 200 ]] || die "--hosts $hosts: a number in 2..200"
+[[ $queue =~ ^[0-9]+$ && $queue -ge 1 ]] || die "--queue $queue: packets, at least 1"
+[[ $iters =~ ^[0-9]+$ && $iters -ge 1 ]] || die "--iters $iters: at least 1"
+[[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || die "--rounds $rounds: at least 1"
+[[ ${#policies[@]} -gt 0 ]] || policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
+if [[ -z $program && ! -x $driver ]]; then
+  die "no driver at $driver (build the netns_alltoall target, or pass --driver / --program)"
+fi
+
+skip() { echo "netns: skipped: $*"; exit 77; }
+[[ $(id -u) -eq 0 ]] || skip "creating network namespaces needs root (uid $(id -u))"
+for tool in ip tc unshare python3; do
+  command -v "$tool" > /dev/null || skip "no '$tool' on this machine"
+done
+
+prefix="bnx$$"
+sw="$prefix-sw"
+pids=()
+workdir=$(mktemp -d)
+cleanup() {
+  local ns pid
+  for pid in "${pids[@]}"; do kill -9 "$pid" 2> /dev/null; done
+  # Whatever still runs inside this script's namespaces was started by it (a rank's children included).
+  for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^$prefix-"); do
+    for pid in $(ip netns pids "$ns" 2> /dev/null); do kill -9 "$pid" 2> /dev/null; done
+  done
+  wait 2> /dev/null
+  for ns in $(ip netns list 2> /dev/null | awk '{print $1}' | grep "^$prefix-"); do ip netns del "$ns" 2> /dev/null; done
+  if [[ -n $keep_logs ]]; then mkdir -p "$keep_logs" && cp -r "$workdir"/. "$keep_logs"/; fi
+  rm -rf "$workdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+ip netns add "$sw" 2> /dev/null || skip "ip netns add failed (no permission for network namespaces here)"
+ip -n "$sw" link set lo up
+ip -n "$sw" link add br0 type bridge || { echo "netns: cannot create a bridge" >&2; exit 1; }
+ip -n "$sw" link set br0 up
+
+# Turns segmentation offloads off (ethtool when present, else the device's GSO limit): one packet per MTU.
+no_offload() {
+  local ns=$1 dev=$2
+  if command -v ethtool > /dev/null; then
+    ip netns exec "$ns" ethtool -K "$dev" tso off gso off gro off > /dev/null 2>&1 && return 0
+  fi
+  ip -n "$ns" link set dev "$dev" gso_max_size 1500 gso_max_segs 1 2> /dev/null || true
+}
+
+addresses=()
+for ((k = 0; k < hosts; k++)); do
+  h="$prefix-h$k"
+  addr="10.231.0.$((k + 1))"
+  addresses+=("$addr")
+  ip netns add "$h" || { echo "netns: cannot create namespace $h" >&2; exit 1; }
+  ip -n "$h" link set lo up
+  ip link add eth0 netns "$h" type veth peer name "p$k" netns "$sw" || { echo "netns: veth for $h failed" >&2; exit 1; }
+  ip -n "$h" addr add "$addr/24" dev eth0
+  ip -n "$h" link set eth0 up
+  ip -n "$sw" link set "p$k" master br0
+  ip -n "$sw" link set "p$k" up
+  no_offload "$h" eth0
+  no_offload "$sw" "p$k"
+  # The host's downlink: rate-limited, a short pfifo (the shallow buffer of a switch port).
+  tc -n "$sw" qdisc add dev "p$k" root handle 1: htb default 1 &&
+    tc -n "$sw" class add dev "p$k" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" &&
+    tc -n "$sw" qdisc add dev "p$k" parent 1:1 handle 10: pfifo limit "$queue" ||
+    { echo "netns: tc on p$k failed (rate '$rate', queue $queue)" >&2; exit 1; }
+  if [[ $delay != 0 ]]; then
+    tc -n "$h" qdisc add dev eth0 root netem delay "$delay" limit 100000 ||
+      { echo "netns: netem delay '$delay' failed" >&2; exit 1; }
+  fi
+done
+host_list=$(IFS=,; echo "${addresses[*]}")
+# Wait for the links (and the bridge's ports) to forward: rank 0 reachable from the last host.
+for _ in $(seq 1 50); do
+  ip netns exec "$prefix-h$((hosts - 1))" ping -c 1 -W 1 "${addresses[0]}" > /dev/null 2>&1 && break
+  sleep 0.1
+done
+
+echo "# netns all-to-all: $hosts hosts, downlinks $rate with a pfifo of $queue packets, uplink delay $delay"
+echo "# sizes $sizes per peer, $iters timed + $warmup warm-up iterations per size, $rounds round(s) per policy"
+echo "# program: ${program:-$driver}"
+[[ ${#extra_env[@]} -gt 0 ]] && echo "# env for every rank: ${extra_env[*]}"
+
+# Packets sent and dropped by the downlinks' pfifos so far (summed over the hosts): "<sent> <dropped>".
+downlink_counters() {
+  local k sent=0 dropped=0 line
+  for ((k = 0; k < hosts; k++)); do
+    line=$(tc -s -n "$sw" qdisc show dev "p$k" | awk '/^qdisc pfifo 10:/{getline; print $4, $7}' | tr -d ',')
+    sent=$((sent + ${line%% *}))
+    dropped=$((dropped + ${line##* }))
+  done
+  echo "$sent $dropped"
+}
+
+status=0
+launch=0
+# One run of every rank with the policy `$1`; rank 0's output is appended to $workdir/samples.
+run_policy() {
+  local spec=$1 label=${1%%:*} vars=""
+  [[ $spec == *:* ]] && vars=${spec#*:}
+  launch=$((launch + 1))
+  local port=$((21000 + launch))
+  pids=()
+  local before
+  before=$(downlink_counters)
+  for ((k = 0; k < hosts; k++)); do
+    local env_list=(BRAID_RANK=$k BRAID_WORLD_SIZE=$hosts BRAID_ROOT=${addresses[0]}:$port
+      BRAID_SOCKET_IFNAME=eth0 BRAID_TRANSPORT=tcp BRAID_CALL_CHECK=off BRAID_TIMEOUT=120
+      NETNS_LABEL=$label NETNS_SIZES=$sizes NETNS_ITERS=$iters NETNS_WARMUP=$warmup NETNS_HOSTS=$host_list)
+    # shellcheck disable=SC2206
+    env_list+=(${extra_env[@]+"${extra_env[@]}"} $vars)
+    local command
+    if [[ -n $program ]]; then
+      command=$program
+    else
+      command="$(printf '%q' "$driver") --sizes $sizes --iters $iters --warmup $warmup --label $(printf '%q' "$label")"
+    fi
+    local out=/dev/null
+    [[ $k -eq 0 ]] && out="$workdir/run$launch.out"
+    # A UTS namespace of its own per rank: every emulated host has its own host name, as real hosts do.
+    ip netns exec "$prefix-h$k" unshare --uts -- sh -c "hostname $prefix-h$k && exec env $(printf '%q ' "${env_list[@]}") timeout 900 $command" \
+      > "$out" 2> "$workdir/run$launch.rank$k.err" &
+    pids+=($!)
+  done
+  local failed=0
+  for ((k = 0; k < hosts; k++)); do
+    if ! wait "${pids[$k]}"; then failed=1; fi
+  done
+  pids=()
+  cat "$workdir/run$launch.out" >> "$workdir/samples"
+  local after
+  after=$(downlink_counters)
+  echo "DROPS $label $((${after%% *} - ${before%% *})) $((${after##* } - ${before##* }))" >> "$workdir/samples"
+  if [[ $failed -ne 0 ]]; then
+    status=1
+    echo "netns: policy $label (run $launch) failed; rank errors:" >&2
+    for ((k = 0; k < hosts; k++)); do sed "s/^/  rank $k: /" "$workdir/run$launch.rank$k.err" | head -5 >&2; done
+  fi
+}
+
+for ((round = 0; round < rounds; round++)); do
+  if ((round % 2 == 0)); then
+    for spec in "${policies[@]}"; do run_policy "$spec"; done
+  else
+    for ((i = ${#policies[@]} - 1; i >= 0; i--)); do run_policy "${policies[$i]}"; done
+  fi
+done
+
+labels=()
+for spec in "${policies[@]}"; do labels+=("${spec%%:*}"); done
+python3 - "$workdir/samples" "$hosts" "$rate" "${labels[@]}" << 'EOF' || status=1
+import math, re, sys
+path, hosts, rate, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
+samples, wrong, packets = {}, {}, {}
+for line in open(path):
+    f = line.split()
+    if len(f) == 5 and f[0] == "SAMPLE":
+        samples.setdefault((f[1], int(f[2])), []).append(float(f[4]))
+    elif len(f) == 4 and f[0] == "DROPS":
+        packets[f[1]] = [a + int(b) for a, b in zip(packets.get(f[1], [0, 0]), f[2:])]
+    elif len(f) == 4 and f[0] == "CHECK":
+        wrong[(f[1], int(f[2]))] = wrong.get((f[1], int(f[2])), 0) + int(f[3])
+m = re.fullmatch(r"([0-9.]+)\s*([kmg]?)(bit|bps)", rate.lower())
+bits = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] * (8 if m.group(3) == "bps" else 1) if m else 0
+
+def pct(values, p):  # nearest rank
+    v = sorted(values)
+    return v[max(0, math.ceil(p / 100 * len(v)) - 1)]
+
+def size_text(b):
+    return f"{b >> 20} MiB" if b >= 1 << 20 and b % (1 << 20) == 0 else f"{b >> 10} KiB"
+
+stats = {}
+for (label, size), v in samples.items():
+    moved = hosts * (hosts - 1) * size * 8 * len(v)  # bits over the network in all timed iterations
+    stats[(label, size)] = dict(n=len(v), p50=pct(v, 50) / 1e3, p99=pct(v, 99) / 1e3, max=max(v) / 1e3,
+                                gbps=moved / (sum(v) * 1e-6) / 1e9)
+sizes = sorted({s for (_, s) in stats})
+print("#")
+print(f"# completion time of one all-to-all (slowest rank), ms; throughput = bytes all hosts sent to other hosts / "
+      f"time, Gbit/s (downlinks: {hosts} x {rate})")
+print(f"# {'size/peer':>10} {'policy':>12} {'iters':>5} {'p50':>9} {'p99':>9} {'max':>9} {'Gbit/s':>7} "
+      f"{'ideal':>8} {'wrong':>6}")
+for size in sizes:
+    ideal = (hosts - 1) * size * 8 / bits * 1e3 if bits else float("nan")
+    for label in labels:
+        s = stats.get((label, size))
+        if s is None:
+            print(f"  {size_text(size):>10} {label:>12}   (no samples)")
+            continue
+        print(f"  {size_text(size):>10} {label:>12} {s['n']:>5} {s['p50']:>9.2f} {s['p99']:>9.2f} {s['max']:>9.2f} "
+              f"{s['gbps']:>7.3f} {ideal:>8.2f} {wrong.get((label, size), 'n/a'):>6}")
+print("#")
+print("# packets through the downlinks' pfifos per policy (all sizes, warm-up included): sent, dropped")
+for label in labels:
+    sent, dropped = packets.get(label, [0, 0])
+    print(f"  {label:>12}: {sent} sent, {dropped} dropped ({100 * dropped / max(1, sent + dropped):.2f}%)")
+if len(labels) >= 2:
+    base = labels[0]
+    print("#")
+    print(f"# change against {base} (negative p99 = lower tail; positive throughput = faster)")
+    for label in labels[1:]:
+        for size in sizes:
+            a, b = stats.get((base, size)), stats.get((label, size))
+            if a and b:
+                print(f"  {size_text(size):>10} {label:>12}: p50 {100 * (b['p50'] / a['p50'] - 1):+6.1f}%  "
+                      f"p99 {100 * (b['p99'] / a['p99'] - 1):+6.1f}%  throughput {100 * (b['gbps'] / a['gbps'] - 1):+6.1f}%")
+bad = sum(1 for k, w in wrong.items() if w != 0)
+missing = [k for k in stats if k not in wrong]
+if bad or missing or not stats:
+    print(f"netns: {bad} size(s) with wrong bytes, {len(missing)} without a check line", file=sys.stderr)
+    sys.exit(1)
+EOF
+exit $status
