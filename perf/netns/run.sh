@@ -18,7 +18,7 @@
 # Exit status: 0 when every run completed with every byte right; 1 otherwise; 2 on bad flags; 77 (ctest's skip)
 # when namespaces cannot be created here (not root, no `ip`/`tc`/`unshare`), with a line saying why.
 #
-# usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 1gbit] [--queue 32] [--delay 0] [--sizes 1M,4M,16M]
+# usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 100mbit] [--queue 32] [--delay 0] [--sizes 1M,4M,16M]
 #                          [--iters 20] [--warmup 2] [--rounds 2] [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
 #                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR]
 #   --policy  a policy to compare, named LABEL, with its environment (default: 'fixed:BRAID_CC_POLICY=fixed' and
@@ -35,7 +35,7 @@ set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
 hosts=4
-rate=1gbit
+rate=100mbit
 queue=32
 delay=0
 sizes=1M,4M,16M

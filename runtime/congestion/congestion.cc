@@ -133,9 +133,9 @@ Result<TcpSignals> readTcpSignals(int fd) {
 SenderControl::SenderControl(const Config& config)
     : config_(config),
       chunk_(config.chunk_max),
-      // Adaptive starts with two chunks in flight and grows (x2 per RTT below twice the bandwidth-delay product,
-      // then +1 chunk per RTT); fixed keeps NCCL's window.
-      window_(config.policy == Policy::kFixed ? config.window : std::min(config.window, 2 * config.chunk_max)) {}
+      // Both start with NCCL's window; adaptive backs off from there on congestion and grows back (x2 per RTT
+      // below twice the bandwidth-delay product, then +1 chunk per RTT).
+      window_(config.window) {}
 
 void SenderControl::onCommit(uint64_t bytes) {
   frames_.push_back(Frame{bytes, -1, bytes == chunk_});
@@ -212,9 +212,21 @@ bool SenderControl::decreaseAllowed(double now_us) const {
   return now_us - last_decrease_us_ >= rtt;
 }
 
+uint64_t SenderControl::windowFloor() const {
+  // Twice what this connection delivers in one base RTT (its fastest delivery rate x the smallest per-chunk RTT
+  // of the current chunk size): below that the window, not the network, would limit it, since every window's
+  // acknowledgement waits for the receiving process as well as the network.
+  double base = 0;
+  for (const BaseRtt& b : bases_) {
+    if (b.chunk == chunk_) base = b.get();
+  }
+  const double floor = 2.0 * static_cast<double>(max_delivery_rate_) * base * 1e-6;
+  return std::clamp<uint64_t>(static_cast<uint64_t>(floor), config_.chunk_min, config_.window);
+}
+
 void SenderControl::decreaseWindow(double factor, double now_us) {
   const double shrunk = static_cast<double>(window_) * std::clamp(factor, kMaxDecrease, 1.0);
-  window_ = std::max<uint64_t>(config_.chunk_min, static_cast<uint64_t>(shrunk));
+  window_ = std::max<uint64_t>(std::min(window_, windowFloor()), static_cast<uint64_t>(shrunk));
   while (chunk_ > window_ && chunk_ / 2 >= config_.chunk_min) chunk_ /= 2;
   chunk_ = std::max(config_.chunk_min, std::min(chunk_, window_));
   growth_ = 0;
@@ -223,11 +235,7 @@ void SenderControl::decreaseWindow(double factor, double now_us) {
 }
 
 void SenderControl::decreaseChunk(double now_us) {
-  if (chunk_ / 2 < config_.chunk_min) {
-    decreaseWindow(kMaxDecrease, now_us);
-    return;
-  }
-  chunk_ /= 2;
+  chunk_ = std::max(config_.chunk_min, chunk_ / 2);
   last_decrease_us_ = now_us;
   ++decreases_;
 }
@@ -241,13 +249,16 @@ void SenderControl::adapt(double rtt_us, uint64_t chunk, uint64_t acked_bytes, d
   const double target = std::max(base * kTargetFactor, base + kTargetSlackUs);
   if (rtt_us > target) {
     if (!decreaseAllowed(now_us)) return;
-    // Delay without a fabric signal: a queue at the receiver's port or host. Several senders waiting at that
-    // receiver make it incast: smaller chunks first (the receiver rotates its credits faster and each sender
-    // queues less), the window once the chunk is at its minimum. Otherwise the window, in proportion to the
-    // excess (Swift's decrease), at most x0.5.
+    // Several senders waiting at this receiver make it incast: smaller chunks first (the receiver's credits
+    // rotate faster and each sender queues less behind the others). Otherwise, when TCP's own RTT shows a queue
+    // in the network (above 2 x its minimum + slack), the window, in proportion to the excess (Swift's decrease),
+    // at most x0.5. A delay TCP does not see is at the hosts (the receiver reading late, this socket's own
+    // backlog): shrinking the window would only idle the link, so it stays.
+    const bool network_queue =
+        tcp_.min_rtt_us > 0 && tcp_.rtt_us > kKernelRttFactor / 2 * tcp_.min_rtt_us + kTargetSlackUs;
     if (chunk == chunk_ && fan_in_ > 1 && chunk_ > config_.chunk_min) {
       decreaseChunk(now_us);
-    } else {
+    } else if (network_queue) {
       decreaseWindow(1.0 - 0.8 * (rtt_us - target) / rtt_us, now_us);
     }
     return;
@@ -301,14 +312,25 @@ std::string SenderControl::describe() const {
 // CreditGranter
 
 CreditGranter::CreditGranter(int credits, uint64_t grant_bytes, int senders)
-    : credits_(credits), grant_bytes_(grant_bytes), senders_(static_cast<size_t>(senders)) {}
+    : credits_(credits),
+      grant_bytes_(grant_bytes),
+      handover_bytes_(grant_bytes / 4),
+      senders_(static_cast<size_t>(senders)) {}
 
 void CreditGranter::grant(int sender, uint64_t bytes) {
   Sender& s = senders_[sender];
-  if (s.outstanding == 0) ++holders_;
+  const bool held = holds(s);
   s.outstanding += bytes;
   s.wanted -= bytes;
+  if (!held && holds(s)) ++holders_;
   ready_.push_back(Grant{sender, bytes});
+}
+
+void CreditGranter::enqueue(int sender) {
+  Sender& s = senders_[sender];
+  if (s.wanted == 0 || s.queued || holds(s)) return;
+  queue_.push_back(sender);
+  s.queued = true;
 }
 
 void CreditGranter::request(int sender, uint64_t bytes) {
@@ -319,10 +341,7 @@ void CreditGranter::request(int sender, uint64_t bytes) {
     grant(sender, s.wanted);
     return;
   }
-  if (s.outstanding == 0 && !s.queued) {
-    queue_.push_back(sender);
-    s.queued = true;
-  }
+  enqueue(sender);
   collect(nullptr);
 }
 
@@ -332,19 +351,13 @@ Status CreditGranter::received(int sender, uint64_t bytes) {
     return invalidArgument(
         fmt::format("sent {} of credited data with {} granted", byteText(bytes), byteText(s.outstanding)));
   }
+  const bool held = holds(s);
   s.outstanding -= bytes;
-  if (credits_ == 0) {
-    if (s.outstanding == 0) --holders_;
-    return Status::ok();
-  }
-  if (s.outstanding == 0) {
+  if (held && !holds(s)) {
+    // Its grant is nearly in: the credit passes on now, while the rest drains, so the receiver's link does not
+    // idle for the next sender's grant to travel. A sender that wants more queues again at the back.
     --holders_;
-    if (s.wanted > 0 && !s.queued) {
-      queue_.push_back(sender);
-      s.queued = true;
-    }
-  } else if (queue_.empty() && s.wanted > 0 && s.outstanding <= grant_bytes_ / 2) {
-    grant(sender, std::min(s.wanted, grant_bytes_));  // alone: renew before the grant runs dry
+    if (credits_ > 0) enqueue(sender);
   }
   collect(nullptr);
   return Status::ok();
@@ -352,7 +365,7 @@ Status CreditGranter::received(int sender, uint64_t bytes) {
 
 void CreditGranter::forget(int sender) {
   Sender& s = senders_[sender];
-  if (s.outstanding > 0) --holders_;
+  if (holds(s)) --holders_;
   s = Sender{};
   queue_.erase(std::remove(queue_.begin(), queue_.end(), sender), queue_.end());
   collect(nullptr);

@@ -33,13 +33,13 @@ enum class Policy { kFixed, kAdaptive };
 const char* policyName(Policy policy);
 
 struct Config {
-  Policy policy = Policy::kAdaptive;
+  Policy policy = Policy::kFixed;
   uint64_t chunk_min = 64 << 10;    // smallest chunk (adaptive), bytes
   uint64_t chunk_max = 512 << 10;   // largest chunk (adaptive); fixed's chunk
   uint64_t window = 4 << 20;        // most unacknowledged bytes per peer (adaptive's ceiling; fixed's window)
-  int credits = 1;                  // adaptive receivers: senders granted at once (0: no credits)
+  int credits = 2;                  // adaptive receivers: senders granted at once (0: no credits)
   uint64_t grant_bytes = 1 << 20;   // bytes per grant
-  int active_peers = 2;             // adaptive senders: peers sent to at once (0: every peer)
+  int active_peers = 0;             // adaptive senders: peers sent to at once (0: every peer)
   uint64_t eager_bytes = 64 << 10;  // messages up to this size are sent whole, without a grant
 
   /// BRAID_CC_POLICY, BRAID_CC_CHUNK_MIN, BRAID_CC_CHUNK_MAX, BRAID_CC_WINDOW, BRAID_CC_CREDITS, BRAID_CC_GRANT,
@@ -84,7 +84,8 @@ class SenderControl {
   static constexpr double kBaseEpochUs = 10e6;        // the base-RTT min filter forgets samples older than 2 epochs
   static constexpr double kTargetFactor = 2.0;        // RTT target: twice the base RTT of the chunk size ...
   static constexpr double kTargetSlackUs = 50;        // ... and at least this above it (timer and scheduling noise)
-  static constexpr double kKernelRttFactor = 4.0;     // fabric queueing: tcpi_rtt above 4 x tcpi_min_rtt + slack
+  static constexpr double kKernelRttFactor = 4.0;     // a standing network queue: tcpi_rtt > 4 x tcpi_min_rtt +
+                                                      // slack (x0.5); above 2 x, delay samples may shrink W
   static constexpr double kMaxDecrease = 0.5;         // multiplicative decrease, at most x0.5 per RTT
 
   explicit SenderControl(const Config& config);
@@ -147,9 +148,11 @@ class SenderControl {
   BaseRtt& baseFor(uint64_t chunk);
   /// The AIMD step for one RTT sample of a full chunk of size `chunk`.
   void adapt(double rtt_us, uint64_t chunk, uint64_t acked_bytes, double now_us);
-  /// Fabric congestion (loss, kernel RTT): the window first.
+  /// The smallest window a decrease leaves: 2 x max delivery rate x base RTT, within [chunk_min, window].
+  uint64_t windowFloor() const;
+  /// Fabric congestion (loss, kernel RTT): the window first, x `factor` (>= x0.5), not below windowFloor().
   void decreaseWindow(double factor, double now_us);
-  /// Incast (several senders wait at the receiver): the chunk first, then the window.
+  /// Incast (several senders wait at the receiver): the chunk, down to chunk_min.
   void decreaseChunk(double now_us);
   bool decreaseAllowed(double now_us) const;
 
@@ -176,9 +179,10 @@ class SenderControl {
 };
 
 /// The receiver's clear-to-send (incast control): senders ask for bytes (request), at most `credits` of them
-/// hold grants at a time, each grant is at most `grant_bytes`, and a sender whose grant is used up goes to the
-/// back of the queue when it wants more. A sender alone renews its grant once half of it arrived, so a single
-/// stream never idles for a grant's round trip. Credits 0: every request is granted at once, in full.
+/// hold grants at a time, each grant is at most `grant_bytes`, and a sender whose grant is nearly used up (a
+/// quarter of a grant or less still to arrive) passes its credit on and goes to the back of the queue when it
+/// wants more — so the next sender's grant travels while the last quarter drains, and a sender alone is granted
+/// again before it runs dry. Credits 0: every request is granted at once, in full.
 class CreditGranter {
  public:
   struct Grant {
@@ -198,7 +202,7 @@ class CreditGranter {
   void collect(std::vector<Grant>* out);
   /// Senders that want bytes or hold a grant: the receiver's fan-in.
   int waiting() const;
-  /// Senders holding a grant now (at most `credits`).
+  /// Senders holding a credit now (at most `credits`; senders whose last quarter of a grant drains do not).
   int granted() const { return holders_; }
 
  private:
@@ -207,10 +211,13 @@ class CreditGranter {
     uint64_t outstanding = 0;  // granted, not arrived yet
     bool queued = false;
   };
+  bool holds(const Sender& s) const { return s.outstanding > handover_bytes_; }
   void grant(int sender, uint64_t bytes);
+  void enqueue(int sender);
 
   int credits_;
   uint64_t grant_bytes_;
+  uint64_t handover_bytes_;
   std::vector<Sender> senders_;
   std::deque<int> queue_;  // senders waiting for a grant, in request order
   int holders_ = 0;

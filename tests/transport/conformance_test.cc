@@ -30,21 +30,21 @@ using testing::TransportUnderTest;
 // /dev/shm and, for large messages, cross-memory attach). An explicit UCX_TLS from the environment wins.
 void preferUcxOverTcp() { setenv("UCX_TLS", "tcp,self", /*overwrite=*/0); }
 
-// The TCP transport's congestion policies (runtime/congestion): the defaults (adaptive), NCCL's fixed chunks and
-// window, and adaptive with one credit, one active peer and chunks small enough that every message of the suite
-// larger than 64 KiB is cut into many chunks, each granted and acknowledged.
+// The TCP transport's congestion policies (runtime/congestion): the defaults (fixed: NCCL's chunks and window),
+// adaptive with its defaults, and adaptive with one credit, one active peer and chunks small enough that every
+// message of the suite larger than 64 KiB is cut into many chunks, each granted and acknowledged.
 const char* const kCongestionVariables[] = {"BRAID_CC_POLICY",      "BRAID_CC_CHUNK_MIN", "BRAID_CC_CHUNK_MAX",
                                             "BRAID_CC_WINDOW",      "BRAID_CC_CREDITS",   "BRAID_CC_GRANT",
                                             "BRAID_CC_ACTIVE_PEERS"};
 void tcpDefaults() {
   for (const char* name : kCongestionVariables) unsetenv(name);
 }
-void tcpFixed() {
+void tcpAdaptive() {
   tcpDefaults();
-  setenv("BRAID_CC_POLICY", "fixed", 1);
+  setenv("BRAID_CC_POLICY", "adaptive", 1);
 }
 void tcpTight() {
-  tcpDefaults();
+  tcpAdaptive();
   setenv("BRAID_CC_CHUNK_MIN", "16K", 1);
   setenv("BRAID_CC_CHUNK_MAX", "64K", 1);
   setenv("BRAID_CC_WINDOW", "256K", 1);
@@ -59,7 +59,7 @@ const TransportUnderTest kTransports[] = {
     {"threads", &createThreadsTransport, /*ranks_are_threads=*/true, 4 << 20, nullptr},
     {"shm", &createShmTransport, false, 4 << 20, nullptr},
     {"tcp", &createTcpTransport, false, 16 << 10, &tcpDefaults},
-    {"tcp", &createTcpTransport, false, 16 << 10, &tcpFixed, "tcp_fixed"},
+    {"tcp", &createTcpTransport, false, 16 << 10, &tcpAdaptive, "tcp_adaptive"},
     {"tcp", &createTcpTransport, false, 16 << 10, &tcpTight, "tcp_adaptive_tight"},
 #ifdef BRAID_HAVE_UCX
     {"ucx", &createUcxTransport, false, 4 << 20, &preferUcxOverTcp},
