@@ -64,7 +64,8 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_CC_POLICY", "fixed",
        "Congestion control of the TCP transport (runtime/congestion, docs/congestion.md): `fixed` is NCCL's Simple "
        "protocol over the network (BRAID_CC_CHUNK_MAX chunks, BRAID_CC_WINDOW unacknowledged per connection, every "
-       "sender at once); `adaptive` adapts each peer's chunk and window to per-chunk RTT and TCP_INFO (AIMD), lets "
+       "sender at once), the default: adaptive was slower on emulated hosts; `adaptive` adapts each peer's chunk and "
+       "window to per-chunk RTT and TCP_INFO (AIMD), lets "
        "each receiver grant BRAID_CC_CREDITS senders at a time and each sender feed BRAID_CC_ACTIVE_PEERS peers."},
       {"BRAID_CC_CHUNK_MIN", "64K", "Smallest chunk of the adaptive policy, bytes (K/M/G suffix); at least 1K."},
       {"BRAID_CC_CHUNK_MAX", "512K",
