@@ -161,13 +161,17 @@ Status SenderControl::onAck(uint64_t count, double hold_us, double now_us) {
   written_ -= count;
   inflight_ -= acked;
   acked_frames_ += count;
-  if (!adaptive() || !newest.sample) return Status::ok();
+  if (!newest.sample) return Status::ok();
+  // Both policies measure (BRAID_DEBUG shows it); only adaptive acts on it.
   const double rtt = std::max(1.0, now_us - newest.written_us - std::max(0.0, hold_us));
-  adapt(rtt, newest.bytes, acked, now_us);
+  rtt_us_ = rtt;
+  srtt_us_ = srtt_us_ == 0 ? rtt : srtt_us_ + (rtt - srtt_us_) / 8;
+  baseFor(newest.bytes).add(rtt, now_us);
+  if (adaptive()) adapt(rtt, newest.bytes, acked, now_us);
   return Status::ok();
 }
 
-bool SenderControl::tcpSignalsDue(double now_us) const { return adaptive() && now_us >= next_tcp_read_us_; }
+bool SenderControl::tcpSignalsDue(double now_us) const { return now_us >= next_tcp_read_us_; }
 
 void SenderControl::onTcpSignals(const TcpSignals& signals, double now_us) {
   next_tcp_read_us_ = now_us + kTcpInfoIntervalUs;
@@ -241,11 +245,7 @@ void SenderControl::decreaseChunk(double now_us) {
 }
 
 void SenderControl::adapt(double rtt_us, uint64_t chunk, uint64_t acked_bytes, double now_us) {
-  rtt_us_ = rtt_us;
-  srtt_us_ = srtt_us_ == 0 ? rtt_us : srtt_us_ + (rtt_us - srtt_us_) / 8;
-  BaseRtt& base_entry = baseFor(chunk);
-  base_entry.add(rtt_us, now_us);
-  const double base = base_entry.get();
+  const double base = baseFor(chunk).get();
   const double target = std::max(base * kTargetFactor, base + kTargetSlackUs);
   if (rtt_us > target) {
     if (!decreaseAllowed(now_us)) return;

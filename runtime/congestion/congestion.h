@@ -102,7 +102,7 @@ class SenderControl {
   /// The receiver acknowledged the next `count` tracked frames; the newest was read `hold_us` before the
   /// acknowledgement left the receiver. Errors: kInvalidArgument when `count` exceeds the frames written.
   Status onAck(uint64_t count, double hold_us, double now_us);
-  /// Whether TCP_INFO should be read now (adaptive, at most every kTcpInfoIntervalUs).
+  /// Whether TCP_INFO should be read now (at most every kTcpInfoIntervalUs; fixed records it for BRAID_DEBUG only).
   bool tcpSignalsDue(double now_us) const;
   void onTcpSignals(const TcpSignals& signals, double now_us);
   /// The receiver reported `senders` waiting for its credits (fan-in; grants carry it).
@@ -146,7 +146,7 @@ class SenderControl {
 
   bool adaptive() const { return config_.policy == Policy::kAdaptive; }
   BaseRtt& baseFor(uint64_t chunk);
-  /// The AIMD step for one RTT sample of a full chunk of size `chunk`.
+  /// The AIMD step for one RTT sample of a full chunk of size `chunk` (already in the base and the EWMA).
   void adapt(double rtt_us, uint64_t chunk, uint64_t acked_bytes, double now_us);
   /// The smallest window a decrease leaves: 2 x max delivery rate x base RTT, within [chunk_min, window].
   uint64_t windowFloor() const;

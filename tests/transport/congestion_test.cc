@@ -130,9 +130,12 @@ TEST(SenderControl, FixedKeepsEightStepsOfHalfAMebibyteWhateverItMeasures) {
   EXPECT_FALSE(control.mayCommit(1));  // the 9th step waits for an acknowledgement
   EXPECT_EQ(control.inflightBytes(), 4 * MiB);
   for (int i = 0; i < 8; ++i) control.onWritten(100.0 * i);
-  EXPECT_FALSE(control.tcpSignalsDue(1e9));
-  control.onTcpSignals(TcpSignals{1000, 1, 5000, 10}, 1000);  // losses and queueing change nothing
-  ASSERT_TRUE(control.onAck(3, 0, 100000).isOk());            // a huge RTT changes nothing either
+  ASSERT_TRUE(control.tcpSignalsDue(1000));  // read for BRAID_DEBUG's state line ...
+  control.onTcpSignals(TcpSignals{0, 1, 5000, 10}, 1000);
+  control.onTcpSignals(TcpSignals{1000, 1, 5000, 10}, 5000);  // ... but losses and queueing change nothing
+  EXPECT_EQ(control.state().retransmits, 1000u);
+  ASSERT_TRUE(control.onAck(3, 0, 100000).isOk());  // a huge RTT changes nothing either
+  EXPECT_DOUBLE_EQ(control.state().rtt_us, 100000 - 200);
   EXPECT_EQ(control.inflightBytes(), 5 * 512 * KiB);
   EXPECT_TRUE(control.mayCommit(512 * KiB));
   EXPECT_EQ(control.chunkBytes(), 512 * KiB);
