@@ -16,7 +16,8 @@
 # removed on every exit (trap).
 #
 # Exit status: 0 when every run completed with every byte right; 1 otherwise; 2 on bad flags; 77 (ctest's skip)
-# when namespaces cannot be created here (not root, no `ip`/`tc`/`unshare`), with a line saying why.
+# when the emulation cannot be built here (not root, no `ip`/`tc`/`unshare`/`python3`, no namespace, bridge, veth
+# or htb support), with a line saying why.
 #
 # usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 100mbit] [--queue 32] [--delay 0] [--sizes 1M,4M,16M]
 #                          [--iters 20] [--warmup 2] [--rounds 2] [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
@@ -65,12 +66,13 @@ while [[ $# -gt 0 ]]; do
     --driver) driver=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
     --keep-logs) keep_logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see --help)" ;;
   esac
 done
 [[ $hosts =~ ^[0-9]+$ && $hosts -ge 2 && $hosts -le 200 ]] || die "--hosts $hosts: a number in 2..200"
 [[ $queue =~ ^[0-9]+$ && $queue -ge 1 ]] || die "--queue $queue: packets, at least 1"
+[[ ${rate,,} =~ ^[0-9]+(\.[0-9]+)?[kmg]?(bit|bps)$ ]] || die "--rate $rate: tc's rate syntax (100mbit, 1gbit, 12.5mbps)"
 [[ $iters =~ ^[0-9]+$ && $iters -ge 1 ]] || die "--iters $iters: at least 1"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || die "--rounds $rounds: at least 1"
 [[ ${#policies[@]} -gt 0 ]] || policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
@@ -105,7 +107,7 @@ trap 'exit 130' INT TERM
 
 ip netns add "$sw" 2> /dev/null || skip "ip netns add failed (no permission for network namespaces here)"
 ip -n "$sw" link set lo up
-ip -n "$sw" link add br0 type bridge || { echo "netns: cannot create a bridge" >&2; exit 1; }
+ip -n "$sw" link add br0 type bridge || skip "cannot create a bridge here (no bridge support in this kernel)"
 ip -n "$sw" link set br0 up
 
 # Turns segmentation offloads off (ethtool when present, else the device's GSO limit): one packet per MTU.
@@ -122,9 +124,9 @@ for ((k = 0; k < hosts; k++)); do
   h="$prefix-h$k"
   addr="10.231.0.$((k + 1))"
   addresses+=("$addr")
-  ip netns add "$h" || { echo "netns: cannot create namespace $h" >&2; exit 1; }
+  ip netns add "$h" || skip "cannot create namespace $h"
   ip -n "$h" link set lo up
-  ip link add eth0 netns "$h" type veth peer name "p$k" netns "$sw" || { echo "netns: veth for $h failed" >&2; exit 1; }
+  ip link add eth0 netns "$h" type veth peer name "p$k" netns "$sw" || skip "cannot create veth pairs here"
   ip -n "$h" addr add "$addr/24" dev eth0
   ip -n "$h" link set eth0 up
   ip -n "$sw" link set "p$k" master br0
@@ -135,7 +137,7 @@ for ((k = 0; k < hosts; k++)); do
   tc -n "$sw" qdisc add dev "p$k" root handle 1: htb default 1 &&
     tc -n "$sw" class add dev "p$k" parent 1: classid 1:1 htb rate "$rate" ceil "$rate" quantum 1514 &&
     tc -n "$sw" qdisc add dev "p$k" parent 1:1 handle 10: pfifo limit "$queue" ||
-    { echo "netns: tc on p$k failed (rate '$rate', queue $queue)" >&2; exit 1; }
+    skip "tc htb with a pfifo failed on p$k (rate $rate, queue $queue): no sch_htb or pfifo in this kernel"
   if [[ $delay != 0 ]]; then
     tc -n "$h" qdisc add dev eth0 root netem delay "$delay" limit 100000 ||
       { echo "netns: netem delay '$delay' failed" >&2; exit 1; }
