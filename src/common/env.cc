@@ -66,6 +66,32 @@ const std::vector<EnvParam>& envParams() {
        "NCCL net plugin: seconds a pending request may see no byte move before it fails with ncclSystemError; 0 (the "
        "default) waits as NCCL's own socket transport does. Dead peers are detected anyway: a closed or reset "
        "connection at once, a vanished host by TCP keepalive (about 40 s)."},
+      {"BRAID_CC_POLICY", "fixed",
+       "Congestion control of the TCP transport (runtime/congestion, docs/congestion.md): `fixed` is NCCL's Simple "
+       "protocol over the network (BRAID_CC_CHUNK_MAX chunks, BRAID_CC_WINDOW unacknowledged per connection, every "
+       "sender at once), the default: adaptive was slower on emulated hosts; `adaptive` adapts each peer's chunk and "
+       "window to per-chunk RTT and TCP_INFO (AIMD), lets "
+       "each receiver grant BRAID_CC_CREDITS senders at a time and each sender feed BRAID_CC_ACTIVE_PEERS peers."},
+      {"BRAID_CC_CHUNK_MIN", "64K", "Smallest chunk of the adaptive policy, bytes (K/M/G suffix); at least 1K."},
+      {"BRAID_CC_CHUNK_MAX", "512K",
+       "Largest chunk of the adaptive policy and the chunk of the fixed policy, bytes (NCCL: NCCL_BUFFSIZE 4 MiB / "
+       "NCCL_STEPS 8); at most 64M."},
+      {"BRAID_CC_WINDOW", "4M",
+       "Most unacknowledged bytes per peer connection: the fixed policy's window (NCCL: 8 steps of 512 KiB) and the "
+       "adaptive policy's ceiling. At least BRAID_CC_CHUNK_MAX, at most 1G."},
+      {"BRAID_CC_CREDITS", "2",
+       "Adaptive policy: senders a receiver lets send chunks at the same time (receiver-driven clear-to-send, incast "
+       "control; messages up to 64 KiB need no grant); `0` turns credits off. 0..1024."},
+      {"BRAID_CC_GRANT", "1M",
+       "Adaptive policy: bytes per grant of clear-to-send; a sender that used its grant goes to the back of the "
+       "receiver's queue. At least BRAID_CC_CHUNK_MIN."},
+      {"BRAID_CC_ACTIVE_PEERS", "0",
+       "Adaptive policy: peers a sender sends to at the same time, taken in the order their sends were posted (an "
+       "all-to-all starts each rank at a different peer); `0` means all. 0..1024."},
+      {"BRAID_TCP_CONGESTION", "",
+       "TCP congestion control algorithm of the TCP transport's data connections (setsockopt TCP_CONGESTION: "
+       "`cubic`, `bbr`, `reno`, ...); unset: the system's (net.ipv4.tcp_congestion_control). A name the kernel "
+       "does not offer fails transport setup naming it."},
       {"BRAID_CALL_CHECK", "rooted",
        "Which collective calls the communicator checks across ranks before any data moves (one 48-byte record "
        "to and from every peer: collective, count, datatype, reduction op, root; a mismatch fails every rank "

@@ -30,11 +30,37 @@ using testing::TransportUnderTest;
 // /dev/shm and, for large messages, cross-memory attach). An explicit UCX_TLS from the environment wins.
 void preferUcxOverTcp() { setenv("UCX_TLS", "tcp,self", /*overwrite=*/0); }
 
-// TCP sends complete once written to the socket, so an idle receiver can hold only what the kernel buffers.
+// The TCP transport's congestion policies (runtime/congestion): the defaults (fixed: NCCL's chunks and window),
+// adaptive with its defaults, and adaptive with one credit, one active peer and chunks small enough that every
+// message of the suite larger than 64 KiB is cut into many chunks, each granted and acknowledged.
+const char* const kCongestionVariables[] = {"BRAID_CC_POLICY",      "BRAID_CC_CHUNK_MIN", "BRAID_CC_CHUNK_MAX",
+                                            "BRAID_CC_WINDOW",      "BRAID_CC_CREDITS",   "BRAID_CC_GRANT",
+                                            "BRAID_CC_ACTIVE_PEERS"};
+void tcpDefaults() {
+  for (const char* name : kCongestionVariables) unsetenv(name);
+}
+void tcpAdaptive() {
+  tcpDefaults();
+  setenv("BRAID_CC_POLICY", "adaptive", 1);
+}
+void tcpTight() {
+  tcpAdaptive();
+  setenv("BRAID_CC_CHUNK_MIN", "16K", 1);
+  setenv("BRAID_CC_CHUNK_MAX", "64K", 1);
+  setenv("BRAID_CC_WINDOW", "256K", 1);
+  setenv("BRAID_CC_GRANT", "128K", 1);
+  setenv("BRAID_CC_CREDITS", "1", 1);
+  setenv("BRAID_CC_ACTIVE_PEERS", "1", 1);
+}
+
+// TCP sends complete once written to the socket, so an idle receiver can hold only what the kernel buffers (and,
+// with credits, messages up to the 64 KiB eager size).
 const TransportUnderTest kTransports[] = {
     {"threads", &createThreadsTransport, /*ranks_are_threads=*/true, 4 << 20, nullptr},
     {"shm", &createShmTransport, false, 4 << 20, nullptr},
-    {"tcp", &createTcpTransport, false, 16 << 10, nullptr},
+    {"tcp", &createTcpTransport, false, 16 << 10, &tcpDefaults},
+    {"tcp", &createTcpTransport, false, 16 << 10, &tcpAdaptive, "tcp_adaptive"},
+    {"tcp", &createTcpTransport, false, 16 << 10, &tcpTight, "tcp_adaptive_tight"},
 #ifdef BRAID_HAVE_UCX
     {"ucx", &createUcxTransport, false, 4 << 20, &preferUcxOverTcp},
 #endif
@@ -337,7 +363,7 @@ TEST_P(TransportConformance, DISABLED_RingAllReduce64MiBBusBw) {
 }
 
 std::string transportName(const ::testing::TestParamInfo<TransportUnderTest>& info) {
-  return std::string(info.param.name);
+  return std::string(info.param.label != nullptr ? info.param.label : info.param.name);
 }
 
 std::vector<TransportUnderTest> processTransports() {

@@ -290,10 +290,11 @@ struct TransportUnderTest {
   bool ranks_are_threads = false;  // every rank must be a thread of one process (threads)
   uint64_t idle_send_bytes = 0;    // forkIdleSender's message: completes before the receiver reads it
   void (*prepare)() = nullptr;     // called in the test process before any rank starts (environment)
+  const char* label = nullptr;     // the test name's suffix when one transport runs in several settings (else name)
 };
 
-/// GoogleTest prints a parameter by its name.
-inline void PrintTo(const TransportUnderTest& t, std::ostream* os) { *os << t.name; }
+/// GoogleTest prints a parameter by its label, else its name.
+inline void PrintTo(const TransportUnderTest& t, std::ostream* os) { *os << (t.label != nullptr ? t.label : t.name); }
 
 /// What a rank does with its bootstrap and endpoint; 0 = success.
 using RankBody = std::function<int(int rank, Bootstrap&, DataTransport&)>;

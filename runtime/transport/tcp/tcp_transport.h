@@ -3,30 +3,44 @@
 //
 // Setup (collective over the bootstrap): every rank listens on a port — 127.0.0.1 when every rank has this
 // host name, else the bootstrap's address choice (BRAID_SOCKET_IFNAME, the host name's address, loopback) —
-// and all-gathers (address, port, random token). Rank i connects to every rank j < i and sends a Hello
-// carrying j's token (so a stray connection cannot pose as a peer); it accepts one connection from every
-// rank j > i. One TCP connection per pair of ranks carries both directions and every channel. Sockets are
-// non-blocking with TCP_NODELAY.
+// and all-gathers (address, port, random token, whether its receivers grant credits). Rank i connects to every
+// rank j < i twice — a data connection and a control connection — and sends a Hello carrying j's token (so a
+// stray connection cannot pose as a peer) and the connection's kind; it accepts two connections from every rank
+// j > i. The data connection of a pair carries both directions and every channel; the control connection carries
+// the congestion controller's small frames (acknowledgements, requests, grants), so they never queue behind bulk
+// data. Sockets are non-blocking with TCP_NODELAY.
 //
-// Wire: every message is a 16-byte FrameHeader (type, channel, bytes) then its bytes. Data frames on one
-// connection keep their posting order, so the k-th send of (a -> b, channel c) matches the k-th receive b
-// posts from a on channel c (FIFO per (peer, channel)). Abort frames carry the reason of a failed endpoint;
-// a close frame says the peer destroyed its endpoint normally (EOF after it is not a failure).
+// Wire: every frame is a 16-byte FrameHeader (type, channel, bytes). A message of at most one chunk is one
+// kMessage frame (header, then its bytes); a longer one is a kBegin frame (its channel and total bytes) followed
+// by kChunk frames of at most the sender's current chunk size (runtime/congestion: fixed 512 KiB as NCCL's
+// NCCL_BUFFSIZE / NCCL_STEPS, or adaptive). Data frames on one connection keep their posting order, so the k-th
+// send of (a -> b, channel c) matches the k-th receive b posts from a on channel c (FIFO per (peer, channel)).
+// The receiver acknowledges every kChunk and every kMessage of at least kAckMinBytes on the control connection
+// (kAck: how many, and how long the newest waited there), which gives the sender its window accounting and a
+// per-chunk RTT; a receiver that grants credits (BRAID_CC_CREDITS under the adaptive policy) lets at most that
+// many senders send chunks to it at a time: a sender asks (kRequest, bytes) and chunks only what was granted
+// (kGrant, bytes and the receiver's fan-in); messages up to the eager size (64 KiB) go whole and need no grant.
+// Abort frames carry the reason of a failed endpoint; a close frame says the peer destroyed its endpoint normally
+// (EOF after it is not a failure). Abort and close travel on the data connection, after the data.
 //
-// Progress runs inside the endpoint's calls (one thread drives an endpoint): postSend writes as much as the
-// socket takes at once; poll() reads every connection and writes pending sends. Incoming data is always
-// drained: a frame whose receive is already posted (and has no earlier message of its channel queued) is read
-// straight into the receive's dst (payload remainders of kDirectReadBytes or more skip the staging buffer),
-// any other frame into an unexpected-message buffer that a later receive copies from. So two ranks sending
-// each other more than the socket buffers hold never deadlock, and a send completes once its last byte was
-// written to its socket (the executor may then reuse src). A blocking poll sleeps in poll(2) on the sockets
-// (never spins), waking at least every kPeerCheckMs to ask the bootstrap about failed peers.
+// Progress runs inside the endpoint's calls (one thread drives an endpoint): postSend writes what the window,
+// the grants and the active-peer bound (BRAID_CC_ACTIVE_PEERS) allow at once; poll() reads every connection and
+// writes pending frames. Incoming data is always drained: a message whose receive is already posted (and has no
+// earlier message of its channel queued) is read straight into the receive's dst (payload remainders of
+// kDirectReadBytes or more skip the staging buffer), any other into an unexpected-message buffer that a later
+// receive copies from. So two ranks sending each other more than the socket buffers hold never deadlock, and a
+// send completes once its last byte was written to its socket (the executor may then reuse src); a send larger
+// than the eager size completes only once its receiver granted it, which it does from any call into its
+// endpoint. A blocking poll sleeps in poll(2) on the sockets (never spins), waking at least every kPeerCheckMs to
+// ask the bootstrap about failed peers.
 //
 // Failures: EOF or a reset without a close frame -> kRemoteError naming the peer (its process died), on every
 // pending and later call; an abort frame -> kRemoteError with the peer's reason; a close frame while a
-// receive from (or a send to) that peer is outstanding -> kRemoteError; no completion for the timeout ->
-// kTimeout naming the receives and sends still waiting. abort() sends abort frames (or shuts the sockets
-// when a frame is half written) and aborts the bootstrap. The bootstrap must outlive the endpoint.
+// receive from (or a send to) that peer is outstanding -> kRemoteError; a malformed frame (a chunk outside a
+// message, an acknowledgement of more than was sent, more data than granted) -> kRemoteError naming it; no
+// completion for the timeout -> kTimeout naming the receives and sends still waiting (and what a send waits for:
+// the window, a grant, an active-peer slot, or the peer reading). abort() sends abort frames (or shuts the
+// sockets when a frame is half written) and aborts the bootstrap. The bootstrap must outlive the endpoint.
 #pragma once
 
 #include <cstddef>
@@ -35,7 +49,16 @@
 namespace braid::tcp {
 
 /// Message types of the wire format.
-enum class FrameType : uint32_t { kData = 1, kAbort = 2, kClose = 3 };
+enum class FrameType : uint32_t {
+  kMessage = 1,  // a whole message: channel, bytes; the bytes follow
+  kAbort = 2,    // bytes: length of the reason that follows
+  kClose = 3,    // no payload
+  kBegin = 4,    // a message sent in chunks: channel, total bytes; no payload
+  kChunk = 5,    // bytes of the message begun last; they follow
+  kAck = 6,      // control connection: channel = frames acknowledged, bytes = µs the newest waited at the receiver
+  kRequest = 7,  // control connection: bytes the sender wants granted
+  kGrant = 8,    // control connection: bytes granted; channel = senders waiting at the receiver (fan-in)
+};
 
 /// The header in front of every message, 16 bytes, host byte order (peers share the architecture, as the
 /// bootstrap's tables do).
@@ -52,6 +75,11 @@ inline constexpr size_t kStagingBytes = 256 << 10;
 inline constexpr size_t kDirectReadBytes = 64 << 10;
 /// Most bytes read from one connection per progress pass (fairness between connections).
 inline constexpr size_t kReadBudgetBytes = 16 << 20;
+/// Whole-message frames at least this large are acknowledged (and count in the sender's window); smaller ones
+/// are neither, so small-message latency pays no acknowledgement.
+inline constexpr uint64_t kAckMinBytes = 16 << 10;
+/// Most payload bytes committed to a connection's write queue at once (frames behind them wait for the window).
+inline constexpr uint64_t kCommitBytes = 1 << 20;
 /// Longest sleep of a blocking poll between bootstrap.checkPeers() calls, milliseconds.
 inline constexpr int kPeerCheckMs = 100;
 
