@@ -570,8 +570,9 @@ class RankValidator {
 
   Status checkConnection(uint32_t c) {
     const DeviceConnection& conn = p_.connections[c];
-    const std::string where = fmt::format("{}: connection {} (rank {} -> rank {} channel {})", at(), c, conn.sender,
-                                          conn.receiver, conn.channel);
+    const std::string name =
+        fmt::format("connection {} (rank {} -> rank {} channel {})", c, conn.sender, conn.receiver, conn.channel);
+    const std::string where = at() + ": " + name;
     const int peer = conn.sending ? conn.receiver : conn.sender;
     const int self = conn.sending ? conn.sender : conn.receiver;
     if (conn.sending > 1 || self != h_.rank || peer < 0 || peer >= h_.num_ranks || peer == h_.rank ||
@@ -587,10 +588,10 @@ class RankValidator {
     }
     // This rank's own parts of the connection: the FIFO and tail when receiving, the head when sending.
     if (conn.sending) {
-      parts_.push_back({conn.head_offset, 8, where + " head"});
+      parts_.push_back({conn.head_offset, 8, name + " head"});
     } else {
-      parts_.push_back({conn.fifo_offset, h_.slot_bytes * h_.fifo_depth, where + " FIFO"});
-      parts_.push_back({conn.tail_offset, 8, where + " tail"});
+      parts_.push_back({conn.fifo_offset, h_.slot_bytes * h_.fifo_depth, name + " FIFO"});
+      parts_.push_back({conn.tail_offset, 8, name + " tail"});
       if (conn.fifo_offset % kDevicePlanAlign != 0) {
         return invalidArgument(
             fmt::format("{}: FIFO at byte {} is not {}-byte aligned", where, conn.fifo_offset, kDevicePlanAlign));
