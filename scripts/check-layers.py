@@ -83,6 +83,7 @@ PUBLIC_HEADERS = {
     "transports.h": "runtime",
     "bootstrap.h": "runtime",
     "simulate.h": "runtime",
+    "cuda.h": "runtime",
     "comm.h": "comm",
     "braid.h": "comm",
     "moe.h": "comm",
