@@ -4,6 +4,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <sstream>
 #include <string>
 
 #include "braid/status.h"
@@ -15,6 +16,14 @@ inline Status cudaStatus(cudaError_t error, const std::string& what) {
   if (error == cudaSuccess) return Status::ok();
   return Status(StatusCode::kUnhandledCudaError,
                 what + ": " + cudaGetErrorName(error) + ": " + cudaGetErrorString(error));
+}
+
+/// The arguments written one after another (operator<<): messages in .cu files, which cannot use fmt.
+template <typename... Args>
+std::string concat(const Args&... args) {
+  std::ostringstream out;
+  (out << ... << args);
+  return out.str();
 }
 
 }  // namespace braid::cuda

@@ -10,10 +10,43 @@
 #include <vector>
 
 #include "braid/algorithm.h"
+#include "braid/classic.h"
 #include "braid/plan.h"
 #include "cuda/device_plan_codec.h"
 
 namespace braid::testing {
+
+/// The classical algorithms for n ranks: ring, multi-ring, direct, recursive doubling, double binary tree and
+/// pairwise for every collective each applies to, in both modes where built (broadcast and reduce rooted at
+/// n / 2), and 2DH all-to-all with nodes of 2 ranks for even n.
+inline std::vector<Algorithm> classicalTestAlgorithms(int n) {
+  std::vector<Algorithm> out;
+  for (ClassicAlgo algo : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect,
+                           ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise}) {
+    for (CollectiveKind kind : classicCollectives(algo)) {
+      for (bool in_place : {false, true}) {
+        ClassicRequest request;
+        request.algo = algo;
+        request.spec.kind = kind;
+        request.spec.num_ranks = n;
+        request.spec.in_place = in_place;
+        request.spec.root = (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) ? n / 2 : 0;
+        Result<Algorithm> built = buildClassic(request);
+        if (built.isOk()) out.push_back(std::move(built).value());
+      }
+    }
+  }
+  if (n % 2 == 0) {
+    ClassicRequest request;
+    request.algo = ClassicAlgo::kTwoDimHierarchical;
+    request.spec.kind = CollectiveKind::kAllToAll;
+    request.spec.num_ranks = n;
+    request.ranks_per_node = 2;
+    Result<Algorithm> built = buildClassic(request);
+    if (built.isOk()) out.push_back(std::move(built).value());
+  }
+  return out;
+}
 
 /// Rank r's blob, decoded, holds what the plan says, field by field: sizes, threadblock peers, channels and
 /// staging, every step's type, byte ranges (where the op uses them), bytes and dependencies, and the precopies.

@@ -23,39 +23,10 @@ namespace {
 
 using cuda::DecodedDevicePlan;
 
-std::vector<Algorithm> classicalAlgorithms(int n) {
-  std::vector<Algorithm> out;
-  for (ClassicAlgo algo : {ClassicAlgo::kRing, ClassicAlgo::kMultiRing, ClassicAlgo::kDirect,
-                           ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise}) {
-    for (CollectiveKind kind : classicCollectives(algo)) {
-      for (bool in_place : {false, true}) {
-        ClassicRequest request;
-        request.algo = algo;
-        request.spec.kind = kind;
-        request.spec.num_ranks = n;
-        request.spec.in_place = in_place;
-        request.spec.root = (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) ? n / 2 : 0;
-        Result<Algorithm> built = buildClassic(request);
-        if (built.isOk()) out.push_back(std::move(built).value());
-      }
-    }
-  }
-  if (n % 2 == 0) {
-    ClassicRequest request;
-    request.algo = ClassicAlgo::kTwoDimHierarchical;
-    request.spec.kind = CollectiveKind::kAllToAll;
-    request.spec.num_ranks = n;
-    request.ranks_per_node = 2;
-    Result<Algorithm> built = buildClassic(request);
-    if (built.isOk()) out.push_back(std::move(built).value());
-  }
-  return out;
-}
-
 TEST(DevicePlan, ClassicalAlgorithmsEncodeAndValidate) {
   int checked = 0;
   for (int n : {2, 3, 4, 5, 8}) {
-    for (const Algorithm& algorithm : classicalAlgorithms(n)) {
+    for (const Algorithm& algorithm : testing::classicalTestAlgorithms(n)) {
       // 1 element, an uneven count, and one that spans several Simple and LL slices.
       const Status status = testing::checkDeviceEncodings(algorithm, {1, 7, 300007}, {1, 2});
       EXPECT_TRUE(status.isOk()) << n << " ranks: " << status.toString();
