@@ -99,6 +99,71 @@ struct EmulatedRank {
   std::vector<uint64_t> region;  // 8-byte words: counters are 64-bit
 };
 
+/// What rank r holds after `plan` ran on `inputs` (every rank's input, as inputOf makes them): in *want, and in *got
+/// where in its memory (`input` and `output`: its buffers) the result lies. False when the rank holds no result
+/// (reduce's non-roots).
+inline bool expectedResult(const Plan& plan, const std::vector<std::vector<uint8_t>>& inputs, int r,
+                           const EmulationOptions& options, std::vector<uint8_t>* want, const uint8_t** got,
+                           const uint8_t* input, const uint8_t* output) {
+  const int n = plan.num_ranks;
+  const size_t size = dataTypeSize(options.type);
+  const RankPlan& rp = plan.ranks[r];
+  want->clear();
+  switch (plan.collective) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduce:
+      if (plan.collective == CollectiveKind::kReduce && r != options.root) return false;
+      *want = inputs[0];
+      for (int q = 1; q < n; ++q) {
+        reduce2(want->data(), want->data(), inputs[q].data(), want->size() / size, options.type, options.op);
+      }
+      *got = output;
+      return true;
+    case CollectiveKind::kReduceScatter: {
+      const uint64_t block = rp.output_bytes;
+      want->assign(inputs[0].begin() + static_cast<std::ptrdiff_t>(r * block),
+                   inputs[0].begin() + static_cast<std::ptrdiff_t>((r + 1) * block));
+      for (int q = 1; q < n; ++q) {
+        reduce2(want->data(), want->data(), inputs[q].data() + r * block, block / size, options.type, options.op);
+      }
+      *got = plan.in_place ? input + r * block : output;
+      return true;
+    }
+    case CollectiveKind::kAllGather:
+      for (int q = 0; q < n; ++q) want->insert(want->end(), inputs[q].begin(), inputs[q].end());
+      *got = output;
+      return true;
+    case CollectiveKind::kAllToAll: {
+      const uint64_t block = rp.output_bytes / n;
+      for (int q = 0; q < n; ++q) {
+        want->insert(want->end(), inputs[q].begin() + static_cast<std::ptrdiff_t>(r * block),
+                     inputs[q].begin() + static_cast<std::ptrdiff_t>((r + 1) * block));
+      }
+      *got = output;
+      return true;
+    }
+    case CollectiveKind::kBroadcast:
+      *want = inputs[options.root];
+      *got = output;
+      return true;
+    default: return false;
+  }
+}
+
+/// Rank r's input for `plan` (launch `launch` shifts the data) and where it goes in its memory: the input buffer,
+/// or in place all-gather's block of the output, reduce-scatter's input, the others' output. Returns the input.
+inline std::vector<uint8_t> placeInput(const Plan& plan, int r, const EmulationOptions& options, int launch,
+                                       uint8_t* input, uint8_t* output) {
+  const RankPlan& rp = plan.ranks[r];
+  const CollectiveKind kind = plan.collective;
+  const uint64_t bytes = kind == CollectiveKind::kAllGather ? rp.output_bytes / plan.num_ranks : rp.input_bytes;
+  std::vector<uint8_t> data = inputOf(options.type, r + launch, bytes / dataTypeSize(options.type));
+  uint8_t* in = plan.in_place ? (kind == CollectiveKind::kReduceScatter ? input : output) : input;
+  if (plan.in_place && kind == CollectiveKind::kAllGather) in += static_cast<uint64_t>(r) * data.size();
+  std::memcpy(in, data.data(), data.size());
+  return data;
+}
+
 /// Runs `plan` (lowered for options.type's size) through the device program on host threads and checks every
 /// rank's result after every launch. kInternalError naming the first wrong element; the encoder's errors; a
 /// kTimeout built from DeviceError when a block gave up.
@@ -216,51 +281,11 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
                                                         launch, e.rank, e.tb, e.step, e.slice, e.what, e.peer));
       }
     }
-    // The reference.
     for (int r : running) {
-      const RankPlan& rp = plan.ranks[r];
-      const EmulatedRank& m = ranks[r];
-      std::vector<uint8_t> want;
       const uint8_t* got = nullptr;
-      switch (kind) {
-        case CollectiveKind::kAllReduce:
-        case CollectiveKind::kReduce: {
-          if (kind == CollectiveKind::kReduce && r != options.root) continue;
-          want = inputs[0];
-          for (int q = 1; q < n; ++q) {
-            reduce2(want.data(), want.data(), inputs[q].data(), want.size() / size, options.type, options.op);
-          }
-          got = m.output.data();
-          break;
-        }
-        case CollectiveKind::kReduceScatter: {
-          const uint64_t block = rp.output_bytes;
-          want.assign(inputs[0].begin() + static_cast<std::ptrdiff_t>(r * block),
-                      inputs[0].begin() + static_cast<std::ptrdiff_t>((r + 1) * block));
-          for (int q = 1; q < n; ++q) {
-            reduce2(want.data(), want.data(), inputs[q].data() + r * block, block / size, options.type, options.op);
-          }
-          got = plan.in_place ? m.input.data() + r * block : m.output.data();
-          break;
-        }
-        case CollectiveKind::kAllGather:
-          for (int q = 0; q < n; ++q) want.insert(want.end(), inputs[q].begin(), inputs[q].end());
-          got = m.output.data();
-          break;
-        case CollectiveKind::kAllToAll: {
-          const uint64_t block = rp.output_bytes / n;
-          for (int q = 0; q < n; ++q) {
-            want.insert(want.end(), inputs[q].begin() + static_cast<std::ptrdiff_t>(r * block),
-                        inputs[q].begin() + static_cast<std::ptrdiff_t>((r + 1) * block));
-          }
-          got = m.output.data();
-          break;
-        }
-        case CollectiveKind::kBroadcast:
-          want = inputs[options.root];
-          got = m.output.data();
-          break;
-        default: return unsupported("emulateDevicePlan: collective without a reference here");
+      std::vector<uint8_t> want;
+      if (!expectedResult(plan, inputs, r, options, &want, &got, ranks[r].input.data(), ranks[r].output.data())) {
+        continue;
       }
       for (size_t i = 0; i < want.size(); ++i) {
         if (got[i] != want[i]) {
