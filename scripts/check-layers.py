@@ -95,7 +95,7 @@ PUBLIC_HEADERS = {
 SHARED_PRIVATE = {
     "src/common": [""],  # the bottom layer's helpers (env registry, logger, text, file io): everyone
     "runtime/socket": ["runtime"],  # sockets for the bootstrap and the TCP transport
-    "runtime/cuda": ["runtime/transport/cuda"],  # the kernels and CUDA helpers, for the CUDA transport
+    "runtime/cuda": ["runtime/transport/cuda", "perf"],  # the kernels, for the CUDA transport and their benchmark
     "cli/report": ["cli", "perf"],  # braid_report: the report code of the CLI and the benchmarks
     "comm/pareto": ["report", "cli", "perf"],  # braid_pareto's comparison with NCCL and the bounds (compare.h)
     "perf/calibration": ["perf"],  # braid_calibration

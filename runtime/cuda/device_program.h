@@ -578,7 +578,9 @@ BRAID_HD void runThreadblock(const DeviceLaunch& launch, const DevicePlanView& p
       io.dst = launch.buffers[static_cast<int>(step.dst_buffer)] + step.dst_offset + offset;
       io.temp = launch.buffers[static_cast<int>(DeviceBuffer::kScratch)] + tb.temp_offset;
       io.staged = (step.flags & kStepStaged) != 0;
-      io.src_first = step.src_buffer == step.dst_buffer && step.src_offset == step.dst_offset;
+      // Only a receive-reduce-copy(-send) stores into dst; src == dst there reduces dst (op) received.
+      io.src_first = (step.op == DeviceOp::kRecvReduceCopy || step.op == DeviceOp::kRecvReduceCopySend) &&
+                     step.src_buffer == step.dst_buffer && step.src_offset == step.dst_offset;
       if (receives) {
         io.in = in_fifo + (in_seq % h.fifo_depth) * h.slot_bytes;
         io.in_flag = static_cast<uint32_t>(in_seq + 1);
