@@ -356,6 +356,10 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
     }
     scratch = static_cast<uint8_t*>(memory.scratch);
   }
+  if (p.reduces && dataTypeSize(reduce.type) != p.header.element_bytes) {
+    return invalidArgument(concat(kName, ": rank ", p.header.rank, ": the plan was lowered for ",
+                                  p.header.element_bytes, "-byte elements and reduces ", dataTypeName(reduce.type)));
+  }
   const void* kernel = p.reduces
                            ? cuda::deviceExecutorKernelFor(static_cast<int>(reduce.type), static_cast<int>(reduce.op))
                            : cuda::deviceExecutorKernelFor(-1, 0);
