@@ -5,7 +5,8 @@
 # braid_report is the CLI's and the benchmarks' and is not installed.
 include(CMakePackageConfigHelpers)
 
-install(DIRECTORY include/braid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# braid/cuda.h goes with braid_cuda, which is not installed yet (docs/gpu.md): it is used from the build tree.
+install(DIRECTORY include/braid DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN "cuda.h" EXCLUDE)
 install(TARGETS braid_common braid_topology braid_ir braid_algos braid_cost braid_runtime braid_synthesizer braid_comm
   braid_pareto EXPORT braidTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

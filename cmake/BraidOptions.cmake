@@ -1,7 +1,8 @@
 # Optional backends: AUTO builds without them quietly when absent, ON fails clearly, OFF skips.
 set(BRAID_WITH_UCX AUTO CACHE STRING "Build the UCX transport (AUTO/ON/OFF)")
 set(BRAID_WITH_MPI AUTO CACHE STRING "Build the MPI bootstrap and perf/compare's MPI side (AUTO/ON/OFF)")
-foreach(opt BRAID_WITH_UCX BRAID_WITH_MPI)
+set(BRAID_WITH_CUDA AUTO CACHE STRING "Build runtime/cuda (kernels, device-resident executor, CUDA transport) with nvcc (AUTO/ON/OFF)")
+foreach(opt BRAID_WITH_UCX BRAID_WITH_MPI BRAID_WITH_CUDA)
   set_property(CACHE ${opt} PROPERTY STRINGS AUTO ON OFF)
   string(TOUPPER "${${opt}}" _v)
   if(NOT _v MATCHES "^(AUTO|ON|OFF)$")

@@ -83,6 +83,7 @@ PUBLIC_HEADERS = {
     "transports.h": "runtime",
     "bootstrap.h": "runtime",
     "simulate.h": "runtime",
+    "cuda.h": "runtime",
     "comm.h": "comm",
     "braid.h": "comm",
     "moe.h": "comm",
@@ -95,6 +96,7 @@ SHARED_PRIVATE = {
     "src/common": [""],  # the bottom layer's helpers (env registry, logger, text, file io): everyone
     "runtime/socket": ["runtime"],  # sockets for the bootstrap and the TCP transport
     "runtime/congestion": ["runtime"],  # chunking and congestion control of the TCP transport and the net plugin
+    "runtime/cuda": ["runtime/transport/cuda", "perf"],  # the kernels, for the CUDA transport and their benchmark
     "cli/report": ["cli", "perf"],  # braid_report: the report code of the CLI and the benchmarks
     "comm/pareto": ["report", "cli", "perf"],  # braid_pareto's comparison with NCCL and the bounds (compare.h)
     "perf/calibration": ["perf"],  # braid_calibration

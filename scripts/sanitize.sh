@@ -9,6 +9,9 @@
 # Environment: BRAID_JOBS (build and ctest parallelism, default nproc), BRAID_SANITIZE_DIR (where build-asan
 # and build-tsan go, default the repository root). Exit status: non-zero when a build or a test fails.
 #
+# Both build without CUDA (BRAID_WITH_CUDA=OFF): the CUDA runtime and NCCL are not instrumented, and the CPU half of
+# runtime/cuda is covered by the test suite itself.
+#
 # Forked ranks report sanitizer errors through their exit status (the harness in tests/transport/multirank.h
 # prints their output), so *_OPTIONS make every sanitizer stop at its first report.
 set -euo pipefail
@@ -32,7 +35,8 @@ run_one() {
   echo "== $name: configure $dir ($flags)"
   mkdir -p "$dir"
   cmake -S "$root" -B "$dir" -G Ninja "${launcher[@]}" -DCMAKE_BUILD_TYPE=Debug \
-    -DCMAKE_CXX_FLAGS="$flags -O1 -fno-omit-frame-pointer" -DBRAID_BUILD_PERF=OFF >"$dir/configure.log" 2>&1 ||
+    -DCMAKE_CXX_FLAGS="$flags -O1 -fno-omit-frame-pointer" -DBRAID_BUILD_PERF=OFF -DBRAID_WITH_CUDA=OFF \
+    >"$dir/configure.log" 2>&1 ||
     { cat "$dir/configure.log"; return 1; }
   echo "== $name: build transport_tests comm_tests nccl_tests"
   ninja -C "$dir" -j "$jobs" transport_tests comm_tests nccl_tests || return 1

@@ -47,10 +47,16 @@ Result<RequestId> EndpointBase::postRecv(const RecvRequest& request) {
 Result<RequestId> EndpointBase::postLocal(const LocalRequest& request) {
   CallGuard guard(*this);
   BRAID_RETURN_IF_ERROR(currentFailure());
-  BRAID_RETURN_IF_ERROR(memory_.run(request));
+  BRAID_ASSIGN_OR_RETURN(const LocalMemory::Resolved local, memory_.resolveLocal(request));
   const RequestId id = next_id_++;
-  complete(id);
+  BRAID_RETURN_IF_ERROR(startLocal(local, id));
   return id;
+}
+
+Status EndpointBase::startLocal(const LocalMemory::Resolved& local, RequestId id) {
+  LocalMemory::runOnCpu(local);
+  complete(id);
+  return Status::ok();
 }
 
 Status EndpointBase::poll(std::vector<Completion>* done, bool block) {

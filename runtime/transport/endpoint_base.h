@@ -8,7 +8,8 @@
 //     abort() is kept, and every later call returns it (bad arguments of one post are returned, not kept);
 //   - request ids (1, 2, 3 ... per endpoint) and the completion list, each completion stamped when it happened
 //     (µs since the endpoint's epoch); poll() moves the list into the caller's vector;
-//   - local requests (copy / reduce): run by the calling thread at post time, complete at the next poll;
+//   - local requests (copy / reduce): checked, then startLocal(), which by default runs them on the calling thread
+//     at post time; they complete at the next poll (the CUDA transport runs them as kernels instead);
 //   - the blocking-wait bookkeeping shared by the transports that sleep in slices (BlockingWait with the time of
 //     the last bootstrap.checkPeers(), kept across polls) and the timeout's text (noCompletionTimeout);
 //   - for endpoints with a background progress thread (shm, ucx), the lock every call holds (ProgressThread).
@@ -68,6 +69,9 @@ class EndpointBase : public DataTransport {
   virtual Status startSend(const SendRequest& request, const uint8_t* src, RequestId id) = 0;
   /// Starts a checked receive into `dst` as request `id`; errors as startSend.
   virtual Status startRecv(const RecvRequest& request, uint8_t* dst, RequestId id) = 0;
+  /// Starts a checked local request as request `id`: by default runs it on the calling thread and completes it
+  /// (the data transports of host memory); the CUDA transport launches a kernel. Errors are returned by postLocal.
+  virtual Status startLocal(const LocalMemory::Resolved& local, RequestId id);
   /// Moves whatever can move without waiting, calling complete() for finished requests. An error sticks.
   virtual Status progress() = 0;
   /// Called by a blocking poll when nothing has completed: waits until something completes (ok), or returns

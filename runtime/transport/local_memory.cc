@@ -75,25 +75,37 @@ Result<uint8_t*> LocalMemory::resolve(int rank, const BufferRef& ref, const char
   return static_cast<uint8_t*>(base) + ref.offset;
 }
 
-Status LocalMemory::run(const LocalRequest& request) {
+Result<LocalMemory::Resolved> LocalMemory::resolveLocal(const LocalRequest& request) const {
   if (request.src.bytes != request.dst.bytes) {
     return invalidArgument(
         fmt::format("local on rank {}: src has {} bytes, dst {}", request.rank, request.src.bytes, request.dst.bytes));
   }
-  BRAID_ASSIGN_OR_RETURN(uint8_t * src, resolve(request.rank, request.src, "local src"));
-  BRAID_ASSIGN_OR_RETURN(uint8_t * dst, resolve(request.rank, request.dst, "local dst"));
-  if (request.src.bytes == 0) return Status::ok();
-  if (!request.reduce) {
-    if (src != dst) std::memmove(dst, src, request.src.bytes);
-    return Status::ok();
-  }
-  const ReduceSpec& spec = reduceSpec(request.rank);
-  const size_t element = dataTypeSize(spec.type);
-  if (request.src.bytes % element != 0) {
+  Resolved local;
+  BRAID_ASSIGN_OR_RETURN(local.src, resolve(request.rank, request.src, "local src"));
+  BRAID_ASSIGN_OR_RETURN(local.dst, resolve(request.rank, request.dst, "local dst"));
+  local.bytes = request.src.bytes;
+  local.reduce = request.reduce;
+  local.spec = reduceSpec(request.rank);
+  if (local.reduce && local.bytes % dataTypeSize(local.spec.type) != 0) {
     return invalidArgument(fmt::format("local reduce on rank {}: {} bytes is not whole {}-byte {} elements",
-                                       request.rank, request.src.bytes, element, dataTypeName(spec.type)));
+                                       request.rank, local.bytes, dataTypeSize(local.spec.type),
+                                       dataTypeName(local.spec.type)));
   }
-  reduceInto(dst, src, request.src.bytes / element, spec.type, spec.op);
+  return local;
+}
+
+void LocalMemory::runOnCpu(const Resolved& local) {
+  if (local.bytes == 0) return;
+  if (!local.reduce) {
+    if (local.src != local.dst) std::memmove(local.dst, local.src, local.bytes);
+    return;
+  }
+  reduceInto(local.dst, local.src, local.bytes / dataTypeSize(local.spec.type), local.spec.type, local.spec.op);
+}
+
+Status LocalMemory::run(const LocalRequest& request) {
+  BRAID_ASSIGN_OR_RETURN(const Resolved local, resolveLocal(request));
+  runOnCpu(local);
   return Status::ok();
 }
 

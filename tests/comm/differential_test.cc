@@ -12,6 +12,11 @@
 // reduce-scatter and all-to-all take `count` as the size of the whole buffer: each rank piece holds
 // ceil(count / n) elements, so uneven counts stay uneven. A guard zone after every receive buffer must stay
 // untouched (nothing written past a user buffer).
+//
+// Every algorithm is also encoded for the device-resident executor (runtime/cuda/device_plan_codec.h) at three
+// sizes, in each of its modes, in its protocol and in LL, and the encoding of every rank must decode, hold the
+// plan's fields and pass validateDevicePlans (tests/cuda/device_plan_check.h): what the CUDA kernel would read,
+// checked on the CPU for every algorithm of this suite.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -23,6 +28,7 @@
 #include "braid/synthesize.h"
 #include "braid/topology.h"
 #include "comm/comm_test_util.h"
+#include "cuda/device_plan_check.h"
 
 namespace braid {
 namespace {
@@ -82,6 +88,8 @@ void runSuite(const Suite& suite) {
     options.timeout_s = 60;
     const std::vector<testing::Run> runs = runsFor(alg, static_cast<int>(a));
     const auto start = std::chrono::steady_clock::now();
+    const Status encoded = testing::checkDeviceEncodings(alg, {1, 7, 1000003});
+    EXPECT_TRUE(encoded.isOk()) << suite.name << " algorithm " << a << ": device plan: " << encoded.toString();
     const Status status = runRanks(suite.num_ranks, options, [&](Communicator& comm) -> Status {
       // The forced algorithm is what runs.
       const bool in_place = !alg.out_of_place;

@@ -5,11 +5,15 @@
 // local copies and reductions; then size mismatches naming both ranks, timeouts naming what is awaited, abort,
 // a killed rank, a send that completed before its bytes left, and classical plans on 2, 3 and 4 ranks checked
 // against naive references (transport_check.h). What only one transport has stays in <transport>_test.cc.
+//
+// With CUDA, the CUDA transport is a parameter too (device memory mirrored to the host buffers the checks read,
+// tests/transport/cuda_mirror.h); on a machine without a GPU its tests skip, naming cudaGetDeviceCount's error.
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -19,6 +23,9 @@
 #include "transport/factory.h"
 #include "transport/multirank.h"
 #include "transport/transport_check.h"
+#ifdef BRAID_HAVE_CUDA
+#include "transport/cuda_mirror.h"
+#endif
 
 namespace braid {
 namespace {
@@ -53,6 +60,24 @@ void tcpTight() {
   setenv("BRAID_CC_ACTIVE_PEERS", "1", 1);
 }
 
+#ifdef BRAID_HAVE_CUDA
+// NCCL gives every rank process of one GPU its own host id (cuda_mirror.h); ranks as threads need a GPU each.
+std::string cudaThreadsUnavailable(int n) {
+  if (testing::cudaDevicesForTests() >= n) return "";
+  return "NCCL refuses two ranks of one process on one GPU; " + std::to_string(n) + " ranks as threads need " +
+         std::to_string(n) + " GPUs, this machine has " + std::to_string(testing::cudaDevicesForTests());
+}
+TransportUnderTest cudaUnderTest() {
+  TransportUnderTest t;
+  t.name = "cuda";
+  t.create = &testing::createMirroredCudaTransport;
+  t.idle_send_bytes = 4 << 20;
+  t.unavailable = &testing::cudaSkipReason;
+  t.threads_unavailable = &cudaThreadsUnavailable;
+  return t;
+}
+#endif
+
 // TCP sends complete once written to the socket, so an idle receiver can hold only what the kernel buffers (and,
 // with credits, messages up to the 64 KiB eager size).
 const TransportUnderTest kTransports[] = {
@@ -63,6 +88,9 @@ const TransportUnderTest kTransports[] = {
     {"tcp", &createTcpTransport, false, 16 << 10, &tcpTight, "tcp_adaptive_tight"},
 #ifdef BRAID_HAVE_UCX
     {"ucx", &createUcxTransport, false, 4 << 20, &preferUcxOverTcp},
+#endif
+#ifdef BRAID_HAVE_CUDA
+    cudaUnderTest(),
 #endif
 };
 
@@ -93,6 +121,7 @@ long firstWrongWord(const uint8_t* got, const uint8_t* want, size_t bytes) {
 // Checks at post time, FIFO order per channel, 64 MiB both ways before either receive is posted, zero-byte
 // messages, receives posted before their sends, local copy and uint8 sum.
 TEST_P(TransportConformance, RequestsMatchPerChannelInOrder) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   const TransportUnderTest& transport = GetParam();
   TransportOptions options;
   options.timeout_s = 20;
@@ -180,7 +209,7 @@ TEST_P(TransportConformance, RequestsMatchPerChannelInOrder) {
         scratch[3] = 10;
         auto copy = t.postLocal(LocalRequest{rank, ref(BufferKind::kScratch, 0, 2), ref(BufferKind::kScratch, 8, 2)});
         BRAID_CHILD_CHECK_OK(copy);
-        BRAID_CHILD_CHECK(scratch[8] == 5 && scratch[9] == 250);
+        BRAID_CHILD_CHECK(scratch[8] == 5 && scratch[9] == 250);  // (CUDA: its test wrapper waited for the kernel)
         auto sum = t.postLocal(
             LocalRequest{rank, ref(BufferKind::kScratch, 2, 2), ref(BufferKind::kScratch, 8, 2), /*reduce=*/true});
         BRAID_CHILD_CHECK_OK(sum);
@@ -204,6 +233,7 @@ TEST_P(TransportConformance, RequestsMatchPerChannelInOrder) {
 
 // Every standard case (transport_check.h) on 2, 3 and 4 ranks over one endpoint each.
 TEST_P(TransportConformance, ClassicalPlansOnTwoThreeAndFourRanks) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   for (int n : {2, 3, 4}) {
     const ForkResult result = testing::forkCollectives(GetParam(), n);
     EXPECT_TRUE(result.allOk()) << n << " ranks:\n" << result.summary();
@@ -213,6 +243,11 @@ TEST_P(TransportConformance, ClassicalPlansOnTwoThreeAndFourRanks) {
 // Ranks as threads of one process, each with its own bootstrap and endpoint (braid_perf -t): endpoints share
 // nothing they should not (for shm: the same segments mapped twice in one address space).
 TEST_P(TransportConformance, ClassicalPlansOnThreadsOfOneProcess) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
+  if (GetParam().threads_unavailable != nullptr) {
+    const std::string why = GetParam().threads_unavailable(3);
+    if (!why.empty()) GTEST_SKIP() << GetParam().name << " transport: " << why;
+  }
   TransportOptions options;
   options.timeout_s = 30;
   const ForkResult result = testing::runRanks(
@@ -235,6 +270,7 @@ TEST_P(TransportConformance, ClassicalPlansOnThreadsOfOneProcess) {
 // A message matched with a receive of another size: kInvalidArgument naming both ranks and sizes, whether the
 // message is shorter or longer than the receive (UCX truncates a longer one and says "more than").
 TEST_P(TransportConformance, SizeMismatchNamesBothRanksAndSizes) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   ForkResult result = testing::forkSizeMismatch(GetParam(), 4, 8,
                                                 {"rank 0 -> rank 1 channel 0: a message of 4 bytes matched a receive "
                                                  "of 8 bytes"});
@@ -245,6 +281,7 @@ TEST_P(TransportConformance, SizeMismatchNamesBothRanksAndSizes) {
 }
 
 TEST_P(TransportConformance, TimeoutNamesWhatIsAwaited) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   const ForkResult result = testing::forkTimeout(GetParam());
   EXPECT_TRUE(result.allOk()) << result.summary();
 }
@@ -253,6 +290,7 @@ TEST_P(TransportConformance, TimeoutNamesWhatIsAwaited) {
 // asked on every transport: rank 1's blocking wait for a message rank 0 sends after 0.5 s completes with it,
 // instead of failing at once because the deadline overflowed.
 TEST_P(TransportConformance, HugeTimeoutWaitsAsAsked) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   for (const char* env : {"1e10", "inf", static_cast<const char*>(nullptr)}) {
     TransportOptions options;
     if (env != nullptr) {
@@ -294,19 +332,24 @@ TEST_P(TransportConformance, HugeTimeoutWaitsAsAsked) {
 // A BRAID_TIMEOUT that is not a positive number of seconds is refused by createTransport on every rank, naming
 // the variable and its text, before any rank waits for a peer; so is a negative TransportOptions::timeout_s.
 TEST_P(TransportConformance, BadTimeoutIsAnErrorNamingTheVariable) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   const TransportUnderTest& transport = GetParam();
   TransportOptions options;
   options.timeout_s = 20;
   const ForkResult result = testing::runRanks(
       transport, 2, options,
       [&](int rank, Bootstrap& bootstrap, DataTransport&) {
-        const TransportKind kind = parseTransportKind(transport.name).value();
+        // Through createTransport where the transport has a kind; the CUDA transport through its own constructor.
+        const std::optional<TransportKind> kind = parseTransportKind(transport.name);
+        const auto create = [&](const TransportOptions& o) {
+          return kind ? createTransport(*kind, bootstrap, o) : transport.create(bootstrap, o);
+        };
         for (const char* text : {"-1", "nan", "0", "forever"}) {
           if (testing::report(rank, "barrier", bootstrap.barrier())) return 1;
           // Once per process: the ranks of the threads transport are threads of one process.
           if (rank == 0 || !transport.ranks_are_threads) setenv("BRAID_TIMEOUT", text, /*overwrite=*/1);
           if (testing::report(rank, "barrier", bootstrap.barrier())) return 1;
-          Result<std::unique_ptr<DataTransport>> created = createTransport(kind, bootstrap, TransportOptions{});
+          Result<std::unique_ptr<DataTransport>> created = create(TransportOptions{});
           const std::string want = std::string("BRAID_TIMEOUT=") + text + ": not a positive number of seconds";
           if (created.isOk() || created.status().code() != StatusCode::kInvalidArgument ||
               created.status().message().find(want) == std::string::npos) {
@@ -317,7 +360,7 @@ TEST_P(TransportConformance, BadTimeoutIsAnErrorNamingTheVariable) {
         }
         TransportOptions negative;
         negative.timeout_s = -5;
-        Result<std::unique_ptr<DataTransport>> created = createTransport(kind, bootstrap, negative);
+        Result<std::unique_ptr<DataTransport>> created = create(negative);
         if (created.isOk() || created.status().message().find("timeout_s = -5") == std::string::npos) {
           std::fprintf(stderr, "rank %d, timeout_s = -5: %s\n", rank,
                        created.isOk() ? "created" : created.status().toString().c_str());
@@ -331,6 +374,7 @@ TEST_P(TransportConformance, BadTimeoutIsAnErrorNamingTheVariable) {
 }
 
 TEST_P(TransportConformance, AbortReachesWaitingPeer) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   const ForkResult result = testing::forkAbort(GetParam());
   EXPECT_TRUE(result.allOk()) << result.summary();
 }
@@ -338,6 +382,7 @@ TEST_P(TransportConformance, AbortReachesWaitingPeer) {
 // Rank 2 of 4 is SIGKILLed in the middle of a 16 MiB ring all-reduce: every other rank's execute() returns
 // kRemoteError naming rank 2, within seconds although the timeout is 30 s.
 TEST_P(ProcessTransportConformance, KilledRankFailsThePeers) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   ASSERT_FALSE(GetParam().ranks_are_threads);
   testing::expectKilledRankFailsPeers(GetParam());
 }
@@ -346,6 +391,7 @@ TEST_P(ProcessTransportConformance, KilledRankFailsThePeers) {
 // (shm: a message larger than its 8 KiB ring streams from a private copy; ucx: a rendezvous from the bounce
 // buffer; threads: the staged copy).
 TEST_P(TransportConformance, CompletedSendArrivesWhileSenderIsIdle) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   TransportOptions options;
   options.timeout_s = 20;
   options.slot_bytes = 4096;
@@ -357,6 +403,7 @@ TEST_P(TransportConformance, CompletedSendArrivesWhileSenderIsIdle) {
 // Benchmark, run with --gtest_also_run_disabled_tests: 4 ranks, ring all-reduce of 64 MiB fp32 (2 warm-up, 10
 // timed runs); prints rank 0's line.
 TEST_P(TransportConformance, DISABLED_RingAllReduce64MiBBusBw) {
+  BRAID_SKIP_UNLESS_AVAILABLE(GetParam());
   const ForkResult result = testing::forkRingAllReduceBusBw(GetParam(), 4, 64 << 20, 2, 10);
   EXPECT_TRUE(result.allOk()) << result.summary();
   if (!result.ranks.empty()) std::printf("%s", result.ranks[0].output.c_str());

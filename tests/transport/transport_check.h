@@ -291,7 +291,19 @@ struct TransportUnderTest {
   uint64_t idle_send_bytes = 0;    // forkIdleSender's message: completes before the receiver reads it
   void (*prepare)() = nullptr;     // called in the test process before any rank starts (environment)
   const char* label = nullptr;     // the test name's suffix when one transport runs in several settings (else name)
+  /// Why this transport cannot run on this machine ("" when it can): the suite's tests skip naming it.
+  const std::string& (*unavailable)() = nullptr;
+  /// Why n ranks that are threads of one process cannot run ("" when they can; null: they always can).
+  std::string (*threads_unavailable)(int n) = nullptr;
 };
+
+/// Skips the running test when `t` cannot run on this machine, naming the reason.
+#define BRAID_SKIP_UNLESS_AVAILABLE(t)                                                             \
+  do {                                                                                             \
+    if ((t).unavailable != nullptr && !(t).unavailable().empty()) {                                \
+      GTEST_SKIP() << (t).name << " transport: " << (t).unavailable() << "; its tests need a GPU"; \
+    }                                                                                              \
+  } while (0)
 
 /// GoogleTest prints a parameter by its label, else its name.
 inline void PrintTo(const TransportUnderTest& t, std::ostream* os) { *os << (t.label != nullptr ? t.label : t.name); }

@@ -1,0 +1,416 @@
+// The device-resident executor's host side (DeviceExecutor, include/braid/cuda.h): preparing a plan (encode,
+// validate, allocate the region, scratch and blob, exchange CUDA IPC handles and map the peers' regions) and
+// launching device_kernel.cuh's kernel on the caller's stream.
+//
+// Regions: one cudaMalloc per (plan, rank), zeroed once; a peer in another process maps it with
+// cudaIpcOpenMemHandle (cudaIpcMemLazyEnablePeerAccess), a peer in this process uses the pointer itself (with
+// peer access between the two devices when they differ). The kernel reaches every rank's region through a device
+// array of these pointers. Counters in regions only grow, and each launch's values start where the previous
+// launch's ended (device_plan.h), so nothing is reset between launches; a launch that fails on the host leaves its
+// plan unusable (the ranks' launch counts would differ).
+#include <cuda_runtime.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "braid/cuda.h"
+#include "common/env.h"
+#include "cuda/cuda_check.h"
+#include "cuda/device_kernel.cuh"
+#include "cuda/device_plan_codec.h"
+
+namespace braid {
+namespace {
+
+using cuda::concat;
+using cuda::cudaStatus;
+
+constexpr const char* kName = "device-resident executor";
+
+/// Every rank learns whether every rank's step worked: `mine` when it failed, kRemoteError naming the first rank
+/// whose step failed, or the bootstrap's error.
+Status agree(Bootstrap& bootstrap, const Status& mine, const char* stage) {
+  std::vector<int32_t> ok(static_cast<size_t>(bootstrap.size()), 0);
+  ok[static_cast<size_t>(bootstrap.rank())] = mine.isOk() ? 1 : 0;
+  BRAID_RETURN_IF_ERROR(bootstrap.allGather(ok.data(), sizeof(int32_t)));
+  if (!mine.isOk()) return mine;
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    if (ok[static_cast<size_t>(r)] == 0) {
+      return Status(StatusCode::kRemoteError, concat(kName, ": rank ", r, " could not ", stage));
+    }
+  }
+  return Status::ok();
+}
+
+/// What every rank tells the others about its region of a plan.
+struct RegionInfo {
+  int64_t pid = 0;
+  int32_t device = 0;
+  int32_t reserved = 0;
+  uint64_t pointer = 0;  // the region in the owner's address space
+  cudaIpcMemHandle_t handle{};
+};
+
+/// FNV-1a over the bytes: every rank prepares the same plan (checked over the bootstrap).
+uint64_t fingerprint(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+const char* waitName(int32_t what) {
+  switch (static_cast<cuda::DeviceWait>(what)) {
+    case cuda::DeviceWait::kDependency: return "a dependency";
+    case cuda::DeviceWait::kData: return "a message";
+    case cuda::DeviceWait::kCredit: return "a free slot of its outgoing connection";
+    case cuda::DeviceWait::kBarrier: return "the other blocks after the precopies";
+    case cuda::DeviceWait::kNone: break;
+  }
+  return "?";
+}
+
+class DeviceExecutorImpl final : public DeviceExecutor {
+ public:
+  DeviceExecutorImpl(Bootstrap& bootstrap, const DeviceExecutorOptions& options)
+      : bootstrap_(bootstrap), options_(options) {}
+  ~DeviceExecutorImpl() override;
+
+  Status init();
+  Result<int> prepare(const Plan& plan) override;
+  Status launch(int handle, const RankMemory& memory, ReduceSpec reduce, cudaStream_t stream) override;
+  Status asyncError() override;
+  int device() const override { return device_; }
+
+ private:
+  struct Prepared {
+    cuda::DevicePlanHeader header;
+    uint8_t* blob = nullptr;      // device
+    uint8_t* region = nullptr;    // device, this rank's
+    uint8_t** regions = nullptr;  // device array of every rank's region
+    uint8_t* scratch = nullptr;   // device, scratch + staging
+    std::vector<void*> opened;    // peers' regions mapped through IPC
+    uint64_t used[3] = {};        // bytes of input, output, scratch the plan touches
+    bool reduces = false;
+    bool failed = false;
+    uint64_t launches = 0;
+  };
+
+  Status useDevice() const {
+    return cudaStatus(cudaSetDevice(device_), concat(kName, ": cudaSetDevice(", device_, ")"));
+  }
+  Status allocate(const cuda::DecodedDevicePlan& mine, const std::vector<uint8_t>& blob, Prepared* p);
+  Status mapPeers(Prepared* p);
+  Result<uint32_t> residentBlocks(const void* kernel);
+  void release(Prepared* p);
+
+  Bootstrap& bootstrap_;
+  const DeviceExecutorOptions options_;
+  int device_ = -1;
+  double timeout_s_ = 0;
+  cuda::DeviceError* error_host_ = nullptr;
+  cuda::DeviceError* error_device_ = nullptr;
+  std::vector<Prepared> plans_;
+  std::map<std::string, int> by_encoding_;
+  std::map<const void*, uint32_t> resident_;  // kernel -> blocks of kDeviceBlock threads resident at once
+};
+
+Status DeviceExecutorImpl::init() {
+  const std::vector<std::string>& hosts = bootstrap_.hostNames();
+  for (int r = 0; r < bootstrap_.size(); ++r) {
+    if (hosts[r] != hosts[bootstrap_.rank()]) {
+      return unsupported(concat(kName, ": rank ", r, " is on host '", hosts[r], "' and rank ", bootstrap_.rank(),
+                                " on '", hosts[bootstrap_.rank()],
+                                "'; the device-resident executor runs the ranks of one host (the CUDA transport "
+                                "runs the others)"));
+    }
+  }
+  Result<double> timeout = resolveTimeoutSeconds(options_.timeout_s);
+  Status status = timeout.status();
+  if (timeout.isOk()) timeout_s_ = *timeout;
+  if (status.isOk()) {
+    if (options_.device >= 0) {
+      device_ = options_.device;
+    } else {
+      Result<int> chosen = defaultCudaDevice(bootstrap_);
+      status = chosen.status();
+      if (chosen.isOk()) device_ = *chosen;
+    }
+  }
+  if (status.isOk()) status = useDevice();
+  if (status.isOk()) {
+    void* host = nullptr;
+    status = cudaStatus(cudaHostAlloc(&host, sizeof(cuda::DeviceError), cudaHostAllocMapped),
+                        concat(kName, ": cudaHostAlloc"));
+    if (status.isOk()) {
+      error_host_ = new (host) cuda::DeviceError();
+      void* device = nullptr;
+      status = cudaStatus(cudaHostGetDevicePointer(&device, host, 0), concat(kName, ": cudaHostGetDevicePointer"));
+      error_device_ = static_cast<cuda::DeviceError*>(device);
+    }
+  }
+  return agree(bootstrap_, status, "select its device");
+}
+
+DeviceExecutorImpl::~DeviceExecutorImpl() {
+  if (device_ < 0) return;
+  (void)useDevice();
+  // Peers write into this rank's region (credits) until their kernels end: wait for this device, then for every
+  // rank, before anything is freed.
+  (void)cudaDeviceSynchronize();
+  (void)bootstrap_.barrier();
+  for (Prepared& p : plans_) release(&p);
+  if (error_host_ != nullptr) (void)cudaFreeHost(error_host_);
+}
+
+void DeviceExecutorImpl::release(Prepared* p) {
+  for (void* opened : p->opened) (void)cudaIpcCloseMemHandle(opened);
+  p->opened.clear();
+  for (void* memory : {static_cast<void*>(p->blob), static_cast<void*>(p->region), static_cast<void*>(p->regions),
+                       static_cast<void*>(p->scratch)}) {
+    if (memory != nullptr) (void)cudaFree(memory);
+  }
+  p->blob = p->region = p->scratch = nullptr;
+  p->regions = nullptr;
+}
+
+Status DeviceExecutorImpl::allocate(const cuda::DecodedDevicePlan& mine, const std::vector<uint8_t>& blob,
+                                    Prepared* p) {
+  const cuda::DevicePlanHeader& h = mine.header;
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->blob, blob.size()));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpy(p->blob, blob.data(), blob.size(), cudaMemcpyHostToDevice));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->region, h.region_bytes));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(p->region, 0, h.region_bytes));
+  if (h.scratch_bytes > 0) BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->scratch, h.scratch_bytes));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->regions, sizeof(uint8_t*) * static_cast<size_t>(h.num_ranks)));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the zeroed region is visible before any peer maps it
+  return Status::ok();
+}
+
+// Every rank's region as this process reaches it: its own, IPC mappings of other processes' regions, and the
+// pointers of regions of this process (with peer access across devices).
+Status DeviceExecutorImpl::mapPeers(Prepared* p) {
+  const int n = bootstrap_.size();
+  const int rank = bootstrap_.rank();
+  std::vector<RegionInfo> infos(static_cast<size_t>(n));
+  RegionInfo& mine = infos[static_cast<size_t>(rank)];
+  mine.pid = static_cast<int64_t>(getpid());
+  mine.device = device_;
+  mine.pointer = reinterpret_cast<uint64_t>(p->region);
+  Status status = cudaStatus(cudaIpcGetMemHandle(&mine.handle, p->region), concat(kName, ": cudaIpcGetMemHandle"));
+  BRAID_RETURN_IF_ERROR(agree(bootstrap_, status, "export its region"));
+  BRAID_RETURN_IF_ERROR(bootstrap_.allGather(infos.data(), sizeof(RegionInfo)));
+  std::vector<uint8_t*> regions(static_cast<size_t>(n), nullptr);
+  for (int q = 0; q < n && status.isOk(); ++q) {
+    const RegionInfo& info = infos[static_cast<size_t>(q)];
+    if (q == rank) {
+      regions[q] = p->region;
+    } else if (info.pid == mine.pid) {
+      if (info.device != device_) {
+        int can = 0;
+        status =
+            cudaStatus(cudaDeviceCanAccessPeer(&can, device_, info.device), concat(kName, ": cudaDeviceCanAccessPeer"));
+        if (status.isOk() && can == 0) {
+          status = unsupported(concat(kName, ": ranks ", rank, " and ", q, " of one process are on devices ", device_,
+                                      " and ", info.device, ", which cannot access each other's memory"));
+        }
+        if (status.isOk()) {
+          const cudaError_t enabled = cudaDeviceEnablePeerAccess(info.device, 0);
+          if (enabled == cudaErrorPeerAccessAlreadyEnabled) {
+            (void)cudaGetLastError();
+          } else {
+            status = cudaStatus(enabled, concat(kName, ": cudaDeviceEnablePeerAccess(", info.device, ")"));
+          }
+        }
+      }
+      regions[q] = reinterpret_cast<uint8_t*>(info.pointer);
+    } else {
+      void* mapped = nullptr;
+      status = cudaStatus(cudaIpcOpenMemHandle(&mapped, info.handle, cudaIpcMemLazyEnablePeerAccess),
+                          concat(kName, ": cudaIpcOpenMemHandle of rank ", q, "'s region"));
+      if (status.isOk()) {
+        p->opened.push_back(mapped);
+        regions[q] = static_cast<uint8_t*>(mapped);
+      }
+    }
+  }
+  if (status.isOk()) {
+    status =
+        cudaStatus(cudaMemcpy(p->regions, regions.data(), sizeof(uint8_t*) * regions.size(), cudaMemcpyHostToDevice),
+                   concat(kName, ": cudaMemcpy of the region table"));
+  }
+  return agree(bootstrap_, status, "map the regions of its peers");
+}
+
+Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
+  BRAID_RETURN_IF_ERROR(useDevice());
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> blobs, cuda::encodeDevicePlans(plan));
+  if (static_cast<int>(blobs.size()) != bootstrap_.size()) {
+    return invalidArgument(concat(kName, ": plan '", plan.algorithm, "' has ", blobs.size(),
+                                  " ranks, the executor's "
+                                  "bootstrap ",
+                                  bootstrap_.size()));
+  }
+  std::vector<cuda::DecodedDevicePlan> decoded;
+  std::string key;
+  for (const std::vector<uint8_t>& blob : blobs) {
+    BRAID_ASSIGN_OR_RETURN(cuda::DecodedDevicePlan d, cuda::decodeDevicePlan(blob.data(), blob.size()));
+    decoded.push_back(std::move(d));
+    key.append(reinterpret_cast<const char*>(blob.data()), blob.size());
+  }
+  BRAID_RETURN_IF_ERROR(cuda::validateDevicePlans(decoded));
+  // Every rank prepares the same plan: otherwise one would reuse a plan while another exchanges handles.
+  std::vector<uint64_t> prints(static_cast<size_t>(bootstrap_.size()), 0);
+  prints[static_cast<size_t>(bootstrap_.rank())] = fingerprint(key);
+  BRAID_RETURN_IF_ERROR(bootstrap_.allGather(prints.data(), sizeof(uint64_t)));
+  for (int r = 0; r < bootstrap_.size(); ++r) {
+    if (prints[static_cast<size_t>(r)] != prints[static_cast<size_t>(bootstrap_.rank())]) {
+      return invalidArgument(concat(kName, ": rank ", r, " prepares another plan than rank ", bootstrap_.rank(),
+                                    " (plan '", plan.algorithm, "')"));
+    }
+  }
+  if (auto found = by_encoding_.find(key); found != by_encoding_.end()) return found->second;
+  const cuda::DecodedDevicePlan& mine = decoded[static_cast<size_t>(bootstrap_.rank())];
+  Prepared p;
+  p.header = mine.header;
+  const Status allocated = allocate(mine, blobs[static_cast<size_t>(bootstrap_.rank())], &p);
+  Status status = agree(bootstrap_, allocated, "allocate its plan");
+  if (status.isOk()) status = mapPeers(&p);
+  if (!status.isOk()) {
+    release(&p);
+    return status;
+  }
+  for (const cuda::DeviceStep& step : mine.steps) {
+    const auto op = step.op;
+    p.reduces = p.reduces || op == cuda::DeviceOp::kRecvReduceSend || op == cuda::DeviceOp::kRecvReduceCopy ||
+                op == cuda::DeviceOp::kRecvReduceCopySend || op == cuda::DeviceOp::kReduce;
+    const bool src = op == cuda::DeviceOp::kSend || op == cuda::DeviceOp::kRecvReduceSend ||
+                     op == cuda::DeviceOp::kRecvReduceCopy || op == cuda::DeviceOp::kRecvReduceCopySend ||
+                     op == cuda::DeviceOp::kCopy || op == cuda::DeviceOp::kReduce;
+    const bool dst = op == cuda::DeviceOp::kRecv || op == cuda::DeviceOp::kRecvCopySend ||
+                     op == cuda::DeviceOp::kRecvReduceCopy || op == cuda::DeviceOp::kRecvReduceCopySend ||
+                     op == cuda::DeviceOp::kCopy || op == cuda::DeviceOp::kReduce;
+    uint64_t* src_used = &p.used[static_cast<int>(step.src_buffer)];
+    uint64_t* dst_used = &p.used[static_cast<int>(step.dst_buffer)];
+    if (src) *src_used = std::max(*src_used, step.src_offset + step.bytes);
+    if (dst) *dst_used = std::max(*dst_used, step.dst_offset + step.bytes);
+  }
+  for (const cuda::DevicePrecopy& copy : mine.precopies) {
+    uint64_t* src_used = &p.used[static_cast<int>(copy.src_buffer)];
+    uint64_t* dst_used = &p.used[static_cast<int>(copy.dst_buffer)];
+    *src_used = std::max(*src_used, copy.src_offset + copy.bytes);
+    *dst_used = std::max(*dst_used, copy.dst_offset + copy.bytes);
+  }
+  for (const cuda::DeviceThreadblock& tb : mine.threadblocks) {
+    if (tb.temp_bytes > 0) p.used[2] = std::max(p.used[2], tb.temp_offset + tb.temp_bytes);
+  }
+  plans_.push_back(p);
+  const int handle = static_cast<int>(plans_.size()) - 1;
+  by_encoding_[key] = handle;
+  return handle;
+}
+
+Result<uint32_t> DeviceExecutorImpl::residentBlocks(const void* kernel) {
+  if (auto found = resident_.find(kernel); found != resident_.end()) return found->second;
+  int per_sm = 0;
+  int sms = 0;
+  BRAID_CUDA_RETURN_IF_ERROR(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, cuda::kDeviceBlock, 0));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device_));
+  const uint32_t blocks = static_cast<uint32_t>(std::max(0, per_sm) * std::max(0, sms));
+  resident_[kernel] = blocks;
+  return blocks;
+}
+
+Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSpec reduce, cudaStream_t stream) {
+  if (handle < 0 || handle >= static_cast<int>(plans_.size())) {
+    return invalidArgument(concat(kName, ": no prepared plan ", handle));
+  }
+  Prepared& p = plans_[static_cast<size_t>(handle)];
+  if (p.failed) {
+    return Status(StatusCode::kInvalidUsage,
+                  concat(kName, ": plan ", handle, " failed to launch before; its ranks are no longer in step"));
+  }
+  BRAID_RETURN_IF_ERROR(useDevice());
+  const struct {
+    const char* name;
+    void* pointer;
+    uint64_t bytes;
+    uint64_t used;
+  } buffers[] = {{"input", memory.input, memory.input_bytes, p.used[0]},
+                 {"output", memory.output, memory.output_bytes, p.used[1]}};
+  for (const auto& b : buffers) {
+    if (b.used > 0 && (b.pointer == nullptr || b.bytes < b.used)) {
+      return invalidArgument(concat(kName, ": rank ", p.header.rank, ": the plan uses ", b.used, " bytes of the ",
+                                    b.name, " buffer, which has ", b.bytes, b.pointer == nullptr ? " (null)" : ""));
+    }
+  }
+  uint8_t* scratch = p.scratch;
+  if (memory.scratch != nullptr) {
+    if (memory.scratch_bytes < p.header.scratch_bytes) {
+      return invalidArgument(concat(kName, ": rank ", p.header.rank, ": scratch of ", memory.scratch_bytes,
+                                    " bytes; the plan needs ", p.header.scratch_bytes));
+    }
+    scratch = static_cast<uint8_t*>(memory.scratch);
+  }
+  if (p.reduces && dataTypeSize(reduce.type) != p.header.element_bytes) {
+    return invalidArgument(concat(kName, ": rank ", p.header.rank, ": the plan was lowered for ",
+                                  p.header.element_bytes, "-byte elements and reduces ", dataTypeName(reduce.type)));
+  }
+  const void* kernel = p.reduces
+                           ? cuda::deviceExecutorKernelFor(static_cast<int>(reduce.type), static_cast<int>(reduce.op))
+                           : cuda::deviceExecutorKernelFor(-1, 0);
+  if (kernel == nullptr) {
+    return invalidArgument(concat(kName, ": no kernel for datatype ", static_cast<int>(reduce.type), " and operator ",
+                                  static_cast<int>(reduce.op)));
+  }
+  const uint32_t grid = std::max<uint32_t>(1, p.header.num_threadblocks);
+  BRAID_ASSIGN_OR_RETURN(const uint32_t resident, residentBlocks(kernel));
+  if (grid > resident) {
+    return unsupported(concat(kName, ": rank ", p.header.rank, ": the plan has ", grid, " threadblocks, but device ",
+                              device_, " holds at most ", resident, " blocks of ", cuda::kDeviceBlock,
+                              " threads at once (every block waits for others: all must be resident)"));
+  }
+  cuda::DeviceLaunch args;
+  args.plan = p.blob;
+  args.regions = p.regions;
+  args.buffers[0] = static_cast<uint8_t*>(memory.input);
+  args.buffers[1] = static_cast<uint8_t*>(memory.output);
+  args.buffers[2] = scratch;
+  args.launch = p.launches;
+  args.timeout_ns = static_cast<uint64_t>(std::min(timeout_s_, 1e9) * 1e9);
+  args.error = error_device_;
+  void* params[] = {&args};
+  const Status launched = cudaStatus(cudaLaunchKernel(kernel, dim3(grid), dim3(cuda::kDeviceBlock), params, 0, stream),
+                                     concat(kName, ": rank ", p.header.rank, ": cudaLaunchKernel"));
+  if (!launched.isOk()) {
+    p.failed = true;
+    return launched;
+  }
+  ++p.launches;
+  return Status::ok();
+}
+
+Status DeviceExecutorImpl::asyncError() {
+  const volatile cuda::DeviceError* e = error_host_;
+  if (e == nullptr || e->code == 0) return Status::ok();
+  std::string peer = e->peer >= 0 ? concat(" from rank ", e->peer) : "";
+  if (e->what == static_cast<int32_t>(cuda::DeviceWait::kCredit) && e->peer >= 0) peer = concat(" to rank ", e->peer);
+  return Status(StatusCode::kTimeout, concat(kName, ": rank ", e->rank, " tb ", e->tb, " step ", e->step, ", slice ",
+                                             e->slice, ": waited more than ", static_cast<double>(e->waited_ns) / 1e9,
+                                             " s (BRAID_TIMEOUT) for ", waitName(e->what), peer));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<DeviceExecutor>> createDeviceExecutor(Bootstrap& bootstrap,
+                                                             const DeviceExecutorOptions& options) {
+  auto executor = std::make_unique<DeviceExecutorImpl>(bootstrap, options);
+  BRAID_RETURN_IF_ERROR(executor->init());
+  return std::unique_ptr<DeviceExecutor>(std::move(executor));
+}
+
+}  // namespace braid

@@ -1,0 +1,64 @@
+// Producing, reading back and checking the device-resident executor's plan (device_plan.h) on the CPU. Part of
+// braid_cuda_host: no CUDA needed, so every build encodes and validates the plans the kernel would run.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "braid/plan.h"
+#include "braid/status.h"
+#include "cuda/device_plan.h"
+
+namespace braid::cuda {
+
+/// The blob of every rank of `plan` (index = rank), each ready to copy to its device as it is. The plan passes
+/// validatePlan first. Every (sender, receiver, channel) with traffic becomes one connection with the FIFO of
+/// plan.fifo_depth slots in the receiver's region; slots hold the largest message of the plan (Simple: its bytes
+/// rounded up to 16; LL: its 8-byte words as 16-byte lines). Steps keep the plan's order, byte ranges and
+/// dependencies; nops get the slice count of the steps they depend on (as the executor runs them); receive-reduce
+/// steps whose src overlaps their dst are marked to go through the threadblock's staging range; every step gets
+/// a topological position (DeviceStep::order).
+/// Errors: validatePlan's kInvalidArgument; kUnsupported when two threadblocks of one rank drive the same end of a
+/// connection (same peer and channel in the same direction; MSCCL's kernel has one per NCCL connection), naming
+/// both; kInvalidArgument naming the steps of a dependency cycle; kUnsupported when a count does not fit the
+/// 32-bit fields (steps, dependencies, slices).
+Result<std::vector<std::vector<uint8_t>>> encodeDevicePlans(const Plan& plan);
+/// The blob of one rank (encodeDevicePlans' element `rank`). Errors as encodeDevicePlans; kInvalidArgument for a
+/// rank outside the plan.
+Result<std::vector<uint8_t>> encodeDevicePlan(const Plan& plan, int rank);
+
+/// A blob read back: the header and copies of its tables.
+struct DecodedDevicePlan {
+  DevicePlanHeader header;
+  std::vector<DeviceThreadblock> threadblocks;
+  std::vector<DeviceStep> steps;
+  std::vector<DeviceDependency> deps;
+  std::vector<DeviceConnection> connections;
+  std::vector<DevicePrecopy> precopies;
+};
+
+/// Reads a blob: magic, version, blob_bytes == size, every table inside the blob, aligned and as long as its count
+/// says. Errors: kInvalidArgument "device plan: <field> ..." naming what is wrong.
+Result<DecodedDevicePlan> decodeDevicePlan(const uint8_t* data, size_t size);
+/// The blob of a decoded plan, laid out as encodeDevicePlans lays it out (decode then serialize gives the bytes
+/// back).
+std::vector<uint8_t> serializeDevicePlan(const DecodedDevicePlan& plan);
+
+/// What the kernel relies on within one rank's plan: table indices in range; threadblocks' steps contiguous and
+/// in order, iterations = their most slices; steps' byte ranges inside their buffers and on whole elements, their
+/// slices the executor's count (nops: the most of their dependencies'); every dependency pointing backwards
+/// (order below the step's, and each step's order above its predecessor's in the threadblock); staging inside
+/// scratch and as large as the slice of every staged step; each connection end driven by the threadblock that
+/// names it, with as many messages per launch as that threadblock's slices in its direction; this rank's region
+/// parts (FIFOs of incoming connections, tail and head counters, progress counters, barrier) inside the region
+/// and disjoint. Errors: kInvalidArgument "device plan rank R: tb T step S: ..." naming the first finding.
+Status validateDevicePlan(const DecodedDevicePlan& plan);
+/// validateDevicePlan on every rank (plans[r] is rank r), then what ties the ranks together: one plan (ranks,
+/// protocol, slice, slot size and FIFO depth equal everywhere), and every connection end matched by the peer's
+/// opposite end with the same FIFO, tail and head offsets (the peer's FIFO inside the peer's region) and the same
+/// sequence of message sizes (in the order each threadblock runs its slices). Errors: kInvalidArgument naming the
+/// connection and both ranks.
+Status validateDevicePlans(const std::vector<DecodedDevicePlan>& plans);
+
+}  // namespace braid::cuda

@@ -1,0 +1,170 @@
+// The device-resident executor's block program (runtime/cuda/device_program.h, what the kernel runs) on the CPU:
+// every block of every rank as host threads over host memory laid out as on the device (tests/cuda/
+// device_emulator.h). Classical algorithms on 2-5 ranks and the corpus MSCCL/TACCL XMLs, Simple and LL, slices small
+// enough that connections wrap their FIFO of 8 slots many times, two launches on the same regions (counters carry
+// on), every datatype and operator on a ring all-reduce, blocks of 1 and 3 threads; every output byte equals the
+// collective's reference. A rank that never starts makes its peers give up after the timeout, naming what they
+// waited for. What this does not check: CUDA's own instructions and memory model (fences, 16-byte stores), which
+// need a GPU (tests/cuda/cuda_device_test.cc).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/classic.h"
+#include "cuda/device_emulator.h"
+#include "cuda/device_plan_check.h"
+#include "support/corpus.h"
+
+namespace braid {
+namespace {
+
+// Lowers `algorithm` for `count` elements of `type` per rank piece (times the size multiplier), in `protocol`,
+// with slices of `slice_bytes`.
+Result<Plan> lowerFor(const Algorithm& algorithm, uint64_t count, bool in_place, DataType type, Protocol protocol,
+                      uint64_t slice_bytes, int instances = 1) {
+  BRAID_ASSIGN_OR_RETURN(CollectiveSpec spec, algorithm.spec(in_place));
+  LowerOptions options = callLowerOptions(count * dataTypeSize(type) * static_cast<uint64_t>(spec.sizeMultiplier()),
+                                          in_place, instances, dataTypeSize(type));
+  options.protocol = protocol;
+  options.slice_bytes = slice_bytes;
+  return lowerAlgorithm(algorithm, options);
+}
+
+Status emulate(const Algorithm& algorithm, uint64_t count, bool in_place, Protocol protocol, uint64_t slice_bytes,
+               const testing::EmulationOptions& options, int instances = 1) {
+  Result<Plan> plan = lowerFor(algorithm, count, in_place, options.type, protocol, slice_bytes, instances);
+  if (!plan.isOk() && plan.status().code() == StatusCode::kUnsupported) return Status::ok();  // uneven: lowering's
+  BRAID_RETURN_IF_ERROR(plan.status());
+  const Status status = testing::emulateDevicePlan(*plan, options);
+  if (status.isOk()) return status;
+  return Status(status.code(), fmt::format("{} count {} {} {} slice {} {} {}: {}", algorithm.name, count,
+                                           in_place ? "in place" : "out of place", protocolName(protocol), slice_bytes,
+                                           dataTypeName(options.type), reduceOpName(options.op), status.message()));
+}
+
+TEST(DeviceProgramEmulation, ClassicalAlgorithmsMatchTheReference) {
+  int runs = 0;
+  for (int n : {2, 3, 4, 5}) {
+    for (const Algorithm& algorithm : testing::classicalTestAlgorithms(n)) {
+      testing::EmulationOptions options;
+      options.root = algorithm.root;
+      options.threads_per_block = n <= 3 ? 3 : 1;
+      for (bool in_place : {false, true}) {
+        if (in_place ? !algorithm.in_place : !algorithm.out_of_place) continue;
+        for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+          // One element; an uneven count; 301 elements in 64-byte slices: many messages per connection, past the
+          // 8 FIFO slots.
+          for (uint64_t count : {1, 7, 301}) {
+            const Status status = emulate(algorithm, count, in_place, protocol, count == 301 ? 64 : 0, options);
+            EXPECT_TRUE(status.isOk()) << n << " ranks: " << status.toString();
+            ++runs;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(runs, 300);
+}
+
+TEST(DeviceProgramEmulation, EveryDatatypeAndOperatorOnARing) {
+  ClassicRequest request;
+  request.algo = ClassicAlgo::kRing;
+  request.spec.kind = CollectiveKind::kAllReduce;
+  request.spec.num_ranks = 3;
+  const Algorithm ring = buildClassic(request).value();
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+        testing::EmulationOptions options;
+        options.type = static_cast<DataType>(t);
+        options.op = static_cast<ReduceOp>(o);
+        options.threads_per_block = 2;
+        const Status status = emulate(ring, 45, false, protocol, 48, options);
+        EXPECT_TRUE(status.isOk()) << status.toString();
+      }
+    }
+  }
+}
+
+// Two instances of a ring all-reduce: two threadblocks per connection direction on different channels.
+TEST(DeviceProgramEmulation, InstancesRunOnTheirOwnChannels) {
+  ClassicRequest request;
+  request.algo = ClassicAlgo::kRing;
+  request.spec.kind = CollectiveKind::kAllReduce;
+  request.spec.num_ranks = 4;
+  const Algorithm ring = buildClassic(request).value();
+  testing::EmulationOptions options;
+  options.threads_per_block = 2;
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+    EXPECT_TRUE(emulate(ring, 1003, false, protocol, 256, options, 2).isOk());
+  }
+}
+
+// The corpus's verified MSCCL and TACCL programs (dependencies across threadblocks, nops, precopies, many
+// channels) at their smallest even size and at 3 times it, in 16-byte slices with LL and Simple.
+TEST(DeviceProgramEmulation, CorpusAlgorithmsMatchTheReference) {
+  BRAID_SKIP_WITHOUT_REALCASES();
+  int runs = 0;
+  for (const char* dir : {"msccl", "taccl/outputs_xml"}) {
+    const auto path = testing::realcasesDir() / dir;
+    if (!std::filesystem::is_directory(path)) continue;
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(path)) {
+      if (entry.path().extension() == ".xml") files.push_back(entry.path());
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) {
+      Result<Algorithm> algorithm = loadAlgorithm(file.string());
+      if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
+      if (algorithm->collective == CollectiveKind::kCustom) continue;
+      const CollectiveSpec spec = algorithm->spec(!algorithm->out_of_place).value();
+      const uint64_t multiplier = static_cast<uint64_t>(spec.sizeMultiplier());
+      const uint64_t even = static_cast<uint64_t>(algorithm->num_chunks) /
+                            std::gcd<uint64_t>(static_cast<uint64_t>(algorithm->num_chunks), multiplier);
+      testing::EmulationOptions options;
+      options.root = algorithm->root;
+      options.launches = 2;
+      for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+        for (uint64_t count : {even, 3 * even}) {
+          const bool in_place = !algorithm->out_of_place;
+          const Status status = emulate(*algorithm, count, in_place, protocol, 16, options);
+          EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
+          ++runs;
+        }
+      }
+    }
+  }
+  EXPECT_GE(runs, 40);
+}
+
+// Rank 2 of a 3-rank ring never starts: ranks 0 and 1 give up after the timeout and the first failure names a
+// rank, a threadblock, a step and what it waited for.
+TEST(DeviceProgramEmulation, AMissingRankIsATimeoutNamingTheWait) {
+  ClassicRequest request;
+  request.algo = ClassicAlgo::kRing;
+  request.spec.kind = CollectiveKind::kAllReduce;
+  request.spec.num_ranks = 3;
+  const Algorithm ring = buildClassic(request).value();
+  const Plan plan = lowerFor(ring, 300, false, DataType::kFloat32, Protocol::kSimple, 64).value();
+  testing::EmulationOptions options;
+  options.ranks = {0, 1};
+  options.timeout_s = 0.3;
+  options.launches = 1;
+  cuda::DeviceError error;
+  const Status status = testing::emulateDevicePlan(plan, options, &error);
+  EXPECT_EQ(status.code(), StatusCode::kTimeout) << status.toString();
+  EXPECT_EQ(error.code, 1u);
+  EXPECT_TRUE(error.rank == 0 || error.rank == 1) << error.rank;
+  EXPECT_TRUE(error.what == static_cast<int32_t>(cuda::DeviceWait::kData) ||
+              error.what == static_cast<int32_t>(cuda::DeviceWait::kCredit))
+      << error.what;
+  EXPECT_GE(error.waited_ns, 300000000u);
+}
+
+}  // namespace
+}  // namespace braid
