@@ -12,7 +12,8 @@
 //      then the receiving NIC), each NIC admitting one message every g: t = max(t, nic_free) + g. Done in
 //      time order (an event at the end of stage 1), so messages reach a NIC in the order they are ready.
 //   3. Data phase, serialized per connection (slice k+1 of a connection leaves after slice k): it starts
-//      when stages 1-2 are done and the connection's previous data phase has ended, and moves `bytes` at a
+//      when stages 1-2 are done and the connection's previous data phase has ended (on a route through a NIC:
+//      net_step_us after it ended, the per-step handshake of a network connection), and moves `bytes` at a
 //      rate re-evaluated whenever the set of messages in their data phase changes on any of its links:
 //        rate = min over its links l of  bandwidth(l) x efficiency[protocol][kind(l)] / flows(l)
 //      (equal split among the messages on a link direction, bytes/us = GB/s x 1e3). The send completes
@@ -82,6 +83,8 @@ struct Connection {
   RingQueue<int> credit_wait;  // messages waiting for a credit (stage 0), in order
   double o_free = 0;           // end of the last sender overhead (stage 1)
   bool data_busy = false;      // a message of this connection is in (or reserved for) its data phase
+  double data_free_at = 0;     // earliest start of its next data phase (end of the last one + net_step_us)
+  bool crosses_nic = false;    // its route passes a NIC: network steps pay net_step_us
   RingQueue<int> data_wait;    // messages past stage 1 (and 2) waiting for the connection, in order
   long long slot_base = 0;     // sequence number of slots.front()
   RingQueue<Slot> slots;
@@ -240,6 +243,7 @@ struct SimTransport::Impl {
     c.dst = dst;
     c.channel = channel;
     c.route = route;
+    c.crosses_nic = !routes[route].nics.empty() && model.net_step_us > 0;
     const int id = static_cast<int>(conns.size());
     conns.push_back(std::move(c));
     conn_of_key.emplace(key, id);
@@ -327,6 +331,7 @@ struct SimTransport::Impl {
       return;
     }
     c.data_busy = true;  // reserved for m from now on
+    msgs[m].ready = std::max(msgs[m].ready, c.data_free_at);
     launchData(m);
   }
 
@@ -440,10 +445,12 @@ struct SimTransport::Impl {
     if (slot.recv_posted) pushDeliver(conn, msg.seq, slot.delivery);
     free_msgs.push_back(m);
     c.data_busy = false;
+    if (c.crosses_nic) c.data_free_at = now + model.net_step_us;
     if (!c.data_wait.empty()) {
       const int next = c.data_wait.front();
       c.data_wait.pop_front();
       c.data_busy = true;
+      msgs[next].ready = std::max(msgs[next].ready, c.data_free_at);
       launchData(next);
     }
   }
