@@ -103,20 +103,40 @@ int nicLocalGpu(const Topology& t, int node, int nic, int* path_type) {
   return nearest.front();
 }
 
-// PXN: the proxy GPU for s -> d across nodes, or -1 (s sends through its own NIC).
-int pxnRelay(const Topology& t, const std::vector<std::optional<Route>>& routes, int n, int s, int d) {
+// The PXN candidate of each (node, local GPU index): the NIC local GPU (nicLocalGpu) of the first NIC nearest to
+// that GPU, with its path type to the NIC; -1 when the GPU has no NIC. Computed once per node and index, since
+// every GPU of a node sends to a peer with that index through it.
+struct PxnProxy {
+  int proxy = -1;
+  int type = kPathDis;
+};
+
+std::vector<std::vector<PxnProxy>> pxnProxies(const Topology& t) {
+  std::vector<std::vector<PxnProxy>> out(t.nodes.size());
+  for (size_t q = 0; q < t.nodes.size(); ++q) {
+    for (int vid : t.nodes[q].gpus) {
+      PxnProxy p;
+      const std::vector<int> nics = nearestNics(t, t.vertices[vid].rank);
+      if (!nics.empty()) p.proxy = nicLocalGpu(t, static_cast<int>(q), nics[0], &p.type);
+      out[q].push_back(p);
+    }
+  }
+  return out;
+}
+
+// PXN: the proxy GPU for s -> d across nodes, or -1 (s sends through its own NIC): the proxy of s's node for d's
+// local index, when it is not s, reaches its NIC through PCIe switches only (PIX/PXB) and has an NVLink route
+// from s.
+int pxnRelay(const Topology& t, const std::vector<std::optional<Route>>& routes,
+             const std::vector<std::vector<PxnProxy>>& proxies, int n, int s, int d) {
   const int src_node = t.vertices[t.gpuVertex(s)].node;
   const Node& dst_node = t.nodes[t.vertices[t.gpuVertex(d)].node];
   const auto pos = std::find(dst_node.gpus.begin(), dst_node.gpus.end(), t.gpuVertex(d));
   const size_t index = static_cast<size_t>(pos - dst_node.gpus.begin());
-  const Node& here = t.nodes[src_node];
-  if (index >= here.gpus.size()) return -1;  // no local GPU with the peer's device index
-  const std::vector<int> nics = nearestNics(t, t.vertices[here.gpus[index]].rank);
-  if (nics.empty()) return -1;
-  int type = kPathDis;
-  const int proxy = nicLocalGpu(t, src_node, nics[0], &type);
-  if (proxy < 0 || proxy == s || type > kPathPxb) return -1;
-  return allNvlink(t, routes[static_cast<size_t>(s) * n + proxy]) ? proxy : -1;
+  if (index >= proxies[src_node].size()) return -1;  // no local GPU with the peer's device index
+  const PxnProxy& p = proxies[src_node][index];
+  if (p.proxy < 0 || p.proxy == s || p.type > kPathPxb) return -1;
+  return allNvlink(t, routes[static_cast<size_t>(s) * n + p.proxy]) ? p.proxy : -1;
 }
 
 }  // namespace
@@ -149,22 +169,21 @@ int localNetCountByBw(const Topology& t, int rank) {
   return count;
 }
 
-// ncclTopoGetNchannels: the p2p channels rank g uses towards peer r (-1 for itself). `p2p_channels` is the
-// un-rounded p2p channel count of the communicator.
-int channelsToPeer(const Topology& t, const std::vector<std::optional<Route>>& routes, double nvlink_lane_gbps,
-                   int p2p_channels, int g, int r) {
-  const int n = t.numGpus();
-  if (g == r) return -1;
-  if (t.vertices[t.gpuVertex(g)].node == t.vertices[t.gpuVertex(r)].node) {
-    const std::optional<Route>& path = routes[static_cast<size_t>(r) * n + g];
-    if (allNvlink(t, path) && nvlink_lane_gbps > 0) {
-      return 2 * std::max(1, static_cast<int>(path->bandwidth_gbps / nvlink_lane_gbps + 1e-9));
-    }
-    return 2;  // PCIe, inter-socket, or an NVB path through a third GPU
+// ncclTopoGetNchannels for a local peer r of rank g: 2 x the NVLink lanes of an all-NVLink route, else 2.
+int channelsToLocalPeer(const Topology& t, double nvlink_lane_gbps, int g, int r) {
+  const std::optional<Route> path = t.route(r, g);
+  if (allNvlink(t, path) && nvlink_lane_gbps > 0) {
+    return 2 * std::max(1, static_cast<int>(path->bandwidth_gbps / nvlink_lane_gbps + 1e-9));
   }
-  // NCCL_NCHANNELS_PER_NET_PEER = -1 (auto): 2 per NIC, halved while 8+ operations would share a channel.
+  return 2;  // PCIe, inter-socket, or an NVB path through a third GPU
+}
+
+// ncclTopoGetNchannels for any remote peer of rank g (NCCL_NCHANNELS_PER_NET_PEER = -1, auto): 2 per NIC, halved
+// while 8+ operations would share a channel, at least the NICs g needs. `p2p_channels` is the communicator's
+// un-rounded p2p channel count.
+int channelsToRemotePeer(const Topology& t, int p2p_channels, int g) {
   int max_channels = 2;
-  while (max_channels * n > p2p_channels * 4 && max_channels > 1) max_channels /= 2;
+  while (max_channels * t.numGpus() > p2p_channels * 4 && max_channels > 1) max_channels /= 2;
   return std::max(localNetCountByBw(t, g), max_channels);
 }
 
@@ -175,14 +194,13 @@ void p2pChannelCounts(const Topology& t, double nvlink_lane_gbps, NcclSystem& sy
   const int n = t.numGpus();
   const int p2p = std::clamp(system.ring.channels, 1, kMaxP2pChannels);
   int fewest = p2p;
-  if (n > 1) {
-    const std::vector<std::optional<Route>> routes = allGpuRoutes(t);
-    for (int g = 0; g < n; ++g) {
-      for (int r = 0; r < n; ++r) {
-        const int c = channelsToPeer(t, routes, nvlink_lane_gbps, p2p, g, r);
-        if (c >= 0) fewest = std::min(fewest, c);
-      }
+  for (int g = 0; g < n; ++g) {
+    const Node& node = t.nodes[t.vertices[t.gpuVertex(g)].node];
+    for (int vid : node.gpus) {
+      const int r = t.vertices[vid].rank;
+      if (r != g) fewest = std::min(fewest, channelsToLocalPeer(t, nvlink_lane_gbps, g, r));
     }
+    if (static_cast<int>(node.gpus.size()) < n) fewest = std::min(fewest, channelsToRemotePeer(t, p2p, g));
   }
   system.p2p_channels = std::min(pow2Up(p2p), kMaxP2pChannels);
   system.p2p_channels_per_peer = std::min(pow2Up(fewest), system.p2p_channels);
@@ -191,6 +209,7 @@ void p2pChannelCounts(const Topology& t, double nvlink_lane_gbps, NcclSystem& sy
 std::vector<int> p2pRelays(const Topology& t) {
   const int n = t.numGpus();
   const std::vector<std::optional<Route>> routes = allGpuRoutes(t);
+  const std::vector<std::vector<PxnProxy>> proxies = pxnProxies(t);
   std::vector<int> relay(static_cast<size_t>(n) * n, -1);
   for (int s = 0; s < n; ++s) {
     for (int d = 0; d < n; ++d) {
@@ -198,7 +217,8 @@ std::vector<int> p2pRelays(const Topology& t) {
       const int sv = t.gpuVertex(s), dv = t.gpuVertex(d);
       const int sn = t.vertices[sv].node, dn = t.vertices[dv].node;
       if (sn < 0 || dn < 0) continue;
-      relay[static_cast<size_t>(s) * n + d] = sn == dn ? nvbRelay(t, routes, n, s, d) : pxnRelay(t, routes, n, s, d);
+      relay[static_cast<size_t>(s) * n + d] =
+          sn == dn ? nvbRelay(t, routes, n, s, d) : pxnRelay(t, routes, proxies, n, s, d);
     }
   }
   return relay;
