@@ -8,7 +8,7 @@
 //                        [--gpus-per-node N] [--hosts-per-leaf N] [--oversubscription X] [--link-gbps X]
 //                        [--latency-us X] [--buffer-per-port SIZE] [--ecn-kmin SIZE] [--ecn-kmax SIZE]
 //                        [--ecn-pmax X] [--xoff SIZE] [--xon SIZE] [--no-pfc] [--rx-credits N] [--rtt-target-us X]
-//                        [--train SIZE] [--seed N] [--iterations N] [--max-events N]
+//                        [--train SIZE] [--jitter-us X] [--seed N] [--iterations N] [--max-events N]
 // Sizes are bytes per peer, nccl-tests syntax (K, M, G). The table shows the first iteration (seed --seed); with
 // --iterations N each policy also runs seeds seed+1 .. seed+N-1 (other ECMP hashes and ECN draws) and a line gives the
 // all-to-all time's p50/p99 over them. A (ranks, size) case whose fixed-512K run would move more
@@ -196,6 +196,8 @@ std::string parse(int argc, char** argv, Options& o) {
     } else if (flag == "--rtt-target-us" && number(&x)) {
       o.rtt_target_us = x;
     } else if (flag == "--train" && size(&o.workload.train_bytes)) {
+    } else if (flag == "--jitter-us" && number(&x)) {
+      o.workload.start_jitter_us = x;
     } else if (flag == "--seed" && number(&x)) {
       o.workload.seed = static_cast<uint64_t>(x);
     } else if (flag == "--max-events" && number(&x)) {

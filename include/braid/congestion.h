@@ -18,14 +18,16 @@
 //     takes effect one link latency later, after the train in transmission), at pfc_xon it resumes it. Lossless: a
 //     train that finds the shared buffer full is kept and counted as an overrun.
 //   * Senders: each rank activates its flows in NCCL's p2p order (peer r+1, r+2, …) with at most peers_in_flight
-//     active at once. A NIC serves its ready flows round-robin, one train at a time. A flow sends chunks; a chunk is
-//     acknowledged when its last train reaches the receiver plus the path latency back (acknowledgements are not
-//     queued). The policy sets the chunk size and how many chunks may be unacknowledged:
+//     active at once, starting at 0 or after a random launch skew (start_jitter_us). A NIC serves its ready flows
+//     round-robin, one train at a time. A flow sends chunks; a chunk is acknowledged when its last train reaches the
+//     receiver plus the path latency back (acknowledgements are not queued). The policy sets the chunk size and how
+//     many chunks may be unacknowledged:
 //       fixed     — chunk_bytes, window_chunks (NCCL: 512 KiB Simple steps or 128 KiB p2p chunks, NCCL_STEPS = 8);
 //       adaptive  — a window in bytes that reacts to ECN (DCTCP, Alizadeh et al. SIGCOMM'10: alpha <- (1-g) alpha +
 //                   g F per acknowledged chunk, W <- W (1 - alpha/2) at most once per RTT, +chunk per RTT otherwise)
-//                   and to RTT above rtt_target_us (multiplicative decrease, Swift-like), a chunk of a quarter of the
-//                   window within [min_chunk_bytes, chunk_bytes], and receiver-side credits (incast control, the
+//                   and to RTT above rtt_target_us (multiplicative decrease, Swift-like; the RTT of a chunk runs from
+//                   its last train leaving the NIC to its acknowledgement: the fabric's part), a chunk of a quarter of
+//                   the window within [min_chunk_bytes, chunk_bytes], and receiver-side credits (incast control, the
 //                   clear-to-send scheme of Meta's RoCE fabric): a flow asks its receiver for each chunk, and a
 //                   receiver lets at most rx_credit_chunks granted chunks be on their way to it, granting requests
 //                   first come, first served as chunks land — so at most that many senders push to it at once.
@@ -94,7 +96,8 @@ struct Workload {
   uint64_t bytes_per_peer = 1 << 20;  // each rank sends this much to every other rank (all-to-all)
   int peers_in_flight = 8;            // active flows per sending rank (NCCL: p2p channels x operations per batch)
   uint64_t train_bytes = 64 << 10;    // simulation unit
-  uint64_t seed = 1;                  // ECN marking draws and ECMP hashing
+  uint64_t seed = 1;                  // ECN marking draws, ECMP hashing, start jitter
+  double start_jitter_us = 0;         // each rank starts at a uniform draw in [0, this] (launch skew); 0: all at 0
 };
 
 struct Report {

@@ -31,6 +31,8 @@ struct Runnable {
   /// The Simple protocol's slice to simulate with, bytes; 0: the simulator model's (SimModel::slice_bytes). NCCL's
   /// all-to-all sets its p2p chunk (ncclP2pSliceBytes).
   uint64_t simple_slice_bytes = 0;
+  /// NCCL's point-to-point program (its all-to-all): simulated with SimModel::p2p_net_step_us as net_step_us.
+  bool nccl_p2p = false;
 };
 
 /// NCCL's point-to-point chunk sizes, the defaults of NCCL_P2P_NET_CHUNKSIZE, NCCL_P2P_NVL_CHUNKSIZE and

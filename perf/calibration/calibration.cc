@@ -84,6 +84,7 @@ class Predictor {
     if (what.simple_slice_bytes > 0) {
       options.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = what.simple_slice_bytes;
     }
+    if (what.nccl_p2p) options.model.net_step_us = options.model.p2p_net_step_us;
     BRAID_ASSIGN_OR_RETURN(SimResult result, simulate(*what.algorithm, *what.topology, options));
     const int n = system_.num_ranks;
     PredictedPoint point;
@@ -310,11 +311,11 @@ Result<SimModel> fitAllToAllModel(const CalibrationCase& c, const SimModel& star
   }
   BRAID_ASSIGN_OR_RETURN(Context ctx, contextFor(c));
   Predictor predictor(ctx.topology, ctx.system, c.collective);
-  // One constant NCCL does not document: the per-step handshake of a network connection (SimModel::net_step_us).
+  // One constant NCCL does not document: the per-step handshake of a p2p network connection (p2p_net_step_us).
   // NCCL's own knobs stay at their defaults: p2p chunk 128 KiB over the network, NCCL_STEPS = 8 in flight, channels
   // per peer as ncclTopoComputeP2pChannels; launch and per-hop latencies stay NCCL's tuning constants.
-  const std::vector<Param> params = {{"net_step_us", [](const SimModel& m) { return m.net_step_us; },
-                                      [](SimModel& m, double v) { m.net_step_us = v; }, 0.0, 50.0}};
+  const std::vector<Param> params = {{"p2p_net_step_us", [](const SimModel& m) { return m.p2p_net_step_us; },
+                                      [](SimModel& m, double v) { m.p2p_net_step_us = v; }, 0.0, 50.0}};
   CalibrationCase fit_case = c;
   std::erase_if(fit_case.points, [&](const MeasuredPoint& p) { return !isGated(c, p.size_bytes); });
   // The error is flat near 0 (while a connection waits, the others sharing its links take up the slack), so the
@@ -323,10 +324,10 @@ Result<SimModel> fitAllToAllModel(const CalibrationCase& c, const SimModel& star
   double seed_error = std::numeric_limits<double>::infinity();
   for (double v = 0.25; v <= 32; v *= 2) {
     SimModel trial = start;
-    trial.net_step_us = v;
+    trial.p2p_net_step_us = v;
     BRAID_ASSIGN_OR_RETURN(std::vector<PredictedPoint> rows, evaluateWith(predictor, fit_case, trial, 0));
     const double error = logError(rows);
-    if (verbose) std::fprintf(stderr, "fit: grid net_step_us %.4g, error %.5f\n", v, error);
+    if (verbose) std::fprintf(stderr, "fit: grid p2p_net_step_us %.4g, error %.5f\n", v, error);
     if (error < seed_error) {
       seed_error = error;
       seed = trial;
@@ -376,9 +377,9 @@ std::string describeModel(const SimModel& m) {
     out += fmt::format("launch_us[{}] = {:.4g}; slice_bytes[{}] = {};\n", pn, m.launch_us[p], pn, m.slice_bytes[p]);
   }
   out += fmt::format(
-      "fifo_depth = {}; message_overhead_us = {:.4g}; nic_gap_us = {:.4g}; net_step_us = {:.4g}; local_gbps = "
-      "{:.4g};\n",
-      m.fifo_depth, m.message_overhead_us, m.nic_gap_us, m.net_step_us, m.local_gbps);
+      "fifo_depth = {}; message_overhead_us = {:.4g}; nic_gap_us = {:.4g}; net_step_us = {:.4g}; p2p_net_step_us = "
+      "{:.4g}; local_gbps = {:.4g};\n",
+      m.fifo_depth, m.message_overhead_us, m.nic_gap_us, m.net_step_us, m.p2p_net_step_us, m.local_gbps);
   return out;
 }
 

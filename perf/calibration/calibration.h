@@ -75,7 +75,7 @@ struct PredictedPoint {
 Result<std::vector<PredictedPoint>> evaluate(const CalibrationCase& c, const SimModel& model);
 /// Fits efficiencies and latencies to the case's points >= 1 MiB, starting from `start`.
 Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool verbose);
-/// Fits SimModel::net_step_us to an all-to-all case's gated points, starting from `start` (everything else
+/// Fits SimModel::p2p_net_step_us to an all-to-all case's gated points, starting from `start` (everything else
 /// unchanged: NCCL's documented chunk sizes, steps and channels stay as they are).
 Result<SimModel> fitAllToAllModel(const CalibrationCase& c, const SimModel& start, bool verbose);
 

@@ -145,6 +145,7 @@ Result<Runnable> NcclBaselines::runnable(const NcclRun& run) {
   if (collective_ == CollectiveKind::kAllToAll) {
     if (p2p_slice_bytes_ == 0) p2p_slice_bytes_ = ncclP2pSliceBytes(topology_);
     what.simple_slice_bytes = p2p_slice_bytes_;
+    what.nccl_p2p = true;
   }
   return what;
 }

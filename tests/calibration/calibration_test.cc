@@ -86,7 +86,7 @@ TEST(Calibration, PredictsTwoNodeH100Log) {
 }
 
 // NCCL's all-to-all on the H20 VMs of RC-53: within 15% of the log's busbw at every size >= 1 MiB (the sizes up to
-// 1 GiB here; perf/calibrate runs all 13). It is the case net_step_us was fitted on, so this pins the fit.
+// 1 GiB here; perf/calibrate runs all 13). It is the case p2p_net_step_us was fitted on, so this pins the fit.
 TEST(Calibration, FitsH20AllToAllLog) {
   BRAID_SKIP_WITHOUT_REALCASES();
   auto cases = publishedCases(BRAID_SHARED_DIR);

@@ -9,6 +9,7 @@
 //             RED on its egress queue, and queued.
 //   kPfc      a pause (version 1) or resume (version 0) reaches the upstream end of a link.
 //   kAck      a chunk's acknowledgement reaches the sender: window update (adaptive), next chunk.
+//   kStart    a rank starts its all-to-all (at 0, or after its launch skew).
 //   kRequest, kGrant   receiver credits (rx_credit_chunks > 0): a flow asks for its next chunk, the receiver grants
 //                      it when fewer than rx_credit_chunks granted chunks are on their way to it.
 #include "braid/congestion.h"
@@ -56,7 +57,7 @@ using sim::Event;
 using sim::EventHeap;
 using sim::RingQueue;
 
-enum EventType : uint8_t { kTxDone, kArrive, kPfc, kAck, kRequest, kGrant };
+enum EventType : uint8_t { kTxDone, kArrive, kPfc, kAck, kRequest, kGrant, kStart };
 
 struct Train {
   uint32_t flow = 0;
@@ -66,8 +67,8 @@ struct Train {
   bool last_of_chunk = false;
 };
 
-struct ChunkRecord {  // one unacknowledged chunk of a flow, in order
-  double sent_us = 0;
+struct ChunkRecord {   // one unacknowledged chunk of a flow, in order
+  double sent_us = 0;  // its last train started to leave the NIC (RTT = acknowledgement - this: the network's part)
   uint32_t trains = 0;
   uint32_t marked = 0;
   uint64_t bytes = 0;
@@ -127,7 +128,11 @@ class Engine {
   }
 
   Report run() {
-    for (int r = 0; r < fs_.ranks; ++r) activateMore(r);
+    // Every rank starts at 0, or at a uniform draw in [0, start_jitter_us] (launch skew).
+    for (int r = 0; r < fs_.ranks; ++r) {
+      const double at = work_.start_jitter_us > 0 ? uniform() * work_.start_jitter_us : 0.0;
+      push(at, kStart, static_cast<uint32_t>(r));
+    }
     while (!heap_.empty()) {
       const Event ev = heap_.top();
       heap_.pop();
@@ -235,6 +240,7 @@ class Engine {
       const uint64_t bytes = std::min<uint64_t>(work_.train_bytes, fl.chunk_left);
       fl.chunk_left -= bytes;
       fl.sent += bytes;
+      if (fl.chunk_left == 0) fl.chunks[fl.chunks.size() - 1].sent_us = now_;
       *train = newTrain(id, bytes, fl.chunk_left == 0);
       if (canSend(fl)) {
         fl.queued = true;
@@ -459,6 +465,7 @@ class Engine {
       case kAck: ack(ev.payload); break;
       case kRequest: request(ev.payload); break;
       case kGrant: grant(ev.payload); break;
+      case kStart: activateMore(static_cast<int>(ev.payload)); break;
     }
   }
 
@@ -558,6 +565,9 @@ Status checkRun(const SwitchSpec& s, const Policy& p, const Workload& w) {
   }
   if (w.bytes_per_peer == 0) return invalidArgument("congestion: 0 bytes per peer");
   if (w.peers_in_flight < 1) return invalidArgument("congestion: peers_in_flight must be at least 1");
+  if (!(w.start_jitter_us >= 0) || !std::isfinite(w.start_jitter_us)) {
+    return invalidArgument(fmt::format("congestion: start jitter {} us", w.start_jitter_us));
+  }
   if (w.train_bytes == 0 || w.train_bytes > (uint64_t{1} << 31)) {
     return invalidArgument(fmt::format("congestion: train of {} bytes", w.train_bytes));
   }
