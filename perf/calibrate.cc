@@ -1,11 +1,14 @@
 // perf/calibrate: fits the simulator's protocol/link efficiencies and latencies on one published NCCL
 // all-reduce table (Azure ND A100 v4) and predicts others (Azure ND H100 v5; the realcases 2-node H100
-// nccl-tests log), with NCCL's own algorithm choice per size simulated in Braid's simulator.
-// docs/simulator.md ("Calibration") shows the output and how the fitted numbers became SimModel::defaults().
+// nccl-tests log), with NCCL's own algorithm choice per size simulated in Braid's simulator; and fits the
+// per-step handshake of NCCL's p2p network connections (SimModel::p2p_net_step_us) on the realcases H20
+// all-to-all log, NCCL's grouped send/recv simulated with NCCL's p2p channels and chunks. docs/simulator.md
+// ("Calibration") shows the output and how the fitted numbers became SimModel::defaults().
 //
 //   calibrate [--fit] [--shared DIR]
-// Without --fit it evaluates SimModel::defaults(); with --fit it first fits (coordinate descent on the
-// squared log error over the ND A100 v4 points >= 1 MiB) and prints the fitted model.
+// Without --fit it evaluates SimModel::defaults() on every case; with --fit it first fits (coordinate descent on
+// the squared log error: NVLink parameters on the ND A100 v4 fit sizes, then p2p_net_step_us on the H20 all-to-all
+// sizes >= 1 MiB) and prints the fitted model. Exit 1 when a gated row is outside its tolerance.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -43,6 +46,12 @@ int main(int argc, char** argv) {
   }
   if (fit) {
     auto fitted = braid::calibration::fitModel(cases.value()[0], model, /*verbose=*/true);
+    if (fitted.isOk()) {
+      model = fitted.value();
+      if (const auto* a2a = braid::calibration::findCase(cases.value(), "h20-vm-x2.yaml")) {
+        fitted = braid::calibration::fitAllToAllModel(*a2a, model, /*verbose=*/true);
+      }
+    }
     if (!fitted.isOk()) {
       std::fprintf(stderr, "calibrate: %s\n", fitted.status().toString().c_str());
       return 1;

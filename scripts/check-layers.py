@@ -77,6 +77,7 @@ PUBLIC_HEADERS = {
     "sketch.h": "synthesizer",
     "synthesize.h": "synthesizer",
     "datatype.h": "runtime",
+    "congestion.h": "runtime",
     "plan.h": "runtime",
     "executor.h": "runtime",
     "transport.h": "runtime",

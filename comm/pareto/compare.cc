@@ -87,6 +87,10 @@ Result<SimResult> simulateRunnable(const Runnable& what, uint64_t bytes, std::op
   options.protocol = protocol;
   options.instances = instances;
   options.record_timeline = record_timeline;
+  if (what.simple_slice_bytes > 0) {
+    options.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = what.simple_slice_bytes;
+  }
+  if (what.nccl_p2p) options.model.net_step_us = options.model.p2p_net_step_us;
   Result<SimResult> result = simulate(*what.algorithm, *what.topology, options);
   if (!result) {
     return Status(result.status().code(), fmt::format("simulating {} at {} bytes: {}",

@@ -82,7 +82,9 @@ std::vector<std::string> boundLegend(CollectiveKind collective);
 /// "the reduce-scatter + all-gather bound (...)" for all-reduce; empty for other collectives.
 std::string allReduceBoundNote(CollectiveKind collective);
 
-/// simulate() of a runnable at one size. Errors: "simulating <name> at <bytes> bytes: <why>".
+/// simulate() of a runnable at one size, with SimModel::defaults(), the runnable's Simple slice when it sets one and,
+/// for NCCL's p2p program, net_step_us = p2p_net_step_us.
+/// Errors: "simulating <name> at <bytes> bytes: <why>".
 Result<SimResult> simulateRunnable(const Runnable& what, uint64_t bytes, std::optional<Protocol> protocol,
                                    bool in_place, int instances, bool record_timeline);
 

@@ -48,6 +48,13 @@ struct NcclSystem {
   NcclGraph ring;
   NcclGraph tree;
   NcclGraph nvls_graph;
+  /// Point-to-point (send/recv, all-to-all) channels as ncclTopoComputeP2pChannels lays them out: p2p_channels =
+  /// pow2Up(ring channels) (NCCL_MAX_P2P_NCHANNELS = MAXCHANNELS, NCCL_MIN_P2P_NCHANNELS = 1), and
+  /// p2p_channels_per_peer = pow2Up of the fewest channels any peer gets (ncclTopoGetNchannels: 2 x NVLink lanes
+  /// for an NVLink peer, 2 for any other local peer, NCCL_NCHANNELS_PER_NET_PEER for a remote one: 2, halved while
+  /// 2 x ranks > 4 x channels, at least the NICs the GPU needs for its PCIe bandwidth), at most p2p_channels.
+  int p2p_channels = 0;
+  int p2p_channels_per_peer = 0;
   std::vector<std::string> notes;  // what was assumed (e.g. GPU arch inferred from the model name)
 };
 

@@ -28,7 +28,25 @@ struct Runnable {
   const Algorithm* algorithm = nullptr;
   const Topology* topology = nullptr;
   int gpu_ranks = -1;  // ranks >= this are NVSwitch pseudo-ranks (NVLS emulation); -1: all ranks are GPUs
+  /// The Simple protocol's slice to simulate with, bytes; 0: the simulator model's (SimModel::slice_bytes). NCCL's
+  /// all-to-all sets its p2p chunk (ncclP2pSliceBytes).
+  uint64_t simple_slice_bytes = 0;
+  /// NCCL's point-to-point program (its all-to-all): simulated with SimModel::p2p_net_step_us as net_step_us.
+  bool nccl_p2p = false;
 };
+
+/// NCCL's point-to-point chunk sizes, the defaults of NCCL_P2P_NET_CHUNKSIZE, NCCL_P2P_NVL_CHUNKSIZE and
+/// NCCL_P2P_PCI_CHUNKSIZE (nccl@2.28.9 src/init.cc; anchors_algorithms.md §6): one step of a p2p connection, of which
+/// NCCL_STEPS = 8 are in flight.
+inline constexpr uint64_t kNcclP2pNetChunkBytes = uint64_t{128} << 10;
+inline constexpr uint64_t kNcclP2pNvlChunkBytes = uint64_t{512} << 10;
+inline constexpr uint64_t kNcclP2pPciChunkBytes = uint64_t{128} << 10;
+
+/// The slice NCCL's all-to-all is simulated with (Simple): the network chunk when its pairs span several nodes, the
+/// NVLink chunk when every pair of the one node is NVLink-connected, the PCI chunk otherwise. One plan has one slice
+/// size, so in a multi-node all-to-all the NVLink pairs also move 128 KiB steps (NCCL: 512 KiB); PXN's NVLink hop does
+/// carry network-sized chunks in NCCL too.
+uint64_t ncclP2pSliceBytes(const Topology& topology);
 
 /// What NCCL runs for one size, as far as Braid can simulate it.
 struct NcclRun {
@@ -62,7 +80,7 @@ class NcclBaselines {
   /// with 1 to 4 rounds per channel (about 1 MiB per GPU share and round, as runtime/calibration runs it); a
   /// choice that cannot be built runs NCCL's ring with its best protocol and NcclRun::note says why.
   Result<NcclRun> choose(const std::optional<NcclPrediction>& prediction, uint64_t bytes, Protocol p2p_protocol);
-  /// The algorithm and topology a choice runs on.
+  /// The algorithm and topology a choice runs on; all-to-all with NCCL's p2p chunk as its Simple slice.
   Result<Runnable> runnable(const NcclRun& run);
 
   /// Notes gathered while choosing (each once), e.g. how NVLS is emulated.
@@ -81,6 +99,7 @@ class NcclBaselines {
   bool nvls_refused_ = false;
   std::string nvls_refusal_;
   std::vector<std::string> notes_;
+  uint64_t p2p_slice_bytes_ = 0;  // ncclP2pSliceBytes(topology_), once
 };
 
 }  // namespace braid

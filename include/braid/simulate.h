@@ -13,7 +13,9 @@
 //     sending and its receiving threadblock, and each NIC it crosses admits one message every `nic_gap_us`
 //     (g, the inverse message rate), so with many small messages the message rate decides.
 //   * Protocols cut every step into slices (slice_bytes) that pipeline across hops through fused steps; a
-//     connection holds at most `fifo_depth` slices in flight (NCCL_STEPS = 8).
+//     connection holds at most `fifo_depth` slices in flight (NCCL_STEPS = 8). A connection through a NIC
+//     waits `net_step_us` between the data phases of consecutive slices (per-step network handshake; NCCL's p2p
+//     programs are simulated with p2p_net_step_us there).
 //   * Local copies and reductions run at `local_gbps`; reductions fused into a receive cost nothing extra.
 //   * Each collective pays `launch_us` once (kernel launch and NCCL base latency; fitted per protocol).
 // Units: bytes, microseconds, GB/s (1 GB/s = 1e3 bytes/us).
@@ -47,7 +49,16 @@ struct SimModel {
   int fifo_depth = kNcclSteps;                        // slices in flight per connection
   double message_overhead_us = 0;                     // LogGP o, at sender and at receiver
   double nic_gap_us = 0;                              // LogGP g per NIC (1 / message rate)
-  double local_gbps = 1000;                           // local copy / reduce bandwidth per rank
+  /// Per network step of a connection (a message whose route crosses a NIC): the connection's next data phase
+  /// starts this long after its previous one ended — a per-step handshake the connection's own data cannot hide;
+  /// other connections use the NIC meanwhile. 0 in defaults(): NCCL's rings and trees over the network are
+  /// calibrated without it.
+  double net_step_us = 0;
+  /// net_step_us for NCCL's point-to-point connections (grouped send/recv, all-to-all: 128 KiB steps through the
+  /// proxy's shared p2p buffers): whoever simulates NCCL's p2p program (NcclBaselines' all-to-all, Runnable::nccl_p2p)
+  /// sets net_step_us to this. Fitted on a measured all-to-all (docs/simulator.md, "Calibration").
+  double p2p_net_step_us = 0;
+  double local_gbps = 1000;  // local copy / reduce bandwidth per rank
 
   /// The calibrated defaults (docs/simulator.md says where each number comes from).
   static SimModel defaults();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,6 +114,23 @@ class Topology {
 /// route(a, b) (nullopt on the diagonal and where no route exists). The same routes as route(a, b), computed with
 /// each GPU's nearest NICs found once instead of once per pair.
 std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology);
+
+/// Topology::route for many pairs asked in any order: the adjacency, each GPU's nearest NICs and the searches of the
+/// `sources_kept` most recently used sources are built once and kept (as allGpuRoutes shares them), so routing every
+/// destination of a source costs about one route. route(a, b) is exactly Topology::route(a, b). Not thread-safe; the
+/// topology must outlive it.
+class RouteCache {
+ public:
+  explicit RouteCache(const Topology& topology, int sources_kept = 8);
+  ~RouteCache();
+  RouteCache(const RouteCache&) = delete;
+  RouteCache& operator=(const RouteCache&) = delete;
+  std::optional<Route> route(int src_rank, int dst_rank);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
 
 /// CUDA compute capability (SM x 10 + minor, e.g. 90 for sm_90) of a GPU named by `model`, as importers and the
 /// YAML record it in Vertex::model: an explicit "sm<NN>" token ("sm90", "H100/H800 (sm90)") wins; otherwise a

@@ -7,11 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <sstream>
 
 #include "braid/file_io.h"
 #include "braid/nccl_model.h"
+#include "braid/nccl_runs.h"
 #include "braid/nccl_tests_log.h"
 
 namespace braid::calibration {
@@ -21,12 +23,14 @@ constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr uint64_t kGiB = 1024 * kMiB;
 
-// Predicts one all-reduce size: NCCL's choice, built and simulated. Algorithms are cached by choice.
+// Predicts one size: NCCL's choice, built and simulated. Algorithms are cached by choice.
 class Predictor {
  public:
-  Predictor(const Topology& topology, const NcclSystem& system) : topology_(topology), system_(system) {}
+  Predictor(const Topology& topology, const NcclSystem& system, CollectiveKind collective)
+      : topology_(topology), system_(system), collective_(collective), p2p_(topology, system, collective, false) {}
 
   Result<PredictedPoint> predict(uint64_t size, const SimModel& model) {
+    if (collective_ == CollectiveKind::kAllToAll) return predictAllToAll(size, model);
     auto prediction = ncclPredict(system_, CollectiveKind::kAllReduce, size);
     if (!prediction.isOk()) return prediction.status();
     const NcclEstimate& choice = prediction.value().choice;
@@ -70,8 +74,32 @@ class Predictor {
   }
 
  private:
+  // NCCL's all-to-all: grouped send/recv on NCCL's p2p channels with its p2p chunk as slice (NcclBaselines).
+  Result<PredictedPoint> predictAllToAll(uint64_t size, const SimModel& model) {
+    BRAID_ASSIGN_OR_RETURN(NcclRun run, p2p_.choose(std::nullopt, size, Protocol::kSimple));
+    BRAID_ASSIGN_OR_RETURN(Runnable what, p2p_.runnable(run));
+    SimOptions options;
+    options.size_bytes = size;
+    options.protocol = run.protocol;
+    options.model = model;
+    if (what.simple_slice_bytes > 0) {
+      options.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = what.simple_slice_bytes;
+    }
+    if (what.nccl_p2p) options.model.net_step_us = options.model.p2p_net_step_us;
+    BRAID_ASSIGN_OR_RETURN(SimResult result, simulate(*what.algorithm, *what.topology, options));
+    const int n = system_.num_ranks;
+    PredictedPoint point;
+    point.size_bytes = size;
+    point.choice = run.label;
+    point.time_us = result.time_us;
+    point.predicted_gbps = static_cast<double>(size) / (point.time_us * 1e3) * (n - 1) / n;
+    return point;
+  }
+
   const Topology& topology_;
   const NcclSystem& system_;
+  CollectiveKind collective_;
+  NcclBaselines p2p_;  // all-to-all only
   std::map<std::string, Algorithm> algorithms_;
   std::map<std::string, NvlsProgram> nvls_;
 };
@@ -147,74 +175,76 @@ Result<std::vector<CalibrationCase>> publishedCases(const std::string& shared_di
   h100.accept_from_bytes = 16 * kMiB;
   cases.push_back(h100);
 
-  const std::filesystem::path log = std::filesystem::path(shared_dir) / "realcases" / "nccltests" /
-                                    "hgx-h100-xe9680-2node-16rank-all_reduce_perf.txt";
-  if (std::filesystem::exists(log)) {
-    Result<NcclTestsLog> parsed = readNcclTestsLog(log.string());
-    if (!parsed.isOk()) return parsed.status();
+  const std::filesystem::path logs = std::filesystem::path(shared_dir) / "realcases" / "nccltests";
+  if (const auto log = logs / "hgx-h100-xe9680-2node-16rank-all_reduce_perf.txt"; std::filesystem::exists(log)) {
+    BRAID_ASSIGN_OR_RETURN(NcclTestsLog parsed, readNcclTestsLog(log.string()));
     CalibrationCase xe;
     xe.name = "2x Dell XE9680 (16x H100, 8x CX7 400G per node)";
     xe.source = "realcases RC-50 (NVIDIA/nccl-tests#309), out-of-place busbw";
     xe.topology = "dgx-h100-x2";
-    for (const NcclTestsRow& r : parsed->rows) {
+    for (const NcclTestsRow& r : parsed.rows) {
       if (r.size_bytes >= kKiB && r.has_out_of_place) xe.points.push_back({r.size_bytes, r.oop_busbw});
     }
     xe.accept_from_bytes = 64 * kMiB;
     cases.push_back(xe);
   }
+  if (const auto log = logs / "h20-vm-2node-4rank-alltoall_perf.txt"; std::filesystem::exists(log)) {
+    BRAID_ASSIGN_OR_RETURN(NcclTestsLog parsed, readNcclTestsLog(log.string()));
+    CalibrationCase h20;
+    h20.name = "2 VMs x 2 H20-3e (400G RoCE per GPU), NCCL all-to-all";
+    h20.source = "realcases RC-53 (NVIDIA/nccl-tests#321), out-of-place busbw";
+    h20.topology = h20TopologyPath();
+    h20.collective = CollectiveKind::kAllToAll;
+    for (const NcclTestsRow& r : parsed.rows) {
+      if (r.has_out_of_place) h20.points.push_back({r.size_bytes, r.oop_busbw});
+    }
+    h20.accept_from_bytes = kMiB;
+    cases.push_back(h20);
+  }
   return cases;
 }
+
+const CalibrationCase* findCase(const std::vector<CalibrationCase>& cases, const std::string& topology) {
+  for (const CalibrationCase& c : cases) {
+    if (c.topology.size() >= topology.size() &&
+        c.topology.compare(c.topology.size() - topology.size(), topology.size(), topology) == 0) {
+      return &c;
+    }
+  }
+  return nullptr;
+}
+
+std::string h20TopologyPath() { return std::string(BRAID_CALIBRATION_TOPOLOGY_DIR) + "/h20-vm-x2.yaml"; }
 
 Result<std::vector<PredictedPoint>> evaluate(const CalibrationCase& c, const SimModel& model) {
   auto ctx = contextFor(c);
   if (!ctx.isOk()) return ctx.status();
-  Predictor predictor(ctx.value().topology, ctx.value().system);
+  Predictor predictor(ctx.value().topology, ctx.value().system, c.collective);
   return evaluateWith(predictor, c, model, 0);
 }
 
-Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool verbose) {
-  auto ctx = contextFor(c);
-  if (!ctx.isOk()) return ctx.status();
-  Predictor predictor(ctx.value().topology, ctx.value().system);
-  // The fitted parameters, each within [lo, hi]: per protocol the NVLink efficiency and the NVLink hop latency. The
-  // launch latencies stay NCCL's base latencies and the slice sizes NCCL's FIFO slots (plan.h defaultSliceBytes):
-  // fitting those absorbs effects of one machine's NCCL version into constants that do not carry over. Efficiency
-  // multiplies the topology's NVLink bandwidth, which the shipped topologies give as NCCL rates it (e.g. 20 GB/s per
-  // A100 link against 25 GB/s of signalling), so it may exceed 1 up to the signalling ratio 25/20 = 1.25.
-  struct Param {
-    std::string name;
-    std::function<double(const SimModel&)> get;
-    std::function<void(SimModel&, double)> set;
-    double lo, hi;
-  };
-  const int nvl = static_cast<int>(LinkKind::kNvlink);
-  std::vector<Param> params;
-  for (int p = 0; p < kNumProtocols; ++p) {
-    const char* pn = protocolName(static_cast<Protocol>(p));
-    params.push_back({fmt::format("efficiency[{}][nvlink]", pn),
-                      [=](const SimModel& m) { return m.efficiency[p][nvl]; },
-                      [=](SimModel& m, double v) { m.efficiency[p][nvl] = v; }, 0.05, 1.25});
-    params.push_back({fmt::format("hop_latency_us[{}][nvlink]", pn),
-                      [=](const SimModel& m) { return m.hop_latency_us[p][nvl]; },
-                      [=](SimModel& m, double v) { m.hop_latency_us[p][nvl] = v; }, 0.0, 50.0});
-  }
+namespace {
+
+// A fitted parameter of the model, kept within [lo, hi].
+struct Param {
+  std::string name;
+  std::function<double(const SimModel&)> get;
+  std::function<void(SimModel&, double)> set;
+  double lo, hi;
+};
+
+// Coordinate descent on the squared log error of `fit_case`'s points: each parameter in turn moves by a factor
+// exp(+-step) (from 0: to a tenth of a quarter of its range), a move that lowers the error is kept, and the step
+// halves after a pass without improvement.
+Result<SimModel> coordinateDescent(Predictor& predictor, const CalibrationCase& fit_case,
+                                   const std::vector<Param>& params, const SimModel& start, bool verbose) {
   SimModel best = start;
-  // The fit uses the five sizes quoted for this table in the issue and docs/simulator.md: 1 MiB, 16 MiB, 256 MiB,
-  // 1 GiB and 8 GiB (one LL, one LL128 and three Simple points on ND A100 v4).
-  CalibrationCase fit_case = c;
-  const std::vector<uint64_t> fit_sizes = {kMiB, 16 * kMiB, 256 * kMiB, kGiB, 8 * kGiB};
-  std::erase_if(fit_case.points, [&](const MeasuredPoint& p) {
-    return std::find(fit_sizes.begin(), fit_sizes.end(), p.size_bytes) == fit_sizes.end();
-  });
   auto score = [&](const SimModel& m) -> Result<double> {
-    auto rows = evaluateWith(predictor, fit_case, m, 0);
-    if (!rows.isOk()) return rows.status();
-    return logError(rows.value());
+    BRAID_ASSIGN_OR_RETURN(std::vector<PredictedPoint> rows, evaluateWith(predictor, fit_case, m, 0));
+    return logError(rows);
   };
-  auto s0 = score(best);
-  if (!s0.isOk()) return s0.status();
-  double best_score = s0.value();
-  if (verbose) std::fprintf(stderr, "fit: start error %.5f\n", best_score);
+  BRAID_ASSIGN_OR_RETURN(double best_score, score(best));
+  if (verbose) std::fprintf(stderr, "fit (%s): start error %.5f\n", fit_case.name.c_str(), best_score);
   double step = 0.5;
   for (int iter = 0; iter < 8 && step > 0.02; ++iter) {
     bool improved = false;
@@ -226,10 +256,9 @@ Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool 
         next = std::clamp(next, param.lo, param.hi);
         param.set(trial, next);
         if (param.get(trial) == old) continue;
-        auto s = score(trial);
-        if (!s.isOk()) return s.status();
-        if (s.value() < best_score - 1e-9) {
-          best_score = s.value();
+        BRAID_ASSIGN_OR_RETURN(double s, score(trial));
+        if (s < best_score - 1e-9) {
+          best_score = s;
           best = trial;
           improved = true;
           if (verbose) {
@@ -242,6 +271,68 @@ Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool 
     if (!improved) step /= 2;
   }
   return best;
+}
+
+}  // namespace
+
+Result<SimModel> fitModel(const CalibrationCase& c, const SimModel& start, bool verbose) {
+  BRAID_ASSIGN_OR_RETURN(Context ctx, contextFor(c));
+  Predictor predictor(ctx.topology, ctx.system, c.collective);
+  // The fitted parameters, each within [lo, hi]: per protocol the NVLink efficiency and the NVLink hop latency. The
+  // launch latencies stay NCCL's base latencies and the slice sizes NCCL's FIFO slots (plan.h defaultSliceBytes):
+  // fitting those absorbs effects of one machine's NCCL version into constants that do not carry over. Efficiency
+  // multiplies the topology's NVLink bandwidth, which the shipped topologies give as NCCL rates it (e.g. 20 GB/s per
+  // A100 link against 25 GB/s of signalling), so it may exceed 1 up to the signalling ratio 25/20 = 1.25.
+  const int nvl = static_cast<int>(LinkKind::kNvlink);
+  std::vector<Param> params;
+  for (int p = 0; p < kNumProtocols; ++p) {
+    const char* pn = protocolName(static_cast<Protocol>(p));
+    params.push_back({fmt::format("efficiency[{}][nvlink]", pn),
+                      [=](const SimModel& m) { return m.efficiency[p][nvl]; },
+                      [=](SimModel& m, double v) { m.efficiency[p][nvl] = v; }, 0.05, 1.25});
+    params.push_back({fmt::format("hop_latency_us[{}][nvlink]", pn),
+                      [=](const SimModel& m) { return m.hop_latency_us[p][nvl]; },
+                      [=](SimModel& m, double v) { m.hop_latency_us[p][nvl] = v; }, 0.0, 50.0});
+  }
+  // The fit uses the five sizes quoted for this table in the issue and docs/simulator.md: 1 MiB, 16 MiB, 256 MiB,
+  // 1 GiB and 8 GiB (one LL, one LL128 and three Simple points on ND A100 v4).
+  CalibrationCase fit_case = c;
+  const std::vector<uint64_t> fit_sizes = {kMiB, 16 * kMiB, 256 * kMiB, kGiB, 8 * kGiB};
+  std::erase_if(fit_case.points, [&](const MeasuredPoint& p) {
+    return std::find(fit_sizes.begin(), fit_sizes.end(), p.size_bytes) == fit_sizes.end();
+  });
+  return coordinateDescent(predictor, fit_case, params, start, verbose);
+}
+
+Result<SimModel> fitAllToAllModel(const CalibrationCase& c, const SimModel& start, bool verbose) {
+  if (c.collective != CollectiveKind::kAllToAll) {
+    return invalidArgument(fmt::format("fitAllToAllModel: case '{}' is not an all-to-all", c.name));
+  }
+  BRAID_ASSIGN_OR_RETURN(Context ctx, contextFor(c));
+  Predictor predictor(ctx.topology, ctx.system, c.collective);
+  // One constant NCCL does not document: the per-step handshake of a p2p network connection (p2p_net_step_us).
+  // NCCL's own knobs stay at their defaults: p2p chunk 128 KiB over the network, NCCL_STEPS = 8 in flight, channels
+  // per peer as ncclTopoComputeP2pChannels; launch and per-hop latencies stay NCCL's tuning constants.
+  const std::vector<Param> params = {{"p2p_net_step_us", [](const SimModel& m) { return m.p2p_net_step_us; },
+                                      [](SimModel& m, double v) { m.p2p_net_step_us = v; }, 0.0, 50.0}};
+  CalibrationCase fit_case = c;
+  std::erase_if(fit_case.points, [&](const MeasuredPoint& p) { return !isGated(c, p.size_bytes); });
+  // The error is flat near 0 (while a connection waits, the others sharing its links take up the slack), so the
+  // descent starts from the best of a geometric grid.
+  SimModel seed = start;
+  double seed_error = std::numeric_limits<double>::infinity();
+  for (double v = 0.25; v <= 32; v *= 2) {
+    SimModel trial = start;
+    trial.p2p_net_step_us = v;
+    BRAID_ASSIGN_OR_RETURN(std::vector<PredictedPoint> rows, evaluateWith(predictor, fit_case, trial, 0));
+    const double error = logError(rows);
+    if (verbose) std::fprintf(stderr, "fit: grid p2p_net_step_us %.4g, error %.5f\n", v, error);
+    if (error < seed_error) {
+      seed_error = error;
+      seed = trial;
+    }
+  }
+  return coordinateDescent(predictor, fit_case, params, seed, verbose);
 }
 
 bool isGated(const CalibrationCase& c, uint64_t size) {
@@ -284,8 +375,10 @@ std::string describeModel(const SimModel& m) {
     }
     out += fmt::format("launch_us[{}] = {:.4g}; slice_bytes[{}] = {};\n", pn, m.launch_us[p], pn, m.slice_bytes[p]);
   }
-  out += fmt::format("fifo_depth = {}; message_overhead_us = {:.4g}; nic_gap_us = {:.4g}; local_gbps = {:.4g};\n",
-                     m.fifo_depth, m.message_overhead_us, m.nic_gap_us, m.local_gbps);
+  out += fmt::format(
+      "fifo_depth = {}; message_overhead_us = {:.4g}; nic_gap_us = {:.4g}; net_step_us = {:.4g}; p2p_net_step_us = "
+      "{:.4g}; local_gbps = {:.4g};\n",
+      m.fifo_depth, m.message_overhead_us, m.nic_gap_us, m.net_step_us, m.p2p_net_step_us, m.local_gbps);
   return out;
 }
 

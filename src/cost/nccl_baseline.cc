@@ -10,8 +10,9 @@
 //           trees of NCCL's double binary tree (src/graph/trees.cc ncclGetDtree; Braid's binaryTreeParents with
 //           shifts 0 and nNodes-1) on alternating channels. On one node NCCL's tree is just the chain. Each
 //           channel reduces its share up to the root and broadcasts it back down (Sanders et al. 2009).
-//   All-to-all — NCCL runs it as grouped ncclSend/ncclRecv, every pair at once, over all the ring's channels
-//           (each pair's data split across them), each pair on the path NCCL's p2p picks (nccl_p2p.cc): straight
+//   All-to-all — NCCL runs it as grouped ncclSend/ncclRecv, every pair at once, each pair's data split over NCCL's
+//           p2p channels per peer (NcclSystem::p2p_channels_per_peer), each pair on the path NCCL's p2p picks
+//           (nccl_p2p.cc): straight
 //           along Topology::route, through an NVLink neighbour (NVB) when two GPUs of a node lack a direct NVLink,
 //           and across nodes through the GPU next to the peer's rail NIC (PXN).
 //   NVLS, NVLSTree, CollNetDirect, CollNetChain need in-network reduction (NVLink SHARP, SHARP) that GPU-rank
@@ -164,7 +165,9 @@ Result<Algorithm> ncclBaselineAlgorithm(const Topology& topology, CollectiveKind
   spec.kind = collective;
   spec.num_ranks = n;
   spec.in_place = in_place;
-  const int channels = a2a || algo == NcclAlgo::kRing ? sys.ring.channels : sys.tree.channels;
+  // All-to-all: every pair on NCCL's p2p channels per peer (ncclTopoComputeP2pChannels), the others on the graph's.
+  const int channels =
+      a2a ? std::max(1, sys.p2p_channels_per_peer) : (algo == NcclAlgo::kRing ? sys.ring.channels : sys.tree.channels);
   bool both_modes = false;
   std::string what;
   std::vector<std::string> notes = sys.notes;
@@ -175,8 +178,8 @@ Result<Algorithm> ncclBaselineAlgorithm(const Topology& topology, CollectiveKind
     spec.chunk_factor = algos::directBaseFactor(collective, n, channels);
     what = "p2p";
     notes.push_back(fmt::format(
-        "all-to-all as NCCL runs it: grouped send/recv between every pair, split over the ring's {} channel(s); "
-        "NCCL's {} has no all-to-all",
+        "all-to-all as NCCL runs it: grouped send/recv between every pair, each pair split over NCCL's {} p2p "
+        "channel(s) per peer; NCCL's {} has no all-to-all",
         channels, ncclAlgoName(algo)));
     relays = nccl::p2pRelays(topology);
     if (std::string note = relayNote(topology, relays); !note.empty()) notes.push_back(std::move(note));

@@ -55,6 +55,11 @@ struct SearchResult {
 
 Result<SearchResult> search(const Topology& topology);
 
+/// NCCL 2.28's point-to-point channel counts (ncclTopoComputeP2pChannels, ncclTopoGetNchannels in
+/// src/graph/paths.cc): fills system.p2p_channels and system.p2p_channels_per_peer (see NcclSystem) from the ring's
+/// channel count, the GPU pairs' routes and `nvlink_lane_gbps` (NCCL's per-link NVLink bandwidth for the arch).
+void p2pChannelCounts(const Topology& topology, double nvlink_lane_gbps, NcclSystem& system);
+
 /// How NCCL 2.28 routes each GPU pair's point-to-point traffic (nccl_p2p.cc): element s * numGpus() + d is the
 /// rank of the GPU that relays s -> d, or -1 when s sends along Topology::route. On one node the relay is NCCL's
 /// NVB intermediate GPU (two single NVLink hops, used when wider than the direct route); across nodes the PXN
@@ -66,10 +71,10 @@ std::vector<int> p2pRelays(const Topology& topology);
 /// NCCL's all-to-all (grouped send/recv of every pair) over `channels` channels, each pair's data split across
 /// them (chunk p * channels + k of rank r goes to p on channel k): a pair with a relay in `relay` (p2pRelays) goes
 /// sender -> relay (into the relay's scratch) -> receiver, the others directly; each forward runs on a channel of
-/// its own after the `channels` plain ones (NCCL forwards every pair on its own connection, concurrently). Without
-/// relays it is exactly algos::buildDirect's all-to-all. In place, a relayed pair whose reverse direction is direct
-/// goes direct too (its slot would be overwritten before it is sent). Errors: kInternalError when `relay` has the wrong
-/// size.
+/// its own after the `channels` plain ones (NCCL forwards every pair on its own connection, concurrently). Sends
+/// and receives run on separate threadblocks (NCCL's p2p kernel does not make a peer's send wait for its receive);
+/// in place, a chunk's arrival waits for the send of the slot it lands in. Errors: kInternalError when `relay` has
+/// the wrong size.
 Status buildP2pAllToAll(algos::ProgramBuilder& builder, const std::vector<int>& relay, int channels);
 
 }  // namespace braid::nccl

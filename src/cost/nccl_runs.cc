@@ -23,6 +23,23 @@ std::optional<Protocol> bestProtocol(const NcclPrediction& prediction, NcclAlgo 
   return best;
 }
 
+uint64_t ncclP2pSliceBytes(const Topology& topology) {
+  const int n = topology.numGpus();
+  int node = -1;
+  for (int r = 0; r < n; ++r) {
+    const int q = topology.vertices[topology.gpuVertex(r)].node;
+    if (node >= 0 && q != node) return kNcclP2pNetChunkBytes;
+    node = q;
+  }
+  for (const std::optional<Route>& route : allGpuRoutes(topology)) {
+    if (!route || route->links.empty()) continue;
+    for (int l : route->links) {
+      if (topology.links[l].kind != LinkKind::kNvlink) return kNcclP2pPciChunkBytes;
+    }
+  }
+  return kNcclP2pNvlChunkBytes;
+}
+
 // ---- NcclBaselines ---------------------------------------------------------------------------------------
 
 NcclBaselines::NcclBaselines(const Topology& topology, const NcclSystem& system, CollectiveKind collective,
@@ -124,7 +141,13 @@ Result<Runnable> NcclBaselines::runnable(const NcclRun& run) {
     return Runnable{&program->algorithm, &program->topology, program->gpu_ranks};
   }
   BRAID_ASSIGN_OR_RETURN(const Algorithm* algorithm, baseline(run.algo, run.protocol));
-  return Runnable{algorithm, &topology_, -1};
+  Runnable what{algorithm, &topology_, -1};
+  if (collective_ == CollectiveKind::kAllToAll) {
+    if (p2p_slice_bytes_ == 0) p2p_slice_bytes_ = ncclP2pSliceBytes(topology_);
+    what.simple_slice_bytes = p2p_slice_bytes_;
+    what.nccl_p2p = true;
+  }
+  return what;
 }
 
 }  // namespace braid

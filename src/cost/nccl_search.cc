@@ -1043,6 +1043,8 @@ void summaryNotes(int sm, bool inter, NcclSystem& sys) {
   sys.notes.push_back(
       fmt::format("tree: {} channel(s) x {:g} GB/s{}: NCCL's balanced tree assumed (no 0.85 'TREE pattern' penalty)",
                   sys.tree.channels, sys.tree.bw_intra, inter ? fmt::format(" (inter {:g})", sys.tree.bw_inter) : ""));
+  sys.notes.push_back(fmt::format("p2p (send/recv, all-to-all): {} channel(s), {} per peer", sys.p2p_channels,
+                                  sys.p2p_channels_per_peer));
   if (sys.nvls) {
     sys.notes.push_back(
         fmt::format("NVLS: {} channel(s), bwIntra {:g}, bwInter {:g} GB/s (NVLink SHARP assumed "
@@ -1085,9 +1087,11 @@ Result<nccl::SearchResult> nccl::search(const Topology& t) {
     result.node_index = {gpu_nodes[0]};
     result.ring.push_back(NodeChannels{{{0}}, {-1}});
     result.tree.push_back(NodeChannels{{{0}}, {-1}});
+    sys.p2p_channels = sys.p2p_channels_per_peer = 1;
     return result;
   }
   BRAID_RETURN_IF_ERROR(searchNodes(t, gpu_nodes, caps, sm, result));
+  nccl::p2pChannelCounts(t, nvlinkLaneBw(sm), sys);
   summaryNotes(sm, inter, sys);
   return result;
 }

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "braid/algorithm.h"
@@ -19,6 +20,9 @@ std::vector<Transfer> algorithmTransfers(const Algorithm& algorithm, const Topol
     }
   }
   const int gpus = topology ? topology->numGpus() : 0;
+  // Pairs come sorted by source: one source's searches serve all its destinations.
+  std::optional<RouteCache> routes;
+  if (topology) routes.emplace(*topology, 1);
   std::vector<Transfer> out;
   out.reserve(chunks.size());
   for (const auto& [pair, n] : chunks) {
@@ -26,7 +30,7 @@ std::vector<Transfer> algorithmTransfers(const Algorithm& algorithm, const Topol
     t.src = pair.first;
     t.dst = pair.second;
     t.chunks = n;
-    if (topology && t.src < gpus && t.dst < gpus) t.route = topology->route(t.src, t.dst);
+    if (topology && t.src < gpus && t.dst < gpus) t.route = routes->route(t.src, t.dst);
     out.push_back(t);
   }
   return out;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <list>
 #include <map>
 #include <memory>
 #include <queue>
@@ -239,6 +240,67 @@ std::optional<Route> Topology::route(int src_rank, int dst_rank) const {
       });
 }
 
+namespace {
+
+// A source's searches, one per relay rule (routeWithNics' key): every destination routed under the same rule shares
+// its widths and its (hops, alpha) searches.
+struct Searches {
+  Router router;
+  Router::From from;
+  Searches(const Topology& t, std::function<bool(int)> relay, std::shared_ptr<const Router::Adjacency> adjacency,
+           int src)
+      : router(t, std::move(relay), std::move(adjacency)), from(router, src) {}
+};
+using SourceSearches = std::map<std::vector<int>, std::unique_ptr<Searches>>;
+
+}  // namespace
+
+struct RouteCache::Impl {
+  const Topology& t;
+  size_t kept;
+  std::shared_ptr<const Router::Adjacency> out;
+  std::vector<std::optional<std::vector<int>>> nics;
+  std::list<std::pair<int, SourceSearches>> sources;  // most recently used first
+
+  Impl(const Topology& topology, int sources_kept)
+      : t(topology),
+        kept(static_cast<size_t>(std::max(1, sources_kept))),
+        out(Router::adjacency(topology)),
+        nics(static_cast<size_t>(std::max(0, topology.numGpus()))) {}
+
+  SourceSearches& searchesOf(int src_vertex) {
+    for (auto it = sources.begin(); it != sources.end(); ++it) {
+      if (it->first != src_vertex) continue;
+      if (it != sources.begin()) sources.splice(sources.begin(), sources, it);
+      return sources.front().second;
+    }
+    if (sources.size() >= kept) sources.pop_back();
+    sources.emplace_front(src_vertex, SourceSearches{});
+    return sources.front().second;
+  }
+};
+
+RouteCache::RouteCache(const Topology& topology, int sources_kept)
+    : impl_(std::make_unique<Impl>(topology, sources_kept)) {}
+
+RouteCache::~RouteCache() = default;
+
+std::optional<Route> RouteCache::route(int src_rank, int dst_rank) {
+  Impl& c = *impl_;
+  const int n = static_cast<int>(c.nics.size());
+  if (src_rank < 0 || src_rank >= n || dst_rank < 0 || dst_rank >= n) return c.t.route(src_rank, dst_rank);
+  auto nics_of = [&c](int rank) -> const std::vector<int>& {
+    if (!c.nics[rank]) c.nics[rank] = nearestNics(c.t, rank);
+    return *c.nics[rank];
+  };
+  auto search = [&c](const std::vector<int>& key, const auto& relay, int src, int dst) {
+    std::unique_ptr<Searches>& slot = c.searchesOf(src)[key];
+    if (!slot) slot = std::make_unique<Searches>(c.t, relay(), c.out, src);
+    return slot->from.best(dst);
+  };
+  return routeWithNics(c.t, src_rank, dst_rank, nics_of, search);
+}
+
 std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology) {
   const int n = topology.numGpus();
   std::vector<std::optional<std::vector<int>>> nics(n);
@@ -247,16 +309,8 @@ std::vector<std::optional<Route>> allGpuRoutes(const Topology& topology) {
     return *nics[rank];
   };
   const std::shared_ptr<const Router::Adjacency> out = Router::adjacency(topology);
-  // One Router and one Router::From per relay rule of the current source: every destination routed under the
-  // same rule shares its widths and its (hops, alpha) searches.
-  struct Searches {
-    Router router;
-    Router::From from;
-    Searches(const Topology& t, std::function<bool(int)> relay, std::shared_ptr<const Router::Adjacency> adjacency,
-             int src)
-        : router(t, std::move(relay), std::move(adjacency)), from(router, src) {}
-  };
-  std::map<std::vector<int>, std::unique_ptr<Searches>> searches;
+  // One Router and one Router::From per relay rule of the current source.
+  SourceSearches searches;
   auto search = [&](const std::vector<int>& key, const auto& relay, int src, int dst) {
     std::unique_ptr<Searches>& slot = searches[key];
     if (!slot) slot = std::make_unique<Searches>(topology, relay(), out, src);

@@ -45,13 +45,15 @@ TEST(NcclBaseline, VerifiesAndUsesNcclsChannels) {
         EXPECT_TRUE(report.ok) << report.toString();
         const Status placed = checkPlacement(*a, t);
         EXPECT_TRUE(placed.isOk()) << placed.message();
-        const int want = c.algo == NcclAlgo::kTree ? sys->tree.channels : sys->ring.channels;
+        const int want = c.collective == CollectiveKind::kAllToAll ? sys->p2p_channels_per_peer
+                         : c.algo == NcclAlgo::kTree               ? sys->tree.channels
+                                                                   : sys->ring.channels;
         std::set<int> used;
         for (const RankProgram& p : a->ranks) {
           for (const Threadblock& tb : p.threadblocks) used.insert(tb.channel);
         }
         if (c.collective == CollectiveKind::kAllToAll) {
-          // NCCL's channels, plus one per forward of a relayed pair (tests/cost/nccl_p2p_test.cc).
+          // NCCL's p2p channels per peer, plus one per forward of a relayed pair (tests/cost/nccl_p2p_test.cc).
           EXPECT_GE(a->num_channels, want);
           for (int ch = 0; ch < want; ++ch) EXPECT_TRUE(used.count(ch)) << "channel " << ch;
         } else {

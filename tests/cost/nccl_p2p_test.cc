@@ -100,7 +100,7 @@ TEST(NcclP2p, Dgx1AllToAllRelaysOverNvlinkOnly) {
     ASSERT_TRUE(a.isOk()) << a.status().toString();
     const VerifyReport report = verify(*a);
     ASSERT_TRUE(report.ok) << report.toString();
-    const long long K = ncclSystem(t)->ring.channels;  // each pair's data: one chunk per NCCL channel
+    const long long K = ncclSystem(t)->p2p_channels_per_peer;  // each pair's data: one chunk per p2p channel
     const std::vector<long long> load = linkChunks(*a, t);
     long long on_nvlink = 0;
     for (size_t l = 0; l < t.links.size(); ++l) {
@@ -129,7 +129,7 @@ TEST(NcclP2p, DgxH100PairCrossesNodesOnThePeersRail) {
   ASSERT_TRUE(a.isOk()) << a.status().toString();
   const VerifyReport report = verify(*a);
   ASSERT_TRUE(report.ok) << report.toString();
-  const long long K = ncclSystem(t)->ring.channels;
+  const long long K = ncclSystem(t)->p2p_channels_per_peer;
   const int nodes = 2, per_node = n / nodes;
   for (const auto& [pair, chunks] : pairChunks(*a)) {
     const auto [s, d] = pair;
@@ -168,7 +168,7 @@ TEST(NcclP2p, NvSwitchNodeHasNoRelays) {
       }
     }
   }
-  const long long K = ncclSystem(t)->ring.channels;
+  const long long K = ncclSystem(t)->p2p_channels_per_peer;
   for (const auto& [pair, chunks] : pairChunks(*a)) EXPECT_EQ(chunks, K) << pair.first << " -> " << pair.second;
 }
 

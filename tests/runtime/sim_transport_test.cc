@@ -127,6 +127,63 @@ TEST(SimTransportTest, CostsAddUpInDocumentedOrder) {
   EXPECT_NEAR(times[r], 106.1, 1e-9);
 }
 
+TEST(SimTransportTest, NetworkStepsOfOneConnectionWaitTheHandshake) {
+  // Ideal model plus net_step_us = 5 on gpu0 -pcie(20)- nic0 -net(10)- switch -net- nic1 -pcie- gpu1 (alpha 0):
+  // one flow moves at 10 GB/s (1e4 bytes/us). Three messages of M = 1e5 bytes on one connection: data phases
+  // [0, 10), [15, 25), [30, 40); each send completes at its data end, each receive then too (L = 0).
+  const Topology topo = twoNodeTopology(20, 0, 10, 0);
+  SimModel m = SimModel::ideal();
+  m.net_step_us = 5;
+  SimTransport t(topo, m);
+  std::vector<RequestId> sends, recvs;
+  for (int i = 0; i < 3; ++i) recvs.push_back(post(t.postRecv(recv(1, 0, 100000))));
+  for (int i = 0; i < 3; ++i) sends.push_back(post(t.postSend(send(0, 1, 100000))));
+  std::map<RequestId, double> times;
+  drain(t, &times, 6);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(times[sends[i]], 10.0 + 15.0 * i, kTol) << i;
+    EXPECT_NEAR(times[recvs[i]], 10.0 + 15.0 * i, kTol) << i;
+  }
+}
+
+TEST(SimTransportTest, NetworkStepGapLeavesTheLinkToOthersAndSkipsNvlink) {
+  // While connection A waits its 5 us handshake, connection B (same links) runs alone at the full 1e4 bytes/us.
+  // A: messages of 1e5 and 1e5 bytes; B: one message of 1.5e5 bytes, all posted at 0.
+  //   [0, 20): A1 and B share -> A1 done at 20 (1e5 moved), B has 5e4 left.
+  //   [20, 25): A waits; B alone moves its 5e4 -> done at 25.
+  //   A2 starts at 25, alone: done at 35.
+  // On a line topology (NVLink, no NIC) the same two messages of A follow each other without a gap: 10 and 20 us.
+  const Topology net = twoNodeTopology(20, 0, 10, 0);
+  SimModel m = SimModel::ideal();
+  m.net_step_us = 5;
+  {
+    SimTransport t(net, m);
+    post(t.postRecv(recv(1, 0, 100000, 0)));
+    post(t.postRecv(recv(1, 0, 100000, 0)));
+    post(t.postRecv(recv(1, 0, 150000, 1)));
+    const RequestId a1 = post(t.postSend(send(0, 1, 100000, 0)));
+    const RequestId a2 = post(t.postSend(send(0, 1, 100000, 0)));
+    const RequestId b = post(t.postSend(send(0, 1, 150000, 1)));
+    std::map<RequestId, double> times;
+    drain(t, &times, 6);
+    EXPECT_NEAR(times[a1], 20.0, kTol);
+    EXPECT_NEAR(times[b], 25.0, kTol);
+    EXPECT_NEAR(times[a2], 35.0, kTol);
+  }
+  {
+    const Topology line = lineTopology(2, 10, 0);
+    SimTransport t(line, m);
+    post(t.postRecv(recv(1, 0, 100000)));
+    post(t.postRecv(recv(1, 0, 100000)));
+    const RequestId a1 = post(t.postSend(send(0, 1, 100000)));
+    const RequestId a2 = post(t.postSend(send(0, 1, 100000)));
+    std::map<RequestId, double> times;
+    drain(t, &times, 4);
+    EXPECT_NEAR(times[a1], 10.0, kTol);
+    EXPECT_NEAR(times[a2], 20.0, kTol);
+  }
+}
+
 TEST(SimTransportTest, ReceivePostedLateCompletesWhenPosted) {
   // Delivered at M/B + a = 102 us; the receive is posted at 150 us (after a local op of 150 us) and completes
   // then: max(posted, delivery).

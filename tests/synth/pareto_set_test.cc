@@ -108,10 +108,12 @@ TEST(ParetoSet, AllToAllAndBadRequests) {
             StatusCode::kInvalidArgument);
 }
 
-// On dgx-h100-x1 at 256 MiB one MSCCL instance of every candidate is 1.06x the max-concurrent flow or more; the set
-// serves it with several, within 1.05x of the flow optimum (computed by the flow LP, not the simulator), and the
+// On dgx-h100-x1 at 256 MiB one MSCCL instance of every candidate is 1.06x the max-concurrent flow or more; the set's
+// candidate runs several, within 1.05x of the flow optimum (computed by the flow LP, not the simulator), and the
 // instances written out as one plain algorithm (what `braid synth --sizes` writes as MSCCL XML) verify and run in
-// the simulator in the time the set reports.
+// the simulator in the time the set reports. NCCL's own all-to-all (every peer at once on 16 p2p channels, each
+// peer's send and receive on threadblocks of their own) is within 1.05x of the flow too, so the window goes to
+// whichever is faster; the candidate is what a Braid communicator runs there either way.
 TEST(ParetoSet, AllToAllOnDgxH100UsesInstancesAndWritesThemOut) {
   const uint64_t size = uint64_t{256} << 20;
   const CollectiveParetoSet set = setFor("dgx-h100-x1", CollectiveKind::kAllToAll, {1 << 20, size});
@@ -120,14 +122,17 @@ TEST(ParetoSet, AllToAllOnDgxH100UsesInstancesAndWritesThemOut) {
   ASSERT_EQ(set.points.size(), 2u);
   const ParetoPoint& big = set.points.back();
   const ParetoWindow& w = set.windows[big.window];
-  ASSERT_FALSE(w.nccl) << big.braid_label;
   EXPECT_GT(w.candidate.instances, 1) << big.braid_label;
   EXPECT_NE(big.braid_label.find("instances"), std::string::npos) << big.braid_label;
   Result<Topology> topology = loadTopologyOrShipped("dgx-h100-x1");
   ASSERT_TRUE(topology.isOk());
   Result<AllToAllFlow> flow = allToAllFlow(*topology);
   ASSERT_TRUE(flow.isOk()) << flow.status().message();
-  EXPECT_LE(big.braid_us, 1.05 * flow->us_per_byte * static_cast<double>(size));
+  const double flow_us = flow->us_per_byte * static_cast<double>(size);
+  EXPECT_LE(big.braid_us, 1.05 * flow_us);
+  ASSERT_TRUE(big.nccl_us.has_value());
+  EXPECT_LE(*big.nccl_us, 1.05 * flow_us);
+  EXPECT_EQ(w.nccl, *big.nccl_us < big.braid_us) << big.braid_us << " vs NCCL " << *big.nccl_us;
   Result<Algorithm> written = replicateInstances(w.candidate.algorithm, w.candidate.instances);
   ASSERT_TRUE(written.isOk()) << written.status().message();
   const VerifyReport report = verify(*written);

@@ -1,5 +1,5 @@
-// The batched route searches (Router::From, allGpuRoutes, nicAffinity) against the one-pair searches they replace
-// (Router::best, Topology::route, gpuNicRoute), link for link, on every shipped topology (topologies/*.yaml).
+// The batched route searches (Router::From, allGpuRoutes, RouteCache, nicAffinity) against the one-pair searches they
+// replace (Router::best, Topology::route, gpuNicRoute), link for link, on every shipped topology (topologies/*.yaml).
 
 #include <gtest/gtest.h>
 
@@ -85,6 +85,25 @@ TEST(BatchedRoutes, AllGpuRoutesIsTopologyRouteForEveryPair) {
                         t.name + " gpu" + std::to_string(a) + " -> gpu" + std::to_string(b));
       }
     }
+  }
+}
+
+TEST(BatchedRoutes, RouteCacheIsTopologyRouteInAnyOrder) {
+  // Pairs in a scrambled order (a fixed permutation: position-dependent, every pair once, sources interleaved) and
+  // a cache that keeps 2 sources, so that searches are evicted and rebuilt; the diagonal (a route without links)
+  // and an unknown rank (no route) too.
+  for (const Topology& t : shippedTopologies()) {
+    const int g = t.numGpus();
+    RouteCache cache(t, 2);
+    const long long pairs = static_cast<long long>(g) * g;
+    for (long long k = 0; k < pairs; ++k) {
+      const long long p = (k * 7919) % pairs;  // 7919 is prime and divides no pair count (g^2): a permutation
+      const int a = static_cast<int>(p / g), b = static_cast<int>(p % g);
+      expectSameRoute(t.route(a, b), cache.route(a, b),
+                      t.name + " gpu" + std::to_string(a) + " -> gpu" + std::to_string(b));
+    }
+    EXPECT_FALSE(cache.route(0, g).has_value()) << t.name;
+    EXPECT_FALSE(cache.route(-1, 0).has_value()) << t.name;
   }
 }
 

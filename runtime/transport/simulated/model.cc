@@ -88,6 +88,16 @@ SimModel SimModel::defaults() {
   m.hop_latency_us[kLL][kNvlink] = 0.3619;
   m.efficiency[kLL128][kNvlink] = 0.5686;
   m.hop_latency_us[kLL128][kNvlink] = 1.076;
+
+  // Per-step handshake of NCCL's p2p network connections: fitted by `calibrate --fit` (fitAllToAllModel) to the
+  // realcases H20 all-to-all log RC-53 (2 VMs x 2 H20-3e, one 400 Gb/s RoCE NIC per GPU, NCCL 2.26.5) at every size
+  // from 1 MiB to 4 GiB, with NCCL's p2p run as NCCL runs it: 2 channels per peer, 128 KiB network chunks, 8 in
+  // flight (docs/simulator.md, "Calibration"). NCCL does not document this cost; the fit absorbs whatever the log's
+  // machine adds per p2p step (VM, RoCE, its vendor net plugin, shared p2p buffers), so it is the least certain
+  // number here. Rings and trees keep net_step_us = 0: their calibration needs none, and a per-step gap they cannot
+  // hide (one connection per NIC) would cut a network ring to about 57% of the NIC.
+  m.net_step_us = 0;
+  m.p2p_net_step_us = 8.254;
   return m;
 }
 

@@ -12,7 +12,8 @@
 //      then the receiving NIC), each NIC admitting one message every g: t = max(t, nic_free) + g. Done in
 //      time order (an event at the end of stage 1), so messages reach a NIC in the order they are ready.
 //   3. Data phase, serialized per connection (slice k+1 of a connection leaves after slice k): it starts
-//      when stages 1-2 are done and the connection's previous data phase has ended, and moves `bytes` at a
+//      when stages 1-2 are done and the connection's previous data phase has ended (on a route through a NIC:
+//      net_step_us after it ended, the per-step handshake of a network connection), and moves `bytes` at a
 //      rate re-evaluated whenever the set of messages in their data phase changes on any of its links:
 //        rate = min over its links l of  bandwidth(l) x efficiency[protocol][kind(l)] / flows(l)
 //      (equal split among the messages on a link direction, bytes/us = GB/s x 1e3). The send completes
@@ -82,6 +83,8 @@ struct Connection {
   RingQueue<int> credit_wait;  // messages waiting for a credit (stage 0), in order
   double o_free = 0;           // end of the last sender overhead (stage 1)
   bool data_busy = false;      // a message of this connection is in (or reserved for) its data phase
+  double data_free_at = 0;     // earliest start of its next data phase (end of the last one + net_step_us)
+  bool crosses_nic = false;    // its route passes a NIC: network steps pay net_step_us
   RingQueue<int> data_wait;    // messages past stage 1 (and 2) waiting for the connection, in order
   long long slot_base = 0;     // sequence number of slots.front()
   RingQueue<Slot> slots;
@@ -135,6 +138,7 @@ struct SimTransport::Impl {
 
   std::vector<SimRoute> routes;
   std::unordered_map<uint64_t, int> route_of_pair;
+  RouteCache route_cache;  // Topology::route with each source's searches shared across its destinations
   std::vector<Connection> conns;
   std::unordered_map<uint64_t, int> conn_of_key;
   std::vector<int> send_cache, recv_cache;  // per rank: last connection it sent / received on
@@ -150,6 +154,8 @@ struct SimTransport::Impl {
     std::array<double, kNumProtocols> cap{};
     double busy_acc = 0;
     double bytes = 0;
+    double rate_sum = 0;       // with record: sum of its messages' rates, bytes/us, kept as rates change
+    uint32_t noted_stamp = 0;  // with record: the rerate that last noted it in the timeline
   };
   std::vector<LinkState> links;
   std::vector<double> nic_free;  // by vertex id
@@ -164,7 +170,7 @@ struct SimTransport::Impl {
 
   SimStats stats;
 
-  Impl(const Topology& t, const SimModel& m, bool rec) : topo(t), model(m), record(rec) {
+  Impl(const Topology& t, const SimModel& m, bool rec) : topo(t), model(m), record(rec), route_cache(t) {
     num_ranks = topo.numGpus();
     send_cache.assign(num_ranks, -1);
     recv_cache.assign(num_ranks, -1);
@@ -195,7 +201,7 @@ struct SimTransport::Impl {
     const uint64_t key = static_cast<uint64_t>(src) * static_cast<uint64_t>(num_ranks) + static_cast<uint64_t>(dst);
     auto it = route_of_pair.find(key);
     if (it != route_of_pair.end()) return it->second;
-    std::optional<Route> r = topo.route(src, dst);
+    std::optional<Route> r = route_cache.route(src, dst);
     if (!r || r->links.empty()) {
       return invalidArgument(
           fmt::format("sim: topology '{}' has no route from rank {} to rank {}", topo.name, src, dst));
@@ -240,6 +246,7 @@ struct SimTransport::Impl {
     c.dst = dst;
     c.channel = channel;
     c.route = route;
+    c.crosses_nic = !routes[route].nics.empty() && model.net_step_us > 0;
     const int id = static_cast<int>(conns.size());
     conns.push_back(std::move(c));
     conn_of_key.emplace(key, id);
@@ -327,6 +334,7 @@ struct SimTransport::Impl {
       return;
     }
     c.data_busy = true;  // reserved for m from now on
+    msgs[m].ready = std::max(msgs[m].ready, c.data_free_at);
     launchData(m);
   }
 
@@ -346,13 +354,15 @@ struct SimTransport::Impl {
     return rate;
   }
 
+  // Notes link l's rate (the sum of its messages' rates, kept incrementally) once per rerate. A sum that moved by
+  // rounding only is the same rate.
   void timelineNote(int l) {
+    if (links[l].noted_stamp == stamp) return;
+    links[l].noted_stamp = stamp;
     TimelineState& st = tl_state[l];
-    double gbps = 0;
-    for (const LinkEntry& e : links[l].flows) gbps += msgs[e.msg].rate;
-    gbps /= kBytesPerUsPerGbps;
     const int count = static_cast<int>(links[l].flows.size());
-    if (gbps == st.gbps && count == st.messages) return;
+    const double gbps = count == 0 ? 0.0 : links[l].rate_sum / kBytesPerUsPerGbps;
+    if (std::abs(gbps - st.gbps) <= 1e-12 * std::max(1.0, std::abs(st.gbps)) && count == st.messages) return;
     if (st.messages > 0 && now > st.start) segments.push_back(LinkSegment{l, st.start, now, st.gbps, st.messages});
     st.start = now;
     st.gbps = gbps;
@@ -372,6 +382,9 @@ struct SimTransport::Impl {
         if (rate == f.rate) continue;
         f.remaining = std::max(0.0, f.remaining - f.rate * (now - f.last));
         f.last = now;
+        if (record) {
+          for (int l : routes[f.route].links) links[l].rate_sum += rate - f.rate;
+        }
         f.rate = rate;
         ++f.version;
         push(now + f.remaining / rate, EventType::kFlowEnd, static_cast<uint32_t>(e.msg), f.version);
@@ -420,6 +433,7 @@ struct SimTransport::Impl {
       msgs[moved.msg].pos(moved.k) = pos;
       list.pop_back();
       if (list.empty()) links[l].busy_acc += now;
+      if (record) links[l].rate_sum = list.empty() ? 0.0 : links[l].rate_sum - msg.rate;
     }
     msg.rate = 0;
     ++msg.version;  // any pending kFlowEnd of this message is stale now
@@ -440,10 +454,12 @@ struct SimTransport::Impl {
     if (slot.recv_posted) pushDeliver(conn, msg.seq, slot.delivery);
     free_msgs.push_back(m);
     c.data_busy = false;
+    if (c.crosses_nic) c.data_free_at = now + model.net_step_us;
     if (!c.data_wait.empty()) {
       const int next = c.data_wait.front();
       c.data_wait.pop_front();
       c.data_busy = true;
+      msgs[next].ready = std::max(msgs[next].ready, c.data_free_at);
       launchData(next);
     }
   }
