@@ -11,7 +11,9 @@
 //     are shared the same way.
 //   * LogGP overheads (Alexandrov et al., SPAA'95): every message costs `message_overhead_us` (o) at its
 //     sending and its receiving threadblock, and each NIC it crosses admits one message every `nic_gap_us`
-//     (g, the inverse message rate), so with many small messages the message rate decides.
+//     (g, the inverse message rate), so with many small messages the message rate decides. Each rank's network
+//     proxy posts one network send every `proxy_gap_us` (g at the host: NCCL's proxy thread posts every network
+//     send of its GPU), so a rank sending to hundreds of peers over the network at once queues there.
 //   * Protocols cut every step into slices (slice_bytes) that pipeline across hops through fused steps; a
 //     connection holds at most `fifo_depth` slices in flight (NCCL_STEPS = 8). A connection through a NIC
 //     waits `net_step_us` between the data phases of consecutive slices (per-step network handshake; NCCL's p2p
@@ -49,6 +51,11 @@ struct SimModel {
   int fifo_depth = kNcclSteps;                        // slices in flight per connection
   double message_overhead_us = 0;                     // LogGP o, at sender and at receiver
   double nic_gap_us = 0;                              // LogGP g per NIC (1 / message rate)
+  /// Per rank, the gap between the network sends its proxy posts (a message whose route crosses a NIC): NCCL's
+  /// proxy thread, one per GPU, posts every network send in turn when its data is ready (receives are posted ahead
+  /// of the data). An isolated message waits for nothing (its own posting is inside the calibrated hop latencies);
+  /// many at once — an all-to-all's hundreds of peers — queue. LogGP's g at the sending processor.
+  double proxy_gap_us = 0;
   /// Per network step of a connection (a message whose route crosses a NIC): the connection's next data phase
   /// starts this long after its previous one ended — a per-step handshake the connection's own data cannot hide;
   /// other connections use the NIC meanwhile. 0 in defaults(): NCCL's rings and trees over the network are

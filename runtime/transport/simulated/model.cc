@@ -73,6 +73,11 @@ SimModel SimModel::defaults() {
   // of the range, 5 ns. Both are estimates until calibrated.
   m.message_overhead_us = 1.0 / 200.0;  // 1 / (200e6 msg/s) in us
   m.nic_gap_us = 1.0 / 330.0;           // 1 / (330e6 msg/s) in us
+  // The host side of every network send: NCCL's proxy thread (one per GPU) posts each send when its data is ready.
+  // NCCL's own tuning model charges NCCL_NET_OVERHEAD for it, 1 us by default on Intel and other CPUs (2 us on AMD;
+  // nccl@2.28.9 src/graph/tuning.cc, ../shared/reference/nccl_plugins.md §4.2), as the least time per network
+  // step; here it is the gap between the network sends one rank's proxy posts.
+  m.proxy_gap_us = 1.0;
 
   // Local copies/reductions run from HBM: read + write at ~2 TB/s (A100-80GB 2.0 TB/s, H100 SXM 3.35 TB/s,
   // anchors_algorithms.md §7); a copy moves each byte twice, so ~1000 GB/s of copied bytes.
@@ -97,7 +102,7 @@ SimModel SimModel::defaults() {
   // number here. Rings and trees keep net_step_us = 0: their calibration needs none, and a per-step gap they cannot
   // hide (one connection per NIC) would cut a network ring to about 57% of the NIC.
   m.net_step_us = 0;
-  m.p2p_net_step_us = 8.254;
+  m.p2p_net_step_us = 8.0;
   return m;
 }
 
@@ -114,6 +119,7 @@ SimModel SimModel::ideal() {
   m.fifo_depth = std::numeric_limits<int>::max();
   m.message_overhead_us = 0.0;
   m.nic_gap_us = 0.0;
+  m.proxy_gap_us = 0.0;
   // The alpha-beta model has no local cost: copies and reductions are free.
   m.local_gbps = std::numeric_limits<double>::infinity();
   return m;

@@ -8,9 +8,12 @@
 //      and not yet matched by a posted receive (NCCL_STEPS). A send beyond that waits for the receive.
 //   1. Sender overhead o (message_overhead_us), serialized per connection (one threadblock posts one
 //      message at a time): start = max(now, end of the connection's previous o), end = start + o.
-//   2. NIC admission gap g (nic_gap_us), for every NIC vertex on the route in route order (the sending NIC,
-//      then the receiving NIC), each NIC admitting one message every g: t = max(t, nic_free) + g. Done in
-//      time order (an event at the end of stage 1), so messages reach a NIC in the order they are ready.
+//   2. Network admission, for a message whose route crosses a NIC: first the sending rank's network proxy
+//      (proxy_gap_us: it posts one network send every proxy_gap_us, t = max(t, proxy_free[src]), proxy_free[src] =
+//      t + gap — an isolated message waits for nothing; receives are posted ahead of the data), then the NIC admission gap g (nic_gap_us) for every NIC vertex on the route in route order (the
+//      sending NIC, then the receiving NIC), each NIC admitting one message every g: t = max(t, nic_free) + g.
+//      Done in time order (an event at the end of stage 1), so messages reach a proxy or NIC in the order they
+//      are ready.
 //   3. Data phase, serialized per connection (slice k+1 of a connection leaves after slice k): it starts
 //      when stages 1-2 are done and the connection's previous data phase has ended (on a route through a NIC:
 //      net_step_us after it ended, the per-step handshake of a network connection), and moves `bytes` at a
@@ -158,7 +161,8 @@ struct SimTransport::Impl {
     uint32_t noted_stamp = 0;  // with record: the rerate that last noted it in the timeline
   };
   std::vector<LinkState> links;
-  std::vector<double> nic_free;  // by vertex id
+  std::vector<double> nic_free;    // by vertex id
+  std::vector<double> proxy_free;  // by rank: when its network proxy takes the next message
 
   // Re-rating scratch.
   std::vector<uint32_t> mark;
@@ -183,6 +187,7 @@ struct SimTransport::Impl {
       }
     }
     nic_free.assign(topo.vertices.size(), 0);
+    proxy_free.assign(static_cast<size_t>(topo.numGpus()), 0);
     stats.link_bytes.assign(nl, 0);
     stats.link_busy_us.assign(nl, 0);
     if (record) tl_state.resize(nl);
@@ -301,7 +306,7 @@ struct SimTransport::Impl {
     Connection& c = conns[msg.conn];
     const double o_end = std::max(now, c.o_free) + model.message_overhead_us;
     c.o_free = o_end;
-    if (model.nic_gap_us > 0 && !routes[msg.route].nics.empty()) {
+    if ((model.nic_gap_us > 0 || model.proxy_gap_us > 0) && !routes[msg.route].nics.empty()) {
       if (o_end > now) {
         push(o_end, EventType::kNicStage, static_cast<uint32_t>(m));
       } else {
@@ -313,9 +318,20 @@ struct SimTransport::Impl {
     enqueueData(m);
   }
 
-  // Stage 2: NIC admission gaps, in route order, when the message's sender overhead ends.
+  // Stage 2: the two ranks' network proxies, then the NIC admission gaps in route order, when the message's sender
+  // overhead ends.
   void nicStage(int m) {
     double t = now;
+    if (model.proxy_gap_us > 0) {
+      // The sending rank's proxy posts the send when the data is ready: one every proxy_gap_us. Receives are posted
+      // ahead of the data (NCCL posts a connection's NCCL_STEPS receive slots in advance), so the receiver's proxy
+      // is off the message's path.
+      const int src = conns[msgs[m].conn].src;
+      if (src >= 0 && src < static_cast<int>(proxy_free.size())) {
+        t = std::max(t, proxy_free[src]);
+        proxy_free[src] = t + model.proxy_gap_us;
+      }
+    }
     for (int v : routes[msgs[m].route].nics) {
       t = std::max(t, nic_free[v]) + model.nic_gap_us;
       nic_free[v] = t;
