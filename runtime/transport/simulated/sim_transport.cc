@@ -10,10 +10,10 @@
 //      message at a time): start = max(now, end of the connection's previous o), end = start + o.
 //   2. Network admission, for a message whose route crosses a NIC: first the sending rank's network proxy
 //      (proxy_gap_us: it posts one network send every proxy_gap_us, t = max(t, proxy_free[src]), proxy_free[src] =
-//      t + gap — an isolated message waits for nothing; receives are posted ahead of the data), then the NIC admission gap g (nic_gap_us) for every NIC vertex on the route in route order (the
-//      sending NIC, then the receiving NIC), each NIC admitting one message every g: t = max(t, nic_free) + g.
-//      Done in time order (an event at the end of stage 1), so messages reach a proxy or NIC in the order they
-//      are ready.
+//      t + gap — an isolated message waits for nothing; receives are posted ahead of the data), then the NIC admission
+//      gap g (nic_gap_us) for every NIC vertex on the route in route order (the sending NIC, then the receiving NIC),
+//      each NIC admitting one message every g: t = max(t, nic_free) + g. Done in time order (an event at the end of
+//      stage 1), so messages reach a proxy or NIC in the order they are ready.
 //   3. Data phase, serialized per connection (slice k+1 of a connection leaves after slice k): it starts
 //      when stages 1-2 are done and the connection's previous data phase has ended (on a route through a NIC:
 //      net_step_us after it ended, the per-step handshake of a network connection), and moves `bytes` at a
