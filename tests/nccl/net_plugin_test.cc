@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,87 @@ std::vector<size_t> transferSizes() {
   return sizes;
 }
 
+// Runs `body` in two forked ranks that share one HandlePipes (pipe r carries what rank r writes).
+ForkResult runPair(const std::function<int(int rank, HandlePipes& pipes)>& body) {
+  HandlePipes pipes(2);
+  return runForked(
+      2, [&](int rank) { return body(rank, pipes); }, kForkTimeoutS);
+}
+
+// One rank's end of a connection between two forked ranks: rank 0 listens and accepts (the receiving end), rank 1
+// connects to the handle rank 0 wrote to pipe 0 (the sending end).
+struct PairEnd {
+  char handle[abi::kNetHandleMaxSize] = {};  // rank 0's listen handle; afterwards a token the ranks pass to signal
+  void* listen = nullptr;                    // rank 0
+  void* recv = nullptr;                      // rank 0
+  void* send = nullptr;                      // rank 1
+  void* comm() const { return recv != nullptr ? recv : send; }
+};
+
+// Connects `end` for `rank` as NCCL does: listen, the handle through the bootstrap, connect / accept with retries.
+int connectPair(NetApi& net, int rank, HandlePipes& pipes, PairEnd& end) {
+  if (rank == 0) {
+    NET_OK(net.listen(0, end.handle, &end.listen));
+    BRAID_CHILD_CHECK(end.listen != nullptr && pipes.send(0, end.handle));
+    NET_OK(net.accept(end.listen, &end.recv));
+  } else {
+    BRAID_CHILD_CHECK(pipes.receive(0, end.handle));
+    NET_OK(net.connect(0, end.handle, &end.send));
+  }
+  return 0;
+}
+
+// Posts one receive of at most `cap` bytes into `data` with `tag` (registration `mh`, or none when NULL); *req as
+// irecv leaves it.
+int irecvOne(NetApi& net, void* recv, void* data, size_t cap, int tag, void* mh, void** req) {
+  return net.irecv(recv, 1, &data, &cap, &tag, mh != nullptr ? &mh : nullptr, req);
+}
+
+// Receives one message with `tag` into `buf` (at most `cap` bytes) and checks that it holds `size` bytes of the
+// pattern `seed`.
+int receivePattern(NetApi& net, void* recv, void* mh, int tag, std::vector<uint8_t>& buf, size_t cap, size_t size,
+                   uint64_t seed) {
+  void* req = nullptr;
+  NET_OK(irecvOne(net, recv, buf.data(), cap, tag, mh, &req));
+  BRAID_CHILD_CHECK(req != nullptr);
+  int got = -1;
+  NET_OK(net.wait(req, &got));
+  BRAID_CHILD_CHECK(static_cast<size_t>(got) == size);
+  const size_t bad = checkPattern(buf, size, seed);
+  if (bad != SIZE_MAX) {
+    std::fprintf(stderr, "size %zu: byte %zu differs\n", size, bad);
+    return 1;
+  }
+  return 0;
+}
+
+// Sends `size` bytes from `data` with `tag` (isend called again while it hands out no request, as NCCL's proxy
+// does) and waits until the send completed with `size` bytes.
+int sendAndWait(NetApi& net, void* send, void* data, size_t size, int tag, void* mh) {
+  void* req = nullptr;
+  while (req == nullptr) NET_OK(net.isend(send, data, size, tag, mh, &req));
+  int got = -1;
+  NET_OK(net.wait(req, &got));
+  BRAID_CHILD_CHECK(static_cast<size_t>(got) == size);
+  return 0;
+}
+
+// Waits for `req` at most `seconds`: test()'s code (-1 when the time ran out); *took: the seconds waited.
+int timedWait(NetApi& net, void* req, double seconds, double* took) {
+  const auto start = std::chrono::steady_clock::now();
+  int got = 0;
+  const int rc = net.wait(req, &got, seconds);
+  *took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return rc;
+}
+
+// In a one-rank child: BRAID_NET_IF=`net_if` and the plugin's v11 table, NULL when it does not load.
+const abi::NetV11* childTableV11(const char* net_if) {
+  setenv("BRAID_NET_IF", net_if, 1);
+  LoadedNetPlugin p = openNetPlugin(pluginPath());
+  return p.version == 11 ? static_cast<const abi::NetV11*>(p.table) : nullptr;
+}
+
 // Rank 0 receives, rank 1 sends every size, one at a time, receive buffers one page larger than the send.
 int pairBody(int rank, int version, const std::string& transport, HandlePipes& pipes) {
   NetApi net = childApi(version, transport);
@@ -85,54 +167,29 @@ int pairBody(int rank, int version, const std::string& transport, HandlePipes& p
   std::string name;
   NET_OK(net.properties(0, &speed, &max_recvs, &name));
   BRAID_CHILD_CHECK(name == "lo" && speed > 0 && max_recvs >= 1);
-  char handle[abi::kNetHandleMaxSize] = {};
   const std::vector<size_t> sizes = transferSizes();
   const size_t largest = sizes.back() + 4096;
   std::vector<uint8_t> buf(largest);
+  PairEnd end;
+  NET_OK(connectPair(net, rank, pipes, end));
+  if (rank == 0) NET_OK(net.closeListen(end.listen));  // before the receive comm: any order
+  void* mh = nullptr;
+  NET_OK(net.regMr(end.comm(), buf.data(), buf.size(), abi::kPtrHost, &mh));
   if (rank == 0) {
-    void* listen = nullptr;
-    NET_OK(net.listen(0, handle, &listen));
-    BRAID_CHILD_CHECK(listen != nullptr && pipes.send(0, handle));
-    void* recv = nullptr;
-    NET_OK(net.accept(listen, &recv));
-    NET_OK(net.closeListen(listen));  // before the receive comm: any order
-    void* mh = nullptr;
-    NET_OK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrHost, &mh));
     for (size_t k = 0; k < sizes.size(); ++k) {
-      void* data = buf.data();
       // Tables <= v8 take int sizes up to NCCL's MAX_NET_SIZE (1 GiB): the largest receive is exactly that there.
-      size_t cap = std::min(sizes[k] + 4096, version <= 8 ? size_t{1} << 30 : SIZE_MAX);
-      int tag = static_cast<int>(k);
-      void* req = nullptr;
-      NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
-      BRAID_CHILD_CHECK(req != nullptr);
-      int got = -1;
-      NET_OK(net.wait(req, &got));
-      BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k]);
-      const size_t bad = checkPattern(buf, sizes[k], k + 1);
-      if (bad != SIZE_MAX) {
-        std::fprintf(stderr, "size %zu: byte %zu differs\n", sizes[k], bad);
-        return 1;
-      }
+      const size_t cap = std::min(sizes[k] + 4096, version <= 8 ? size_t{1} << 30 : SIZE_MAX);
+      NET_OK(receivePattern(net, end.recv, mh, static_cast<int>(k), buf, cap, sizes[k], k + 1));
     }
-    NET_OK(net.deregMr(recv, mh));
-    NET_OK(net.closeRecv(recv));
+    NET_OK(net.deregMr(end.recv, mh));
+    NET_OK(net.closeRecv(end.recv));
   } else {
-    BRAID_CHILD_CHECK(pipes.receive(0, handle));
-    void* send = nullptr;
-    NET_OK(net.connect(0, handle, &send));
-    void* mh = nullptr;
-    NET_OK(net.regMr(send, buf.data(), buf.size(), abi::kPtrHost, &mh));
     for (size_t k = 0; k < sizes.size(); ++k) {
       fillPattern(buf, sizes[k], k + 1);
-      void* req = nullptr;
-      while (req == nullptr) NET_OK(net.isend(send, buf.data(), sizes[k], static_cast<int>(k), mh, &req));
-      int got = -1;
-      NET_OK(net.wait(req, &got));
-      BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k]);
+      NET_OK(sendAndWait(net, end.send, buf.data(), sizes[k], static_cast<int>(k), mh));
     }
-    NET_OK(net.deregMr(send, mh));
-    NET_OK(net.closeSend(send));
+    NET_OK(net.deregMr(end.send, mh));
+    NET_OK(net.closeSend(end.send));
   }
   NET_OK(net.finalize());
   return 0;
@@ -167,23 +224,17 @@ TEST(NetPluginChild, LoadsByShortName) {
 }
 
 TEST_P(NetPluginPath, TwoRanksEverySizeV11) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2, [&](int rank) { return pairBody(rank, 11, GetParam(), pipes); }, kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) { return pairBody(rank, 11, GetParam(), pipes); });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
 TEST_P(NetPluginPath, TwoRanksEverySizeV8) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2, [&](int rank) { return pairBody(rank, 8, GetParam(), pipes); }, kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) { return pairBody(rank, 8, GetParam(), pipes); });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
 TEST_P(NetPluginPath, TwoRanksEverySizeV6) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2, [&](int rank) { return pairBody(rank, 6, GetParam(), pipes); }, kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) { return pairBody(rank, 6, GetParam(), pipes); });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
@@ -191,16 +242,13 @@ TEST_P(NetPluginPath, TwoRanksEverySizeV6) {
 int outstandingBody(int rank, const std::string& transport, HandlePipes& pipes) {
   NetApi net = childApi(11, transport);
   NET_OK(net.init(7));
-  char handle[abi::kNetHandleMaxSize] = {};
   constexpr int kMessages = 64;  // 8 grouped receives of 8
   constexpr int kGroup = 8;
   auto sizeOf = [](int m) { return static_cast<size_t>(1000 + 7919 * m); };
+  PairEnd end;
+  NET_OK(connectPair(net, rank, pipes, end));
   if (rank == 0) {
-    void* listen = nullptr;
-    NET_OK(net.listen(0, handle, &listen));
-    BRAID_CHILD_CHECK(pipes.send(0, handle));
-    void* recv = nullptr;
-    NET_OK(net.accept(listen, &recv));
+    void* recv = end.recv;
     std::vector<std::vector<uint8_t>> bufs(kMessages, std::vector<uint8_t>(sizeOf(kMessages) + 100));
     void* mh = nullptr;
     NET_OK(net.regMr(recv, bufs[0].data(), bufs[0].size(), abi::kPtrHost, &mh));
@@ -236,11 +284,8 @@ int outstandingBody(int rank, const std::string& transport, HandlePipes& pipes) 
     std::vector<void*> posted;
     std::vector<uint8_t> sink(16);
     for (int i = 0; i < abi::kNetMaxRequests + 1; ++i) {
-      void* data = sink.data();
-      size_t cap = sink.size();
-      int tag = 0;
       void* req = nullptr;
-      NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
+      NET_OK(irecvOne(net, recv, sink.data(), sink.size(), 0, mh, &req));
       if (i < abi::kNetMaxRequests) {
         BRAID_CHILD_CHECK(req != nullptr);
       } else {
@@ -249,12 +294,10 @@ int outstandingBody(int rank, const std::string& transport, HandlePipes& pipes) 
     }
     NET_OK(net.deregMr(recv, mh));
     NET_OK(net.closeRecv(recv));  // with receives pending
-    NET_OK(net.closeListen(listen));
-    BRAID_CHILD_CHECK(pipes.send(0, handle));  // the sender may close now
+    NET_OK(net.closeListen(end.listen));
+    BRAID_CHILD_CHECK(pipes.send(0, end.handle));  // the sender may close now
   } else {
-    BRAID_CHILD_CHECK(pipes.receive(0, handle));
-    void* send = nullptr;
-    NET_OK(net.connect(0, handle, &send));
+    void* send = end.send;
     std::vector<std::vector<uint8_t>> bufs(kMessages);
     for (int m = 0; m < kMessages; ++m) {
       bufs[m].resize(sizeOf(m));
@@ -271,7 +314,7 @@ int outstandingBody(int rank, const std::string& transport, HandlePipes& pipes) 
       NET_OK(net.wait(reqs[m], &size));
       BRAID_CHILD_CHECK(static_cast<size_t>(size) == sizeOf(m));
     }
-    BRAID_CHILD_CHECK(pipes.receive(0, handle));  // the receiver has finished
+    BRAID_CHILD_CHECK(pipes.receive(0, end.handle));  // the receiver has finished
     NET_OK(net.deregMr(send, mh));
     NET_OK(net.closeSend(send));
   }
@@ -280,9 +323,7 @@ int outstandingBody(int rank, const std::string& transport, HandlePipes& pipes) 
 }
 
 TEST_P(NetPluginPath, OutstandingRequestsAndGroupedReceives) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2, [&](int rank) { return outstandingBody(rank, GetParam(), pipes); }, kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) { return outstandingBody(rank, GetParam(), pipes); });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
@@ -314,11 +355,8 @@ TEST_P(NetPluginPath, FourRankRing) {
         void *smh = nullptr, *rmh = nullptr;
         NET_OK(net.regMr(send, out.data(), size, abi::kPtrHost, &smh));
         NET_OK(net.regMr(recv, in.data(), size, abi::kPtrHost, &rmh));
-        void* data = in.data();
-        size_t cap = size;
-        int tag = 9;
         void *rreq = nullptr, *sreq = nullptr;
-        NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &rmh, &rreq));
+        NET_OK(irecvOne(net, recv, in.data(), size, 9, rmh, &rreq));
         NET_OK(net.isend(send, out.data(), size, 9, smh, &sreq));
         BRAID_CHILD_CHECK(rreq != nullptr && sreq != nullptr);
         // Both requests polled, as NCCL's proxy polls every request it has: a receive whose header arrives after
@@ -353,149 +391,124 @@ TEST_P(NetPluginPath, FourRankRing) {
 // send cannot start before its receiver accepted and sent its worker address.
 TEST_P(NetPluginPath, ConnectsBeforeAccepts) {
   constexpr int kConns = 16;
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2,
-      [&](int rank) {
-        NetApi net = childApi(11, GetParam());
-        NET_OK(net.init(99));
-        std::vector<std::vector<char>> handles(kConns, std::vector<char>(abi::kNetHandleMaxSize));
-        if (rank == 0) {
-          std::vector<void*> listens(kConns);
-          for (int i = 0; i < kConns; ++i) {
-            NET_OK(net.listen(0, handles[i].data(), &listens[i]));
-            BRAID_CHILD_CHECK(pipes.send(0, handles[i].data()));
-          }
-          char go[abi::kNetHandleMaxSize];
-          BRAID_CHILD_CHECK(pipes.receive(1, go));  // the sender has connected everything
-          for (int i = kConns - 1; i >= 0; --i) {
-            void* recv = nullptr;
-            NET_OK(net.accept(listens[i], &recv));
-            int value = -1;
-            void* data = &value;
-            size_t cap = sizeof(value);
-            int tag = 0;
-            void* mh = nullptr;
-            NET_OK(net.regMr(recv, &value, sizeof(value), abi::kPtrHost, &mh));
-            void* req = nullptr;
-            NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
-            int got = 0;
-            NET_OK(net.wait(req, &got));
-            BRAID_CHILD_CHECK(got == 4 && value == i);
-            NET_OK(net.deregMr(recv, mh));
-            NET_OK(net.closeRecv(recv));
-            NET_OK(net.closeListen(listens[i]));
-          }
-        } else {
-          std::vector<void*> sends(kConns, nullptr);
-          for (int i = 0; i < kConns; ++i) BRAID_CHILD_CHECK(pipes.receive(0, handles[i].data()));
-          int pending = kConns;
-          for (int spin = 0; pending > 0 && spin < 1000000; ++spin) {
-            for (int i = 0; i < kConns; ++i) {
-              if (sends[i] != nullptr) continue;
-              NET_OK(net.connectOnce(0, handles[i].data(), &sends[i]));
-              if (sends[i] != nullptr) --pending;
-            }
-          }
-          BRAID_CHILD_CHECK(pending == 0);
-          char go[abi::kNetHandleMaxSize] = {};
-          BRAID_CHILD_CHECK(pipes.send(1, go));
-          std::vector<int> values(kConns);
-          std::vector<void*> reqs(kConns, nullptr);
-          for (int i = 0; i < kConns; ++i) {
-            values[i] = i;
-            NET_OK(net.isend(sends[i], &values[i], sizeof(int), 0, nullptr, &reqs[i]));
-            BRAID_CHILD_CHECK(reqs[i] != nullptr);
-          }
-          const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-          for (int left = kConns; left > 0 && std::chrono::steady_clock::now() < end;) {
-            for (int i = 0; i < kConns; ++i) {
-              if (reqs[i] == nullptr) continue;
-              int done = 0, got = 0;
-              NET_OK(net.test(reqs[i], &done, &got));
-              if (done) {
-                BRAID_CHILD_CHECK(got == static_cast<int>(sizeof(int)));
-                reqs[i] = nullptr;
-                --left;
-              }
-            }
-          }
-          for (void* req : reqs) BRAID_CHILD_CHECK(req == nullptr);
-          for (int i = 0; i < kConns; ++i) NET_OK(net.closeSend(sends[i]));
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) {
+    NetApi net = childApi(11, GetParam());
+    NET_OK(net.init(99));
+    std::vector<std::vector<char>> handles(kConns, std::vector<char>(abi::kNetHandleMaxSize));
+    if (rank == 0) {
+      std::vector<void*> listens(kConns);
+      for (int i = 0; i < kConns; ++i) {
+        NET_OK(net.listen(0, handles[i].data(), &listens[i]));
+        BRAID_CHILD_CHECK(pipes.send(0, handles[i].data()));
+      }
+      char go[abi::kNetHandleMaxSize];
+      BRAID_CHILD_CHECK(pipes.receive(1, go));  // the sender has connected everything
+      for (int i = kConns - 1; i >= 0; --i) {
+        void* recv = nullptr;
+        NET_OK(net.accept(listens[i], &recv));
+        int value = -1;
+        void* mh = nullptr;
+        NET_OK(net.regMr(recv, &value, sizeof(value), abi::kPtrHost, &mh));
+        void* req = nullptr;
+        NET_OK(irecvOne(net, recv, &value, sizeof(value), 0, mh, &req));
+        int got = 0;
+        NET_OK(net.wait(req, &got));
+        BRAID_CHILD_CHECK(got == 4 && value == i);
+        NET_OK(net.deregMr(recv, mh));
+        NET_OK(net.closeRecv(recv));
+        NET_OK(net.closeListen(listens[i]));
+      }
+    } else {
+      std::vector<void*> sends(kConns, nullptr);
+      for (int i = 0; i < kConns; ++i) BRAID_CHILD_CHECK(pipes.receive(0, handles[i].data()));
+      int pending = kConns;
+      for (int spin = 0; pending > 0 && spin < 1000000; ++spin) {
+        for (int i = 0; i < kConns; ++i) {
+          if (sends[i] != nullptr) continue;
+          NET_OK(net.connectOnce(0, handles[i].data(), &sends[i]));
+          if (sends[i] != nullptr) --pending;
         }
-        NET_OK(net.finalize());
-        return 0;
-      },
-      kForkTimeoutS);
+      }
+      BRAID_CHILD_CHECK(pending == 0);
+      char go[abi::kNetHandleMaxSize] = {};
+      BRAID_CHILD_CHECK(pipes.send(1, go));
+      std::vector<int> values(kConns);
+      std::vector<void*> reqs(kConns, nullptr);
+      for (int i = 0; i < kConns; ++i) {
+        values[i] = i;
+        NET_OK(net.isend(sends[i], &values[i], sizeof(int), 0, nullptr, &reqs[i]));
+        BRAID_CHILD_CHECK(reqs[i] != nullptr);
+      }
+      const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      for (int left = kConns; left > 0 && std::chrono::steady_clock::now() < end;) {
+        for (int i = 0; i < kConns; ++i) {
+          if (reqs[i] == nullptr) continue;
+          int done = 0, got = 0;
+          NET_OK(net.test(reqs[i], &done, &got));
+          if (done) {
+            BRAID_CHILD_CHECK(got == static_cast<int>(sizeof(int)));
+            reqs[i] = nullptr;
+            --left;
+          }
+        }
+      }
+      for (void* req : reqs) BRAID_CHILD_CHECK(req == nullptr);
+      for (int i = 0; i < kConns; ++i) NET_OK(net.closeSend(sends[i]));
+    }
+    NET_OK(net.finalize());
+    return 0;
+  });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
 // regMr refuses device memory; iflush is a request done at once; the optional-completion sentinel still gets a
 // pollable request; a message larger than its buffer is a usage error; setNetAttr is accepted.
 TEST_P(NetPluginPath, MemoryTypesFlushSentinelAndTruncation) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2,
-      [&](int rank) {
-        NetApi net = childApi(11, GetParam());
-        NET_OK(net.init(5));
-        abi::NetAttrV11 attr;
-        std::memset(&attr, 0xff, sizeof(attr));
-        attr.sendCommAttr.maxFlowsPerPeer = 4;
-        NET_OK(net.v11()->setNetAttr(net.ctx(), &attr));
-        char handle[abi::kNetHandleMaxSize] = {};
-        std::vector<uint8_t> buf(1 << 16);
-        if (rank == 0) {
-          void* listen = nullptr;
-          NET_OK(net.listen(0, handle, &listen));
-          BRAID_CHILD_CHECK(pipes.send(0, handle));
-          void* recv = nullptr;
-          NET_OK(net.accept(listen, &recv));
-          void* mh = reinterpret_cast<void*>(0x77);
-          BRAID_CHILD_CHECK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrCuda, &mh) != 0 && mh == nullptr);
-          BRAID_CHILD_CHECK(net.v11()->regMrDmaBuf(recv, buf.data(), buf.size(), abi::kPtrDmaBuf, 0, 3, &mh) != 0);
-          NET_OK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrHost, &mh));
-          void* data = buf.data();
-          size_t cap = 100;
-          int tag = 1;
-          void* req = abi::kOptionalRecvCompletion;
-          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
-          BRAID_CHILD_CHECK(req != nullptr && req != abi::kOptionalRecvCompletion);
-          int got = 0;
-          NET_OK(net.wait(req, &got));
-          BRAID_CHILD_CHECK(got == 100 && checkPattern(buf, 100, 1) == SIZE_MAX);
-          int fsize = 100;
-          void* freq = nullptr;
-          NET_OK(net.v11()->iflush(recv, 1, &data, &fsize, &mh, &freq));
-          int done = 0;
-          NET_OK(net.test(freq, &done, nullptr));
-          BRAID_CHILD_CHECK(done == 1);
-          cap = 10;  // the next message has 200 bytes
-          req = nullptr;
-          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, &mh, &req));
-          BRAID_CHILD_CHECK(net.wait(req, &got) == abi::kInvalidUsage);
-          NET_OK(net.deregMr(recv, mh));
-          NET_OK(net.closeRecv(recv));
-          NET_OK(net.closeListen(listen));
-          BRAID_CHILD_CHECK(pipes.send(0, handle));  // the sender may close now
-        } else {
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));
-          void* send = nullptr;
-          NET_OK(net.connect(0, handle, &send));
-          fillPattern(buf, buf.size(), 1);
-          for (size_t size : {size_t{100}, size_t{200}}) {
-            void* req = nullptr;
-            NET_OK(net.isend(send, buf.data(), size, 1, nullptr, &req));
-            int got = 0;
-            NET_OK(net.wait(req, &got));
-          }
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));  // the receiver has finished
-          NET_OK(net.closeSend(send));
-        }
-        NET_OK(net.finalize());
-        return 0;
-      },
-      kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) {
+    NetApi net = childApi(11, GetParam());
+    NET_OK(net.init(5));
+    abi::NetAttrV11 attr;
+    std::memset(&attr, 0xff, sizeof(attr));
+    attr.sendCommAttr.maxFlowsPerPeer = 4;
+    NET_OK(net.v11()->setNetAttr(net.ctx(), &attr));
+    std::vector<uint8_t> buf(1 << 16);
+    PairEnd end;
+    NET_OK(connectPair(net, rank, pipes, end));
+    if (rank == 0) {
+      void* recv = end.recv;
+      void* mh = reinterpret_cast<void*>(0x77);
+      BRAID_CHILD_CHECK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrCuda, &mh) != 0 && mh == nullptr);
+      BRAID_CHILD_CHECK(net.v11()->regMrDmaBuf(recv, buf.data(), buf.size(), abi::kPtrDmaBuf, 0, 3, &mh) != 0);
+      NET_OK(net.regMr(recv, buf.data(), buf.size(), abi::kPtrHost, &mh));
+      void* req = abi::kOptionalRecvCompletion;
+      NET_OK(irecvOne(net, recv, buf.data(), 100, 1, mh, &req));
+      BRAID_CHILD_CHECK(req != nullptr && req != abi::kOptionalRecvCompletion);
+      int got = 0;
+      NET_OK(net.wait(req, &got));
+      BRAID_CHILD_CHECK(got == 100 && checkPattern(buf, 100, 1) == SIZE_MAX);
+      void* data = buf.data();
+      int fsize = 100;
+      void* freq = nullptr;
+      NET_OK(net.v11()->iflush(recv, 1, &data, &fsize, &mh, &freq));
+      int done = 0;
+      NET_OK(net.test(freq, &done, nullptr));
+      BRAID_CHILD_CHECK(done == 1);
+      req = nullptr;  // the next message has 200 bytes
+      NET_OK(irecvOne(net, recv, buf.data(), 10, 1, mh, &req));
+      BRAID_CHILD_CHECK(net.wait(req, &got) == abi::kInvalidUsage);
+      NET_OK(net.deregMr(recv, mh));
+      NET_OK(net.closeRecv(recv));
+      NET_OK(net.closeListen(end.listen));
+      BRAID_CHILD_CHECK(pipes.send(0, end.handle));  // the sender may close now
+    } else {
+      fillPattern(buf, buf.size(), 1);
+      for (size_t size : {size_t{100}, size_t{200}}) NET_OK(sendAndWait(net, end.send, buf.data(), size, 1, nullptr));
+      BRAID_CHILD_CHECK(pipes.receive(0, end.handle));  // the receiver has finished
+      NET_OK(net.closeSend(end.send));
+    }
+    NET_OK(net.finalize());
+    return 0;
+  });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
@@ -504,41 +517,26 @@ int killedPeerBody(int rank, int victim, const std::string& transport, HandlePip
   setenv("BRAID_TIMEOUT", "5", 1);
   NetApi net = childApi(11, transport);
   NET_OK(net.init(66));
-  char handle[abi::kNetHandleMaxSize] = {};
   const size_t size = 64 << 20;
   std::vector<uint8_t> buf(size);
-  void* comm = nullptr;
-  void* listen = nullptr;
+  PairEnd end;
+  NET_OK(connectPair(net, rank, pipes, end));
+  void* comm = end.comm();
   void* req = nullptr;
   // The receiver posts late (its socket buffers fill, the sender stalls mid-message); the victim dies while the
   // message is half way.
+  if (rank == 1) NET_OK(net.isend(comm, buf.data(), size, 0, nullptr, &req));
+  if (rank == victim) {
+    usleep(100 * 1000);
+    killSelf();
+  }
   if (rank == 0) {
-    NET_OK(net.listen(0, handle, &listen));
-    BRAID_CHILD_CHECK(pipes.send(0, handle));
-    NET_OK(net.accept(listen, &comm));
-    if (rank == victim) {
-      usleep(100 * 1000);
-      killSelf();
-    }
     usleep(300 * 1000);
-    void* data = buf.data();
-    size_t cap = size;
-    int tag = 0;
-    NET_OK(net.irecv(comm, 1, &data, &cap, &tag, nullptr, &req));
-  } else {
-    BRAID_CHILD_CHECK(pipes.receive(0, handle));
-    NET_OK(net.connect(0, handle, &comm));
-    NET_OK(net.isend(comm, buf.data(), size, 0, nullptr, &req));
-    if (rank == victim) {
-      usleep(100 * 1000);
-      killSelf();
-    }
+    NET_OK(irecvOne(net, comm, buf.data(), size, 0, nullptr, &req));
   }
   BRAID_CHILD_CHECK(req != nullptr);
-  const auto start = std::chrono::steady_clock::now();
-  int got = 0;
-  const int rc = net.wait(req, &got, 20);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double took = 0;
+  const int rc = timedWait(net, req, 20, &took);
   if (rc != abi::kSystemError || took > 6) {
     std::fprintf(stderr, "survivor: test returned %d after %.1f s\n", rc, took);
     return 1;
@@ -549,22 +547,18 @@ int killedPeerBody(int rank, int victim, const std::string& transport, HandlePip
                         ? net.irecv(comm, 1, reinterpret_cast<void**>(&buf), nullptr, nullptr, nullptr, &again) != 0
                         : net.isend(comm, buf.data(), 1, 0, nullptr, &again) != 0);
   NET_OK(rank == 0 ? net.closeRecv(comm) : net.closeSend(comm));
-  if (listen != nullptr) NET_OK(net.closeListen(listen));
+  if (end.listen != nullptr) NET_OK(net.closeListen(end.listen));
   NET_OK(net.finalize());
   return 0;
 }
 
 TEST_P(NetPluginPath, SenderKilledFailsReceiver) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2, [&](int rank) { return killedPeerBody(rank, 1, GetParam(), pipes); }, kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) { return killedPeerBody(rank, 1, GetParam(), pipes); });
   EXPECT_TRUE(r.ranks.size() == 2 && r.ranks[0].ok() && r.ranks[1].signal == SIGKILL) << r.summary();
 }
 
 TEST_P(NetPluginPath, ReceiverKilledFailsSender) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2, [&](int rank) { return killedPeerBody(rank, 0, GetParam(), pipes); }, kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) { return killedPeerBody(rank, 0, GetParam(), pipes); });
   EXPECT_TRUE(r.ranks.size() == 2 && r.ranks[1].ok() && r.ranks[0].signal == SIGKILL) << r.summary();
 }
 
@@ -573,10 +567,8 @@ TEST(NetPlugin, InitFailsOnUnknownInterface) {
   ForkResult r = runForked(
       1,
       [&](int) {
-        setenv("BRAID_NET_IF", "=no-such-if0", 1);
-        LoadedNetPlugin p = openNetPlugin(pluginPath());
-        BRAID_CHILD_CHECK(p.version == 11);
-        auto* net = static_cast<const abi::NetV11*>(p.table);
+        const abi::NetV11* net = childTableV11("=no-such-if0");
+        BRAID_CHILD_CHECK(net != nullptr);
         void* ctx = nullptr;
         BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, nullptr, nullptr) == abi::kInvalidUsage && ctx == nullptr);
         return 0;
@@ -585,21 +577,13 @@ TEST(NetPlugin, InitFailsOnUnknownInterface) {
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
-}  // namespace
-}  // namespace braid::testing
-
-namespace braid::testing {
-namespace {
-
 // Socket / thread counts out of range are a usage error at init, not a crash later.
 TEST(NetPlugin, InitRejectsBadSocketCounts) {
   ForkResult r = runForked(
       1,
       [&](int) {
-        setenv("BRAID_NET_IF", "lo", 1);
-        LoadedNetPlugin p = openNetPlugin(pluginPath());
-        BRAID_CHILD_CHECK(p.version == 11);
-        auto* net = static_cast<const abi::NetV11*>(p.table);
+        const abi::NetV11* net = childTableV11("lo");
+        BRAID_CHILD_CHECK(net != nullptr);
         void* ctx = nullptr;
         for (const char* threads : {"0", "17", "abc"}) {
           setenv("BRAID_NET_NTHREADS", threads, 1);
@@ -617,61 +601,33 @@ TEST(NetPlugin, InitRejectsBadSocketCounts) {
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
-}  // namespace
-}  // namespace braid::testing
-
-namespace braid::testing {
-namespace {
-
 // A live peer that never sends: the pending receive fails with ncclSystemError after BRAID_TIMEOUT, no hang.
 TEST_P(NetPluginPath, SilentPeerTimesOut) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2,
-      [&](int rank) {
-        setenv("BRAID_NET_IDLE_TIMEOUT", "1", 1);
-        NetApi net = childApi(11, GetParam());
-        NET_OK(net.init(3));
-        char handle[abi::kNetHandleMaxSize] = {};
-        if (rank == 0) {
-          void* listen = nullptr;
-          NET_OK(net.listen(0, handle, &listen));
-          BRAID_CHILD_CHECK(pipes.send(0, handle));
-          void* recv = nullptr;
-          NET_OK(net.accept(listen, &recv));
-          int value = 0;
-          void* data = &value;
-          size_t cap = sizeof(value);
-          int tag = 0;
-          void* req = nullptr;
-          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, nullptr, &req));
-          const auto start = std::chrono::steady_clock::now();
-          int got = 0;
-          const int rc = net.wait(req, &got, 10);
-          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          BRAID_CHILD_CHECK(rc == abi::kSystemError && took > 0.5 && took < 3);
-          BRAID_CHILD_CHECK(pipes.send(0, handle));  // the sender may go
-          NET_OK(net.closeRecv(recv));
-          NET_OK(net.closeListen(listen));
-        } else {
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));
-          void* send = nullptr;
-          NET_OK(net.connect(0, handle, &send));
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));
-          NET_OK(net.closeSend(send));
-        }
-        NET_OK(net.finalize());
-        return 0;
-      },
-      kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) {
+    setenv("BRAID_NET_IDLE_TIMEOUT", "1", 1);
+    NetApi net = childApi(11, GetParam());
+    NET_OK(net.init(3));
+    PairEnd end;
+    NET_OK(connectPair(net, rank, pipes, end));
+    if (rank == 0) {
+      int value = 0;
+      void* req = nullptr;
+      NET_OK(irecvOne(net, end.recv, &value, sizeof(value), 0, nullptr, &req));
+      double took = 0;
+      const int rc = timedWait(net, req, 10, &took);
+      BRAID_CHILD_CHECK(rc == abi::kSystemError && took > 0.5 && took < 3);
+      BRAID_CHILD_CHECK(pipes.send(0, end.handle));  // the sender may go
+      NET_OK(net.closeRecv(end.recv));
+      NET_OK(net.closeListen(end.listen));
+    } else {
+      BRAID_CHILD_CHECK(pipes.receive(0, end.handle));
+      NET_OK(net.closeSend(end.send));
+    }
+    NET_OK(net.finalize());
+    return 0;
+  });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
-
-}  // namespace
-}  // namespace braid::testing
-
-namespace braid::testing {
-namespace {
 
 // A handle NCCL's bootstrap corrupted (or another Braid version wrote) is an error from connect, whatever bytes
 // sit where a connect in progress keeps its state: never a crash.
@@ -679,11 +635,9 @@ TEST_P(NetPluginPath, GarbageHandlesAreRefusedNotFollowed) {
   ForkResult r = runForked(
       1,
       [&](int) {
-        setenv("BRAID_NET_IF", "lo", 1);
         useTransport(GetParam());
-        LoadedNetPlugin p = openNetPlugin(pluginPath());
-        BRAID_CHILD_CHECK(p.version == 11);
-        auto* net = static_cast<const abi::NetV11*>(p.table);
+        const abi::NetV11* net = childTableV11("lo");
+        BRAID_CHILD_CHECK(net != nullptr);
         void* ctx = nullptr;
         BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, nullptr, nullptr) == abi::kSuccess);
         uint32_t seed = 12345;
@@ -705,124 +659,79 @@ TEST_P(NetPluginPath, GarbageHandlesAreRefusedNotFollowed) {
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
-}  // namespace
-}  // namespace braid::testing
-
-namespace braid::testing {
-namespace {
-
 // A sender that closes on purpose is no dead peer: its goodbye lets the receiver take every message it announced,
 // posted after the close; a receive beyond them fails with ncclSystemError at once, not after a timeout.
 TEST_P(NetPluginPath, SenderCloseBeforeReceivesIsNoFailure) {
   const std::vector<size_t> sizes = {0, 1, 4093};  // below UCX's rendezvous threshold: sends complete unreceived
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2,
-      [&](int rank) {
-        NetApi net = childApi(11, GetParam());
-        NET_OK(net.init(21));
-        char handle[abi::kNetHandleMaxSize] = {};
-        std::vector<uint8_t> buf(8192);
-        if (rank == 0) {
-          void* listen = nullptr;
-          NET_OK(net.listen(0, handle, &listen));
-          BRAID_CHILD_CHECK(pipes.send(0, handle));
-          void* recv = nullptr;
-          NET_OK(net.accept(listen, &recv));
-          BRAID_CHILD_CHECK(pipes.receive(1, handle));  // the sender has closed
-          for (size_t k = 0; k < sizes.size(); ++k) {
-            void* data = buf.data();
-            size_t cap = buf.size();
-            int tag = static_cast<int>(k);
-            void* req = nullptr;
-            NET_OK(net.irecv(recv, 1, &data, &cap, &tag, nullptr, &req));
-            int got = -1;
-            NET_OK(net.wait(req, &got));
-            BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k] && checkPattern(buf, sizes[k], 40 + k) == SIZE_MAX);
-          }
-          void* data = buf.data();
-          size_t cap = buf.size();
-          int tag = 0;
-          void* req = nullptr;
-          NET_OK(net.irecv(recv, 1, &data, &cap, &tag, nullptr, &req));
-          const auto start = std::chrono::steady_clock::now();
-          int got = 0;
-          const int rc = net.wait(req, &got, 10);
-          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          BRAID_CHILD_CHECK(rc == abi::kSystemError && took < 1);
-          NET_OK(net.closeRecv(recv));
-          NET_OK(net.closeListen(listen));
-        } else {
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));
-          void* send = nullptr;
-          NET_OK(net.connect(0, handle, &send));
-          std::vector<std::vector<uint8_t>> out(sizes.size());
-          for (size_t k = 0; k < sizes.size(); ++k) {
-            out[k].resize(sizes[k] + 1);
-            fillPattern(out[k], sizes[k], 40 + k);
-            void* req = nullptr;
-            NET_OK(net.isend(send, out[k].data(), sizes[k], static_cast<int>(k), nullptr, &req));
-            int got = -1;
-            NET_OK(net.wait(req, &got));
-            BRAID_CHILD_CHECK(static_cast<size_t>(got) == sizes[k]);
-          }
-          NET_OK(net.closeSend(send));
-          BRAID_CHILD_CHECK(pipes.send(1, handle));
-        }
-        NET_OK(net.finalize());
-        return 0;
-      },
-      kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) {
+    NetApi net = childApi(11, GetParam());
+    NET_OK(net.init(21));
+    std::vector<uint8_t> buf(8192);
+    PairEnd end;
+    NET_OK(connectPair(net, rank, pipes, end));
+    if (rank == 0) {
+      BRAID_CHILD_CHECK(pipes.receive(1, end.handle));  // the sender has closed
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        NET_OK(receivePattern(net, end.recv, nullptr, static_cast<int>(k), buf, buf.size(), sizes[k], 40 + k));
+      }
+      void* req = nullptr;
+      NET_OK(irecvOne(net, end.recv, buf.data(), buf.size(), 0, nullptr, &req));
+      double took = 0;
+      const int rc = timedWait(net, req, 10, &took);
+      BRAID_CHILD_CHECK(rc == abi::kSystemError && took < 1);
+      NET_OK(net.closeRecv(end.recv));
+      NET_OK(net.closeListen(end.listen));
+    } else {
+      std::vector<std::vector<uint8_t>> out(sizes.size());
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        out[k].resize(sizes[k] + 1);
+        fillPattern(out[k], sizes[k], 40 + k);
+        NET_OK(sendAndWait(net, end.send, out[k].data(), sizes[k], static_cast<int>(k), nullptr));
+      }
+      NET_OK(net.closeSend(end.send));
+      BRAID_CHILD_CHECK(pipes.send(1, end.handle));
+    }
+    NET_OK(net.finalize());
+    return 0;
+  });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
 // A receiver that closes on purpose while a large send waits for it: the send fails with ncclSystemError within
 // seconds (at most kPeerCloseGraceS after the goodbye, plus the time to see it), never hangs.
 TEST_P(NetPluginPath, ReceiverCloseFailsAPendingSend) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2,
-      [&](int rank) {
-        NetApi net = childApi(11, GetParam());
-        NET_OK(net.init(22));
-        char handle[abi::kNetHandleMaxSize] = {};
-        if (rank == 0) {
-          void* listen = nullptr;
-          NET_OK(net.listen(0, handle, &listen));
-          BRAID_CHILD_CHECK(pipes.send(0, handle));
-          void* recv = nullptr;
-          NET_OK(net.accept(listen, &recv));
-          BRAID_CHILD_CHECK(pipes.receive(1, handle));  // the send is posted
-          NET_OK(net.closeRecv(recv));
-          NET_OK(net.closeListen(listen));
-        } else {
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));
-          void* send = nullptr;
-          NET_OK(net.connect(0, handle, &send));
-          std::vector<uint8_t> buf(64 << 20);
-          void* req = nullptr;
-          NET_OK(net.isend(send, buf.data(), buf.size(), 0, nullptr, &req));
-          BRAID_CHILD_CHECK(req != nullptr);
-          for (int i = 0; i < 100; ++i) {  // some bytes move before the receiver closes
-            int done = 0;
-            NET_OK(net.test(req, &done, nullptr));
-            BRAID_CHILD_CHECK(done == 0);
-          }
-          BRAID_CHILD_CHECK(pipes.send(1, handle));
-          const auto start = std::chrono::steady_clock::now();
-          int got = 0;
-          const int rc = net.wait(req, &got, 20);
-          const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-          if (rc != abi::kSystemError || took > 4) {
-            std::fprintf(stderr, "sender: test returned %d after %.1f s\n", rc, took);
-            return 1;
-          }
-          NET_OK(net.closeSend(send));
-        }
-        NET_OK(net.finalize());
-        return 0;
-      },
-      kForkTimeoutS);
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) {
+    NetApi net = childApi(11, GetParam());
+    NET_OK(net.init(22));
+    PairEnd end;
+    NET_OK(connectPair(net, rank, pipes, end));
+    if (rank == 0) {
+      BRAID_CHILD_CHECK(pipes.receive(1, end.handle));  // the send is posted
+      NET_OK(net.closeRecv(end.recv));
+      NET_OK(net.closeListen(end.listen));
+    } else {
+      void* send = end.send;
+      std::vector<uint8_t> buf(64 << 20);
+      void* req = nullptr;
+      NET_OK(net.isend(send, buf.data(), buf.size(), 0, nullptr, &req));
+      BRAID_CHILD_CHECK(req != nullptr);
+      for (int i = 0; i < 100; ++i) {  // some bytes move before the receiver closes
+        int done = 0;
+        NET_OK(net.test(req, &done, nullptr));
+        BRAID_CHILD_CHECK(done == 0);
+      }
+      BRAID_CHILD_CHECK(pipes.send(1, end.handle));
+      double took = 0;
+      const int rc = timedWait(net, req, 20, &took);
+      if (rc != abi::kSystemError || took > 4) {
+        std::fprintf(stderr, "sender: test returned %d after %.1f s\n", rc, took);
+        return 1;
+      }
+      NET_OK(net.closeSend(send));
+    }
+    NET_OK(net.finalize());
+    return 0;
+  });
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
@@ -844,11 +753,9 @@ TEST(NetPlugin, TransportVariableIsChecked) {
   ForkResult r = runForked(
       1,
       [&](int) {
-        setenv("BRAID_NET_IF", "lo", 1);
         setenv("UCX_TLS", "tcp,self", 0);
-        LoadedNetPlugin p = openNetPlugin(pluginPath());
-        BRAID_CHILD_CHECK(p.version == 11);
-        auto* net = static_cast<const abi::NetV11*>(p.table);
+        const abi::NetV11* net = childTableV11("lo");
+        BRAID_CHILD_CHECK(net != nullptr);
         void* ctx = nullptr;
         setenv("BRAID_NET_TRANSPORT", "rdma", 1);
         BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, &captureLog, nullptr) == abi::kInvalidUsage && ctx == nullptr);
@@ -880,11 +787,9 @@ TEST(NetPlugin, MismatchedTransportsAreAUsageError) {
   ForkResult r = runForked(
       1,
       [&](int) {
-        setenv("BRAID_NET_IF", "lo", 1);
         setenv("UCX_TLS", "tcp,self", 0);
-        LoadedNetPlugin p = openNetPlugin(pluginPath());
-        BRAID_CHILD_CHECK(p.version == 11);
-        auto* net = static_cast<const abi::NetV11*>(p.table);
+        const abi::NetV11* net = childTableV11("lo");
+        BRAID_CHILD_CHECK(net != nullptr);
         void *tcp = nullptr, *ucx = nullptr;
         setenv("BRAID_NET_TRANSPORT", "tcp", 1);
         BRAID_CHILD_CHECK(net->init(&tcp, 1, nullptr, &captureLog, nullptr) == abi::kSuccess);
@@ -925,44 +830,28 @@ namespace {
 // still pending, as an application that never destroys its NCCL communicators does: it exits with its own status,
 // the data path's threads do not crash it on the way out.
 TEST_P(NetPluginPath, ExitWithCommsOpenIsClean) {
-  HandlePipes pipes(2);
-  ForkResult r = runForked(
-      2,
-      [&](int rank) {
-        NetApi net = childApi(11, GetParam());
-        NET_OK(net.init(23));
-        char handle[abi::kNetHandleMaxSize] = {};
-        std::vector<uint8_t> buf(1 << 20);
-        void* comm = nullptr;
+  ForkResult r = runPair([&](int rank, HandlePipes& pipes) {
+    NetApi net = childApi(11, GetParam());
+    NET_OK(net.init(23));
+    std::vector<uint8_t> buf(1 << 20);
+    PairEnd end;
+    NET_OK(connectPair(net, rank, pipes, end));
+    if (rank == 0) {
+      for (int k = 0; k < 2; ++k) {  // the first completes, the second stays pending
         void* req = nullptr;
-        if (rank == 0) {
-          void* listen = nullptr;
-          NET_OK(net.listen(0, handle, &listen));
-          BRAID_CHILD_CHECK(pipes.send(0, handle));
-          NET_OK(net.accept(listen, &comm));
-          for (int k = 0; k < 2; ++k) {  // the first completes, the second stays pending
-            void* data = buf.data();
-            size_t cap = buf.size();
-            int tag = k;
-            req = nullptr;
-            NET_OK(net.irecv(comm, 1, &data, &cap, &tag, nullptr, &req));
-            int got = 0;
-            if (k == 0) NET_OK(net.wait(req, &got));
-          }
-          BRAID_CHILD_CHECK(pipes.send(0, handle));  // both receives are posted: the sender may exit
-        } else {
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));
-          NET_OK(net.connect(0, handle, &comm));
-          NET_OK(net.isend(comm, buf.data(), buf.size(), 0, nullptr, &req));
-          int got = 0;
-          NET_OK(net.wait(req, &got));
-          BRAID_CHILD_CHECK(pipes.receive(0, handle));
-        }
-        std::fflush(stderr);
-        g_exit_with_comms_open = true;
-        std::exit(42);
-      },
-      kForkTimeoutS);
+        NET_OK(irecvOne(net, end.recv, buf.data(), buf.size(), k, nullptr, &req));
+        int got = 0;
+        if (k == 0) NET_OK(net.wait(req, &got));
+      }
+      BRAID_CHILD_CHECK(pipes.send(0, end.handle));  // both receives are posted: the sender may exit
+    } else {
+      NET_OK(sendAndWait(net, end.send, buf.data(), buf.size(), 0, nullptr));
+      BRAID_CHILD_CHECK(pipes.receive(0, end.handle));
+    }
+    std::fflush(stderr);
+    g_exit_with_comms_open = true;
+    std::exit(42);
+  });
   ASSERT_EQ(r.ranks.size(), 2u) << r.summary();
   for (const RankOutcome& rank : r.ranks) EXPECT_TRUE(rank.exited && rank.exit_code == 42) << r.summary();
 }
