@@ -96,6 +96,7 @@ PUBLIC_HEADERS = {
 SHARED_PRIVATE = {
     "src/common": [""],  # the bottom layer's helpers (env registry, logger, text, file io): everyone
     "runtime/socket": ["runtime"],  # sockets for the bootstrap and the TCP transport
+    "runtime/ucx": ["runtime"],  # ucp context creation for the UCX transport and the net plugin's UCX data path
     "runtime/congestion": ["runtime"],  # chunking and congestion control of the TCP transport and the net plugin
     "runtime/cuda": ["runtime/transport/cuda", "perf"],  # the kernels, for the CUDA transport and their benchmark
     "cli/report": ["cli", "perf"],  # braid_report: the report code of the CLI and the benchmarks

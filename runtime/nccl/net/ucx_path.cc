@@ -6,7 +6,6 @@
 #ifdef BRAID_HAVE_UCX
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
@@ -17,6 +16,8 @@
 #include <thread>
 #include <unordered_map>
 #include <vector>
+
+#include "ucx/ucx_init.h"
 #endif
 
 #include "common/plugin_log.h"
@@ -65,27 +66,21 @@ std::weak_ptr<UcxContext>& sharedContext() {
   return context;
 }
 
-// ucp_init with UCM's memory events off unless UCX_MEM_EVENTS is set (net/ucx_path.h). Caller holds contextMutex().
+// The context (one at a time per process, UCM's memory events off unless UCX_MEM_EVENTS is set: ucx/ucx_init.h).
+// Caller holds contextMutex().
 Result<std::shared_ptr<UcxContext>> createContext() {
-  if (std::getenv("UCX_MEM_EVENTS") == nullptr && ucm_global_opts.enable_events) {
-    ucm_global_config_t options = ucm_global_opts;
-    options.enable_events = 0;
-    ucm_set_global_opts(&options);
-  }
-  ucp_config_t* config = nullptr;
-  ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
-  if (status != UCS_OK) return Status(StatusCode::kSystemError, ucxText("NET/Braid: ucp_config_read", status));
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 1;  // every comm's worker may live in another thread of NCCL's
   ucp_context_h context = nullptr;
-  status = ucp_init(&params, config, &context);
-  ucp_config_release(config);
+  const char* failed_call = nullptr;
+  const ucs_status_t status = ucx::initContext(params, &context, &failed_call);
   if (status != UCS_OK) {
     const char* tls = std::getenv("UCX_TLS");
-    return Status(StatusCode::kSystemError,
-                  ucxText(fmt::format("NET/Braid: ucp_init (UCX_TLS={})", tls != nullptr ? tls : "unset"), status));
+    return Status(
+        StatusCode::kSystemError,
+        ucxText(fmt::format("NET/Braid: {} (UCX_TLS={})", failed_call, tls != nullptr ? tls : "unset"), status));
   }
   return std::make_shared<UcxContext>(context);
 }
@@ -394,8 +389,9 @@ class UcxDataPath final : public DataPath {
     }
   }
 
-  static void onSendDone(void* request, ucs_status_t status, void* user_data) {
-    auto* op = static_cast<Op*>(user_data);
+  // What both completion callbacks do (UCX calls them from ucp_worker_progress, under mutex_): the op is finished,
+  // the ucp request freed.
+  static void finish(Op* op, ucs_status_t status, void* request) {
     op->status = status;
     op->request = nullptr;
     op->finished = true;
@@ -403,14 +399,14 @@ class UcxDataPath final : public DataPath {
     ucp_request_free(request);
   }
 
+  static void onSendDone(void* request, ucs_status_t status, void* user_data) {
+    finish(static_cast<Op*>(user_data), status, request);
+  }
+
   static void onRecvDone(void* request, ucs_status_t status, const ucp_tag_recv_info_t* info, void* user_data) {
     auto* op = static_cast<Op*>(user_data);
-    op->status = status;
     if (info != nullptr) op->length = info->length;
-    op->request = nullptr;
-    op->finished = true;
-    op->self->finished_.push_back(op);
-    ucp_request_free(request);
+    finish(op, status, request);
   }
 
   static void onFlushDone(void* request, ucs_status_t status, void* user_data) {

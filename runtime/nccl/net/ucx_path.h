@@ -3,8 +3,8 @@
 // Context: one ucp context per process (UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP, UCX_* variables read as UCX reads
 // them, workers of several threads), created by the first init that asks for UCX and released with the last
 // context or comm that holds it. Contexts are created one at a time, with UCM's memory events off unless
-// UCX_MEM_EVENTS is set: two threads in ucp_init at once could deadlock in UCM's hook installation (measured by
-// Braid's UCX transport, runtime/transport/ucx), and the plugin sends from and receives into NCCL's host buffers
+// UCX_MEM_EVENTS is set (runtime/ucx/ucx_init.h, which Braid's UCX transport uses too): two threads in ucp_init at
+// once could deadlock in UCM's hook installation, and the plugin sends from and receives into NCCL's host buffers
 // directly, which needs no registration cache (the cache is what the events keep coherent). The switch is
 // UCM's, so it holds for the whole process.
 //

@@ -5,7 +5,6 @@
 
 #ifdef BRAID_HAVE_UCX
 #include <poll.h>
-#include <ucm/api/ucm.h>
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
@@ -25,6 +24,7 @@
 
 #include "common/log.h"
 #include "transport/endpoint_base.h"
+#include "ucx/ucx_init.h"
 #endif
 
 namespace braid {
@@ -268,35 +268,16 @@ class UcxTransport final : public EndpointBase {
     ucp_request_free(request);
   }
 
-  // UCX contexts are created one at a time per process, with UCM memory events off unless UCX_MEM_EVENTS is set:
-  // two threads in ucp_init at once (braid_perf -t 2 --transport ucx) could deadlock in UCM's hook installation
-  // (ucm_mmap_install -> ucm_event_enter_exclusive, found with gdb: 1-2 of 15 runs), and with events off it never
-  // did (0 of 30 runs). Braid's UCX endpoints send from their own bounce buffers and receive into host memory,
-  // so they need no registration cache, which is what the events keep coherent.
-  static std::mutex& initMutex() {
-    static std::mutex mutex;
-    return mutex;
-  }
-
+  // The context (one at a time per process, UCM's memory events off: ucx/ucx_init.h), the worker, its event fd
+  // and address.
   Status createWorker() {
-    std::lock_guard<std::mutex> init_lock(initMutex());
-    if (std::getenv("UCX_MEM_EVENTS") == nullptr && ucm_global_opts.enable_events) {
-      ucm_global_config_t options = ucm_global_opts;
-      options.enable_events = 0;
-      ucm_set_global_opts(&options);
-    }
-    ucp_config_t* config = nullptr;
-    ucs_status_t status = ucp_config_read(nullptr, nullptr, &config);
-    if (status != UCS_OK)
-      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_config_read", rank_), status);
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
-    status = ucp_init(&params, config, &context_);
-    ucp_config_release(config);
+    const char* failed_call = nullptr;
+    ucs_status_t status = initContext(params, &context_, &failed_call);
     if (status != UCS_OK) {
-      context_ = nullptr;
-      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: ucp_init", rank_), status);
+      return ucxError(StatusCode::kSystemError, fmt::format("ucx: rank {}: {}", rank_, failed_call), status);
     }
     ucp_worker_params_t worker_params{};
     worker_params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
