@@ -29,6 +29,7 @@
 #include "braid/topology.h"
 #include "comm/comm_test_util.h"
 #include "cuda/device_plan_check.h"
+#include "support/classic_requests.h"
 
 namespace braid {
 namespace {
@@ -133,13 +134,8 @@ std::vector<Algorithm> classicalAlgorithms(int n, const Topology* topology) {
         ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise, ClassicAlgo::kHierarchical}) {
     for (CollectiveKind kind : classicCollectives(algo)) {
       for (bool in_place : {false, true}) {
-        ClassicRequest request;
-        request.algo = algo;
-        request.spec.kind = kind;
-        request.spec.num_ranks = n;
-        request.spec.in_place = in_place;
+        ClassicRequest request = testing::classicRequest(algo, kind, n, in_place, testing::middleRoot(kind, n));
         request.spec.chunk_factor = 0;
-        request.spec.root = (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) ? n / 2 : 0;
         request.topology = topology;
         Result<Algorithm> built = buildClassic(request);
         if (!built.isOk()) continue;  // e.g. hierarchical without nodes
@@ -154,10 +150,7 @@ std::vector<Algorithm> classicalAlgorithms(int n, const Topology* topology) {
   if (topology == nullptr) {
     int g = 1;
     while (g * g < n || n % g != 0) ++g;
-    ClassicRequest request;
-    request.algo = ClassicAlgo::kTwoDimHierarchical;
-    request.spec.kind = CollectiveKind::kAllToAll;
-    request.spec.num_ranks = n;
+    ClassicRequest request = testing::classicRequest(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, n);
     request.spec.chunk_factor = 0;
     request.ranks_per_node = g;
     Result<Algorithm> built = buildClassic(request);

@@ -13,6 +13,7 @@
 #include "braid/classic.h"
 #include "braid/plan.h"
 #include "cuda/device_plan_codec.h"
+#include "support/classic_requests.h"
 
 namespace braid::testing {
 
@@ -25,22 +26,13 @@ inline std::vector<Algorithm> classicalTestAlgorithms(int n) {
                            ClassicAlgo::kRecursiveDoubling, ClassicAlgo::kDoubleBinaryTree, ClassicAlgo::kPairwise}) {
     for (CollectiveKind kind : classicCollectives(algo)) {
       for (bool in_place : {false, true}) {
-        ClassicRequest request;
-        request.algo = algo;
-        request.spec.kind = kind;
-        request.spec.num_ranks = n;
-        request.spec.in_place = in_place;
-        request.spec.root = (kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce) ? n / 2 : 0;
-        Result<Algorithm> built = buildClassic(request);
+        Result<Algorithm> built = buildClassic(classicRequest(algo, kind, n, in_place, middleRoot(kind, n)));
         if (built.isOk()) out.push_back(std::move(built).value());
       }
     }
   }
   if (n % 2 == 0) {
-    ClassicRequest request;
-    request.algo = ClassicAlgo::kTwoDimHierarchical;
-    request.spec.kind = CollectiveKind::kAllToAll;
-    request.spec.num_ranks = n;
+    ClassicRequest request = classicRequest(ClassicAlgo::kTwoDimHierarchical, CollectiveKind::kAllToAll, n);
     request.ranks_per_node = 2;
     Result<Algorithm> built = buildClassic(request);
     if (built.isOk()) out.push_back(std::move(built).value());

@@ -16,6 +16,7 @@
 #include "braid/algorithm.h"
 #include "braid/classic.h"
 #include "cuda/device_plan_check.h"
+#include "support/classic_requests.h"
 #include "support/corpus.h"
 
 namespace braid {
@@ -39,22 +40,13 @@ TEST(DevicePlan, ClassicalAlgorithmsEncodeAndValidate) {
 TEST(DevicePlan, CorpusAlgorithmsEncodeAndValidate) {
   BRAID_SKIP_WITHOUT_REALCASES();
   int checked = 0;
-  for (const char* dir : {"msccl", "taccl/outputs_xml"}) {
-    const auto path = testing::realcasesDir() / dir;
-    if (!std::filesystem::is_directory(path)) continue;
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(path)) {
-      if (entry.path().extension() == ".xml") files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      Result<Algorithm> algorithm = loadAlgorithm(file.string());
-      if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
-      const uint64_t chunks = static_cast<uint64_t>(algorithm->num_chunks);
-      const Status status = testing::checkDeviceEncodings(*algorithm, {chunks, 3 * chunks, 1 + chunks * 4096});
-      EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
-      ++checked;
-    }
+  for (const std::filesystem::path& file : testing::corpusXmlFiles()) {
+    Result<Algorithm> algorithm = loadAlgorithm(file.string());
+    if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
+    const uint64_t chunks = static_cast<uint64_t>(algorithm->num_chunks);
+    const Status status = testing::checkDeviceEncodings(*algorithm, {chunks, 3 * chunks, 1 + chunks * 4096});
+    EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
+    ++checked;
   }
   EXPECT_GE(checked, 12);
 }
@@ -72,19 +64,18 @@ Plan handPlan(Protocol protocol) {
   plan.element_bytes = 4;
   plan.fifo_depth = 8;
   plan.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    plan.ranks[r].rank = r;
+    plan.ranks[r].input_bytes = 100;
+    plan.ranks[r].output_bytes = 100;
+  }
   RankPlan& r0 = plan.ranks[0];
-  r0.rank = 0;
-  r0.input_bytes = 100;
-  r0.output_bytes = 100;
   PlanThreadblock send;
   send.id = 0;
   send.send_peer = 1;
   send.steps.push_back(PlanStep{OpType::kSend, {BufferKind::kInput, 0, 100}, {}, 100, {}});
   r0.threadblocks.push_back(send);
   RankPlan& r1 = plan.ranks[1];
-  r1.rank = 1;
-  r1.input_bytes = 100;
-  r1.output_bytes = 100;
   r1.scratch_bytes = 100;
   PlanThreadblock recv;
   recv.id = 0;
@@ -158,11 +149,7 @@ struct Corruption {
 };
 
 TEST(DevicePlan, CorruptedPlansAreRefusedNamingTheField) {
-  ClassicRequest request;
-  request.algo = ClassicAlgo::kRing;
-  request.spec.kind = CollectiveKind::kAllReduce;
-  request.spec.num_ranks = 4;
-  const Algorithm ring = buildClassic(request).value();
+  const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4);
   LowerOptions options = callLowerOptions(4 * 100003, false, 1, 4);
   const Plan plan = lowerAlgorithm(ring, options).value();
   ASSERT_TRUE(testing::checkDeviceEncoding(plan).isOk());

@@ -18,6 +18,7 @@
 #include "braid/classic.h"
 #include "cuda/device_emulator.h"
 #include "cuda/device_plan_check.h"
+#include "support/classic_requests.h"
 #include "support/corpus.h"
 
 namespace braid {
@@ -72,11 +73,7 @@ TEST(DeviceProgramEmulation, ClassicalAlgorithmsMatchTheReference) {
 }
 
 TEST(DeviceProgramEmulation, EveryDatatypeAndOperatorOnARing) {
-  ClassicRequest request;
-  request.algo = ClassicAlgo::kRing;
-  request.spec.kind = CollectiveKind::kAllReduce;
-  request.spec.num_ranks = 3;
-  const Algorithm ring = buildClassic(request).value();
+  const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 3);
   for (int t = 0; t < kNumDataTypes; ++t) {
     for (int o = 0; o < kNumReduceOps; ++o) {
       for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
@@ -93,11 +90,7 @@ TEST(DeviceProgramEmulation, EveryDatatypeAndOperatorOnARing) {
 
 // Two instances of a ring all-reduce: two threadblocks per connection direction on different channels.
 TEST(DeviceProgramEmulation, InstancesRunOnTheirOwnChannels) {
-  ClassicRequest request;
-  request.algo = ClassicAlgo::kRing;
-  request.spec.kind = CollectiveKind::kAllReduce;
-  request.spec.num_ranks = 4;
-  const Algorithm ring = buildClassic(request).value();
+  const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4);
   testing::EmulationOptions options;
   options.threads_per_block = 2;
   for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
@@ -110,32 +103,23 @@ TEST(DeviceProgramEmulation, InstancesRunOnTheirOwnChannels) {
 TEST(DeviceProgramEmulation, CorpusAlgorithmsMatchTheReference) {
   BRAID_SKIP_WITHOUT_REALCASES();
   int runs = 0;
-  for (const char* dir : {"msccl", "taccl/outputs_xml"}) {
-    const auto path = testing::realcasesDir() / dir;
-    if (!std::filesystem::is_directory(path)) continue;
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(path)) {
-      if (entry.path().extension() == ".xml") files.push_back(entry.path());
-    }
-    std::sort(files.begin(), files.end());
-    for (const auto& file : files) {
-      Result<Algorithm> algorithm = loadAlgorithm(file.string());
-      if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
-      if (algorithm->collective == CollectiveKind::kCustom) continue;
-      const CollectiveSpec spec = algorithm->spec(!algorithm->out_of_place).value();
-      const uint64_t multiplier = static_cast<uint64_t>(spec.sizeMultiplier());
-      const uint64_t even = static_cast<uint64_t>(algorithm->num_chunks) /
-                            std::gcd<uint64_t>(static_cast<uint64_t>(algorithm->num_chunks), multiplier);
-      testing::EmulationOptions options;
-      options.root = algorithm->root;
-      options.launches = 2;
-      for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
-        for (uint64_t count : {even, 3 * even}) {
-          const bool in_place = !algorithm->out_of_place;
-          const Status status = emulate(*algorithm, count, in_place, protocol, 16, options);
-          EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
-          ++runs;
-        }
+  for (const std::filesystem::path& file : testing::corpusXmlFiles()) {
+    Result<Algorithm> algorithm = loadAlgorithm(file.string());
+    if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
+    if (algorithm->collective == CollectiveKind::kCustom) continue;
+    const CollectiveSpec spec = algorithm->spec(!algorithm->out_of_place).value();
+    const uint64_t multiplier = static_cast<uint64_t>(spec.sizeMultiplier());
+    const uint64_t even = static_cast<uint64_t>(algorithm->num_chunks) /
+                          std::gcd<uint64_t>(static_cast<uint64_t>(algorithm->num_chunks), multiplier);
+    testing::EmulationOptions options;
+    options.root = algorithm->root;
+    options.launches = 2;
+    for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+      for (uint64_t count : {even, 3 * even}) {
+        const bool in_place = !algorithm->out_of_place;
+        const Status status = emulate(*algorithm, count, in_place, protocol, 16, options);
+        EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
+        ++runs;
       }
     }
   }
@@ -145,11 +129,7 @@ TEST(DeviceProgramEmulation, CorpusAlgorithmsMatchTheReference) {
 // Rank 2 of a 3-rank ring never starts: ranks 0 and 1 give up after the timeout and the first failure names a
 // rank, a threadblock, a step and what it waited for.
 TEST(DeviceProgramEmulation, AMissingRankIsATimeoutNamingTheWait) {
-  ClassicRequest request;
-  request.algo = ClassicAlgo::kRing;
-  request.spec.kind = CollectiveKind::kAllReduce;
-  request.spec.num_ranks = 3;
-  const Algorithm ring = buildClassic(request).value();
+  const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 3);
   const Plan plan = lowerFor(ring, 300, false, DataType::kFloat32, Protocol::kSimple, 64).value();
   testing::EmulationOptions options;
   options.ranks = {0, 1};

@@ -546,15 +546,7 @@ TEST(Executor, TransportErrorsPropagate) {
 // counts, which may be refused only as kUnsupported (chunks of different sizes would have to meet).
 TEST(ExecutorCorpus, VerifiedXmlAlgorithmsRunCorrectly) {
   BRAID_SKIP_WITHOUT_REALCASES();
-  std::vector<std::filesystem::path> files;
-  for (const char* dir : {"msccl", "taccl/outputs_xml"}) {
-    const auto path = braid::testing::realcasesDir() / dir;
-    if (!std::filesystem::is_directory(path)) continue;
-    for (const auto& entry : std::filesystem::directory_iterator(path)) {
-      if (entry.path().extension() == ".xml") files.push_back(entry.path());
-    }
-  }
-  std::sort(files.begin(), files.end());
+  const std::vector<std::filesystem::path> files = braid::testing::corpusXmlFiles();
   ASSERT_GE(files.size(), 17u);
   int verified = 0;
   int runs = 0;

@@ -9,6 +9,7 @@
 #include "braid/algorithm.h"
 #include "braid/classic.h"
 #include "braid/plan.h"
+#include "support/classic_requests.h"
 
 namespace braid {
 namespace {
@@ -33,11 +34,7 @@ class ReplicateInstances : public ::testing::TestWithParam<std::tuple<Case, int>
 TEST_P(ReplicateInstances, VerifiesAndLowersToTheInstancedPlan) {
   const auto [c, k] = GetParam();
   const int n = 8;
-  ClassicRequest request;
-  request.algo = c.algo;
-  request.spec.kind = c.kind;
-  request.spec.num_ranks = n;
-  Result<Algorithm> built = buildClassic(request);
+  Result<Algorithm> built = buildClassic(testing::classicRequest(c.algo, c.kind, n));
   ASSERT_TRUE(built.isOk()) << built.status().toString();
   const Algorithm& original = *built;
   Result<Algorithm> replicated = replicateInstances(original, k);
@@ -68,11 +65,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(2, 3)));
 
 TEST(ReplicateInstancesErrors, OneIsTheSameAlgorithmAndBelowOneIsRefused) {
-  ClassicRequest request;
-  request.algo = ClassicAlgo::kRing;
-  request.spec.kind = CollectiveKind::kAllGather;
-  request.spec.num_ranks = 4;
-  const Algorithm ring = buildClassic(request).value();
+  const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllGather, 4);
   Result<Algorithm> same = replicateInstances(ring, 1);
   ASSERT_TRUE(same.isOk());
   EXPECT_EQ(writeMscclXml(*same), writeMscclXml(ring));
@@ -82,11 +75,7 @@ TEST(ReplicateInstancesErrors, OneIsTheSameAlgorithmAndBelowOneIsRefused) {
 }
 
 TEST(ReplicateInstancesErrors, ABrokenProgramIsRefused) {
-  ClassicRequest request;
-  request.algo = ClassicAlgo::kRing;
-  request.spec.kind = CollectiveKind::kAllGather;
-  request.spec.num_ranks = 4;
-  Algorithm ring = buildClassic(request).value();
+  Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllGather, 4);
   ring.ranks[1].threadblocks[0].send_peer = 9;
   Result<Algorithm> replicated = replicateInstances(ring, 2);
   ASSERT_FALSE(replicated.isOk());
