@@ -141,13 +141,19 @@ std::vector<std::pair<size_t, size_t>> messageGroups(const std::vector<uint64_t>
   return groups;
 }
 
+// The range of `blocks` that the message of group [first, last) carries (offset 0 when it is empty).
+BufferRef groupRange(const Blocks& blocks, size_t first, size_t last) {
+  uint64_t bytes = 0;
+  for (size_t i = first; i < last; ++i) bytes += blocks.bytes[i];
+  const uint64_t at = first < blocks.offset.size() ? blocks.offset[first] : 0;
+  return BufferRef{blocks.buffer, bytes == 0 ? 0 : at, bytes};
+}
+
 // Sends the blocks as message steps on threadblock `tb`.
 void sendBlocks(RankPlanBuilder& b, int tb, const Blocks& blocks) {
   for (auto [first, last] : messageGroups(blocks.bytes, b.slice())) {
-    uint64_t bytes = 0;
-    for (size_t i = first; i < last; ++i) bytes += blocks.bytes[i];
-    const uint64_t at = first < blocks.offset.size() ? blocks.offset[first] : 0;
-    b.add(tb, OpType::kSend, BufferRef{blocks.buffer, bytes == 0 ? 0 : at, bytes}, BufferRef{}, bytes);
+    const BufferRef src = groupRange(blocks, first, last);
+    b.add(tb, OpType::kSend, src, BufferRef{}, src.bytes);
   }
 }
 
@@ -155,11 +161,8 @@ void sendBlocks(RankPlanBuilder& b, int tb, const Blocks& blocks) {
 std::vector<Dependency> recvBlocks(RankPlanBuilder& b, int tb, const Blocks& blocks) {
   std::vector<Dependency> step_of(blocks.bytes.size());
   for (auto [first, last] : messageGroups(blocks.bytes, b.slice())) {
-    uint64_t bytes = 0;
-    for (size_t i = first; i < last; ++i) bytes += blocks.bytes[i];
-    const uint64_t at = first < blocks.offset.size() ? blocks.offset[first] : 0;
-    const Dependency step =
-        b.add(tb, OpType::kRecv, BufferRef{}, BufferRef{blocks.buffer, bytes == 0 ? 0 : at, bytes}, bytes);
+    const BufferRef dst = groupRange(blocks, first, last);
+    const Dependency step = b.add(tb, OpType::kRecv, BufferRef{}, dst, dst.bytes);
     for (size_t i = first; i < last; ++i) step_of[i] = step;
   }
   return step_of;
@@ -171,6 +174,45 @@ void copyBlock(RankPlanBuilder& b, int tb, BufferRef src, BufferRef dst, uint64_
   if (bytes == 0) return;
   src.bytes = dst.bytes = bytes;
   b.add(tb, OpType::kCopy, src, dst, bytes, std::move(deps));
+}
+
+// Blocks `bytes` packed back to back in scratch allocated for their total.
+Blocks scratchBlocks(RankPlanBuilder& b, const std::vector<uint64_t>& bytes) {
+  uint64_t total = 0;
+  for (uint64_t x : bytes) total += x;
+  return packedBlocks(BufferKind::kScratch, b.allocate(total), bytes);
+}
+
+// Sends the input blocks at `offset` (sizes `bytes`) on `tb` as one message: straight from the input when they lie
+// back to back, else gathered into scratch first.
+void sendInputBlocks(RankPlanBuilder& b, int tb, const std::vector<uint64_t>& offset,
+                     const std::vector<uint64_t>& bytes) {
+  if (backToBack(offset, bytes)) {
+    sendBlocks(b, tb, asRun(BufferKind::kInput, offset, bytes));
+    return;
+  }
+  const Blocks packed = scratchBlocks(b, bytes);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    copyBlock(b, tb, BufferRef{BufferKind::kInput, offset[i], 0}, BufferRef{BufferKind::kScratch, packed.offset[i], 0},
+              bytes[i]);
+  }
+  sendBlocks(b, tb, packed);
+}
+
+// Receives one message on `tb` into the output blocks at `offset` (sizes `bytes`): straight into the output when
+// they lie back to back, else staged in scratch and scattered from there.
+void recvOutputBlocks(RankPlanBuilder& b, int tb, const std::vector<uint64_t>& offset,
+                      const std::vector<uint64_t>& bytes) {
+  if (backToBack(offset, bytes)) {
+    recvBlocks(b, tb, asRun(BufferKind::kOutput, offset, bytes));
+    return;
+  }
+  const Blocks staged = scratchBlocks(b, bytes);
+  recvBlocks(b, tb, staged);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    copyBlock(b, tb, BufferRef{BufferKind::kScratch, staged.offset[i], 0}, BufferRef{BufferKind::kOutput, offset[i], 0},
+              bytes[i]);
+  }
 }
 
 }  // namespace
@@ -225,23 +267,9 @@ Result<Plan> twoDimAllToAllvPlan(const AllToAllvCall& call, int nodes, int ranks
       out_bytes[qq] = call.send_bytes[rankOf(qq, jj)];
       in_bytes[qq] = from_node_peers[jj * m + qq];
     }
-    const int send_tb = b.newTb(peer, -1);
-    if (backToBack(out_offset, out_bytes)) {
-      sendBlocks(b, send_tb, asRun(BufferKind::kInput, out_offset, out_bytes));
-    } else {
-      uint64_t total = 0;
-      for (uint64_t x : out_bytes) total += x;
-      const Blocks packed = packedBlocks(BufferKind::kScratch, b.allocate(total), out_bytes);
-      for (int qq = 0; qq < m; ++qq) {
-        copyBlock(b, send_tb, BufferRef{BufferKind::kInput, out_offset[qq], 0},
-                  BufferRef{BufferKind::kScratch, packed.offset[qq], 0}, out_bytes[qq]);
-      }
-      sendBlocks(b, send_tb, packed);
-    }
-    uint64_t in_total = 0;
-    for (uint64_t x : in_bytes) in_total += x;
+    sendInputBlocks(b, b.newTb(peer, -1), out_offset, out_bytes);
     const int recv_tb = b.newTb(-1, peer);
-    arrived[jj] = packedBlocks(BufferKind::kScratch, b.allocate(in_total), in_bytes);
+    arrived[jj] = scratchBlocks(b, in_bytes);
     arrival_step[jj] = recvBlocks(b, recv_tb, arrived[jj]);
     if (in_bytes[q] != call.recv_bytes[peer]) {
       return invalidArgument(
@@ -263,10 +291,8 @@ Result<Plan> twoDimAllToAllvPlan(const AllToAllvCall& call, int nodes, int ranks
       in_offset[jj] = call.recv_offset[rankOf(qq, jj)];
       in_bytes[jj] = call.recv_bytes[rankOf(qq, jj)];
     }
-    uint64_t out_total = 0;
-    for (uint64_t x : out_bytes) out_total += x;
     const int send_tb = b.newTb(peer, -1);
-    const Blocks packed = packedBlocks(BufferKind::kScratch, b.allocate(out_total), out_bytes);
+    const Blocks packed = scratchBlocks(b, out_bytes);
     for (int jj = 0; jj < g; ++jj) {
       const BufferRef dst{BufferKind::kScratch, packed.offset[jj], 0};
       if (jj == j) {
@@ -277,19 +303,7 @@ Result<Plan> twoDimAllToAllvPlan(const AllToAllvCall& call, int nodes, int ranks
       }
     }
     sendBlocks(b, send_tb, packed);
-    const int recv_tb = b.newTb(-1, peer);
-    if (backToBack(in_offset, in_bytes)) {
-      recvBlocks(b, recv_tb, asRun(BufferKind::kOutput, in_offset, in_bytes));
-    } else {
-      uint64_t in_total = 0;
-      for (uint64_t x : in_bytes) in_total += x;
-      const Blocks staged = packedBlocks(BufferKind::kScratch, b.allocate(in_total), in_bytes);
-      recvBlocks(b, recv_tb, staged);
-      for (int jj = 0; jj < g; ++jj) {
-        copyBlock(b, recv_tb, BufferRef{BufferKind::kScratch, staged.offset[jj], 0},
-                  BufferRef{BufferKind::kOutput, in_offset[jj], 0}, in_bytes[jj]);
-      }
-    }
+    recvOutputBlocks(b, b.newTb(-1, peer), in_offset, in_bytes);
   }
   return b.finish(r);
 }
