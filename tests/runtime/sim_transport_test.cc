@@ -85,6 +85,20 @@ void drain(SimTransport& t, std::map<RequestId, double>* times, size_t count) {
   }
 }
 
+// `count` messages of `bytes` from rank 0 to rank 1 (message k on channel k with `own_channels`, else all on channel
+// 0), the receives posted first, run until all completed: the requests in posting order and their completion times.
+struct Messages {
+  std::vector<RequestId> sends, recvs;
+  std::map<RequestId, double> times;
+};
+Messages runMessages(SimTransport& t, int count, uint64_t bytes, bool own_channels = false) {
+  Messages out;
+  for (int k = 0; k < count; ++k) out.recvs.push_back(post(t.postRecv(recv(1, 0, bytes, own_channels ? k : 0))));
+  for (int k = 0; k < count; ++k) out.sends.push_back(post(t.postSend(send(0, 1, bytes, own_channels ? k : 0))));
+  drain(t, &out.times, 2 * static_cast<size_t>(count));
+  return out;
+}
+
 TEST(SimTransportTest, OneMessageIsAlphaPlusBytesOverBandwidth) {
   // Ideal model, one link of B = 10 GB/s (1e4 bytes/us), a = 2 us, M = 1e6 bytes:
   // the send ends with its data phase at M/B = 100 us; the receive at M/B + a = 102 us.
@@ -135,14 +149,10 @@ TEST(SimTransportTest, NetworkStepsOfOneConnectionWaitTheHandshake) {
   SimModel m = SimModel::ideal();
   m.net_step_us = 5;
   SimTransport t(topo, m);
-  std::vector<RequestId> sends, recvs;
-  for (int i = 0; i < 3; ++i) recvs.push_back(post(t.postRecv(recv(1, 0, 100000))));
-  for (int i = 0; i < 3; ++i) sends.push_back(post(t.postSend(send(0, 1, 100000))));
-  std::map<RequestId, double> times;
-  drain(t, &times, 6);
+  Messages run = runMessages(t, 3, 100000);
   for (int i = 0; i < 3; ++i) {
-    EXPECT_NEAR(times[sends[i]], 10.0 + 15.0 * i, kTol) << i;
-    EXPECT_NEAR(times[recvs[i]], 10.0 + 15.0 * i, kTol) << i;
+    EXPECT_NEAR(run.times[run.sends[i]], 10.0 + 15.0 * i, kTol) << i;
+    EXPECT_NEAR(run.times[run.recvs[i]], 10.0 + 15.0 * i, kTol) << i;
   }
 }
 
@@ -307,14 +317,10 @@ TEST(SimTransportTest, SlicesOfOneConnectionPipelineBehindEachOther) {
   // receive k completes at k M/B + a = 105, 205, 305 us.
   const Topology topo = lineTopology(2, 10, 5);
   SimTransport t(topo, SimModel::ideal());
-  std::vector<RequestId> sends, recvs;
-  for (int k = 0; k < 3; ++k) recvs.push_back(post(t.postRecv(recv(1, 0, 1000000))));
-  for (int k = 0; k < 3; ++k) sends.push_back(post(t.postSend(send(0, 1, 1000000))));
-  std::map<RequestId, double> times;
-  drain(t, &times, 6);
+  Messages run = runMessages(t, 3, 1000000);
   for (int k = 0; k < 3; ++k) {
-    EXPECT_NEAR(times[sends[k]], 100.0 * (k + 1), kTol);
-    EXPECT_NEAR(times[recvs[k]], 100.0 * (k + 1) + 5, kTol);
+    EXPECT_NEAR(run.times[run.sends[k]], 100.0 * (k + 1), kTol);
+    EXPECT_NEAR(run.times[run.recvs[k]], 100.0 * (k + 1) + 5, kTol);
   }
 }
 
@@ -341,16 +347,12 @@ TEST(SimTransportTest, ManySmallMessagesAreBoundByTheNicGap) {
   SimModel m = SimModel::ideal();
   m.nic_gap_us = 0.5;
   SimTransport t(topo, m);
-  std::vector<RequestId> recvs;
-  for (int k = 0; k < 100; ++k) recvs.push_back(post(t.postRecv(recv(1, 0, 0, k))));
-  for (int k = 0; k < 100; ++k) post(t.postSend(send(0, 1, 0, k)));
-  std::map<RequestId, double> times;
-  drain(t, &times, 200);
+  Messages run = runMessages(t, 100, 0, /*own_channels=*/true);
   double last = 0;
-  for (RequestId r : recvs) last = std::max(last, times[r]);
+  for (RequestId r : run.recvs) last = std::max(last, run.times[r]);
   EXPECT_NEAR(last, 101 * 0.5, kTol);
   EXPECT_GE(last, 100 * 0.5);
-  EXPECT_NEAR(times[recvs[0]], 2 * 0.5, kTol);
+  EXPECT_NEAR(run.times[run.recvs[0]], 2 * 0.5, kTol);
 }
 
 TEST(SimTransportTest, SenderOverheadIsSerializedPerConnection) {
@@ -362,21 +364,13 @@ TEST(SimTransportTest, SenderOverheadIsSerializedPerConnection) {
   m.message_overhead_us = 0.3;
   {
     SimTransport t(topo, m);
-    std::vector<RequestId> recvs;
-    for (int k = 0; k < 10; ++k) recvs.push_back(post(t.postRecv(recv(1, 0, 0))));
-    for (int k = 0; k < 10; ++k) post(t.postSend(send(0, 1, 0)));
-    std::map<RequestId, double> times;
-    drain(t, &times, 20);
-    for (int k = 0; k < 10; ++k) EXPECT_NEAR(times[recvs[k]], (k + 1) * 0.3 + 1 + 0.3, 1e-9);
+    Messages run = runMessages(t, 10, 0);
+    for (int k = 0; k < 10; ++k) EXPECT_NEAR(run.times[run.recvs[k]], (k + 1) * 0.3 + 1 + 0.3, 1e-9);
   }
   {
     SimTransport t(topo, m);
-    std::vector<RequestId> recvs;
-    for (int k = 0; k < 10; ++k) recvs.push_back(post(t.postRecv(recv(1, 0, 0, k))));
-    for (int k = 0; k < 10; ++k) post(t.postSend(send(0, 1, 0, k)));
-    std::map<RequestId, double> times;
-    drain(t, &times, 20);
-    for (int k = 0; k < 10; ++k) EXPECT_NEAR(times[recvs[k]], 0.3 + 1 + 0.3, 1e-9);
+    Messages run = runMessages(t, 10, 0, /*own_channels=*/true);
+    for (int k = 0; k < 10; ++k) EXPECT_NEAR(run.times[run.recvs[k]], 0.3 + 1 + 0.3, 1e-9);
   }
 }
 

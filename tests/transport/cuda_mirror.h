@@ -125,22 +125,17 @@ class MirroredCudaTransport final : public DataTransport {
     *device = out[1];
     return true;
   }
-  Status upload(const BufferRef& ref) {
+  // Copies the range host -> device (`to_device`) or device -> host; nothing for an empty or unmirrored range.
+  Status transfer(const BufferRef& ref, bool to_device) {
     uint8_t *host, *device;
     if (ref.bytes == 0 || !locate(ref, &host, &device)) return Status::ok();
-    if (cudaMemcpy(device, host, ref.bytes, cudaMemcpyHostToDevice) != cudaSuccess) {
-      return internalError("mirror: upload failed");
-    }
+    const cudaError_t rc = to_device ? cudaMemcpy(device, host, ref.bytes, cudaMemcpyHostToDevice)
+                                     : cudaMemcpy(host, device, ref.bytes, cudaMemcpyDeviceToHost);
+    if (rc != cudaSuccess) return internalError(to_device ? "mirror: upload failed" : "mirror: download failed");
     return Status::ok();
   }
-  Status download(const BufferRef& ref) {
-    uint8_t *host, *device;
-    if (ref.bytes == 0 || !locate(ref, &host, &device)) return Status::ok();
-    if (cudaMemcpy(host, device, ref.bytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
-      return internalError("mirror: download failed");
-    }
-    return Status::ok();
-  }
+  Status upload(const BufferRef& ref) { return transfer(ref, true); }
+  Status download(const BufferRef& ref) { return transfer(ref, false); }
   Status onCompletion(const Completion& c) {
     if (auto r = receives_.find(c.id); r != receives_.end()) {
       BRAID_RETURN_IF_ERROR(download(r->second));
