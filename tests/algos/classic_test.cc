@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "braid/classic_blocks.h"
+#include "support/classic_requests.h"
 
 namespace braid {
 namespace {
@@ -19,11 +20,7 @@ constexpr int kMaxRanks = 17;
 
 Result<Algorithm> build(ClassicAlgo algo, CollectiveKind kind, int n, bool in_place, const Topology* topo = nullptr,
                         int channels = 0, int chunk_factor = 0, int ranks_per_node = 0) {
-  ClassicRequest request;
-  request.algo = algo;
-  request.spec.kind = kind;
-  request.spec.num_ranks = n;
-  request.spec.in_place = in_place;
+  ClassicRequest request = testing::classicRequest(algo, kind, n, in_place);
   request.spec.chunk_factor = chunk_factor;
   request.topology = topo;
   request.num_channels = channels;

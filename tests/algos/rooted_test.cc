@@ -11,6 +11,7 @@
 #include "braid/classic.h"
 #include "braid/classic_blocks.h"
 #include "braid/topology.h"
+#include "support/classic_requests.h"
 
 namespace braid {
 namespace {
@@ -21,12 +22,7 @@ constexpr CollectiveKind kReduce = CollectiveKind::kReduce;
 
 Result<Algorithm> build(ClassicAlgo algo, CollectiveKind kind, int n, int root, bool in_place, int channels = 0,
                         const Topology* topology = nullptr, int chunk_factor = 0) {
-  ClassicRequest request;
-  request.algo = algo;
-  request.spec.kind = kind;
-  request.spec.num_ranks = n;
-  request.spec.root = root;
-  request.spec.in_place = in_place;
+  ClassicRequest request = testing::classicRequest(algo, kind, n, in_place, root);
   request.spec.chunk_factor = chunk_factor;
   request.num_channels = channels;
   request.topology = topology;

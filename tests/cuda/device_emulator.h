@@ -22,6 +22,7 @@
 #include "braid/plan.h"
 #include "cuda/device_plan_codec.h"
 #include "cuda/device_program.h"
+#include "support/store_value.h"
 
 namespace braid::testing {
 
@@ -39,50 +40,7 @@ struct EmulationOptions {
 inline void inputElement(DataType type, int q, uint64_t i, uint8_t* out) {
   static const int kValues[] = {-2, -1, 1, 2};
   const int v = kValues[(i * 7 + static_cast<uint64_t>(q) * 13) % 4];
-  switch (type) {
-    case DataType::kInt8: *reinterpret_cast<int8_t*>(out) = static_cast<int8_t>(v); break;
-    case DataType::kUint8: *out = static_cast<uint8_t>(v); break;
-    case DataType::kInt32: {
-      const int32_t x = v;
-      std::memcpy(out, &x, 4);
-      break;
-    }
-    case DataType::kUint32: {
-      const uint32_t x = static_cast<uint32_t>(v);
-      std::memcpy(out, &x, 4);
-      break;
-    }
-    case DataType::kInt64: {
-      const int64_t x = v;
-      std::memcpy(out, &x, 8);
-      break;
-    }
-    case DataType::kUint64: {
-      const uint64_t x = static_cast<uint64_t>(static_cast<int64_t>(v));
-      std::memcpy(out, &x, 8);
-      break;
-    }
-    case DataType::kFloat16: {
-      const uint16_t x = floatToHalf(static_cast<float>(v));
-      std::memcpy(out, &x, 2);
-      break;
-    }
-    case DataType::kBfloat16: {
-      const uint16_t x = floatToBfloat16(static_cast<float>(v));
-      std::memcpy(out, &x, 2);
-      break;
-    }
-    case DataType::kFloat32: {
-      const float x = static_cast<float>(v);
-      std::memcpy(out, &x, 4);
-      break;
-    }
-    case DataType::kFloat64: {
-      const double x = v;
-      std::memcpy(out, &x, 8);
-      break;
-    }
-  }
+  storeValue(out, type, v);
 }
 
 /// Rank q's whole input of `elements` elements.
