@@ -9,6 +9,7 @@
 #include <ucp/api/ucp.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <deque>
@@ -85,6 +86,31 @@ Result<std::shared_ptr<UcxContext>> createContext() {
   return std::make_shared<UcxContext>(context);
 }
 
+class UcxDataPath;
+
+// The data paths whose progress thread runs. A process that exits with comms open (an application that never
+// destroys its NCCL communicators) stops them from this library's destructor (stopProgressAtExit), which runs
+// before libucs's own (libucs is a dependency, finalized after its dependents): no progress thread is inside UCX
+// while UCX tears down its globals. Never destroyed, so it outlives every static destructor.
+std::mutex& runningMutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::vector<UcxDataPath*>& runningPaths() {
+  static auto* paths = new std::vector<UcxDataPath*>;
+  return *paths;
+}
+
+// Removes `path` from the running ones; true when it was there (the caller then joins its thread).
+bool takeRunning(UcxDataPath* path) {
+  std::lock_guard<std::mutex> lock(runningMutex());
+  std::vector<UcxDataPath*>& paths = runningPaths();
+  const auto it = std::find(paths.begin(), paths.end(), path);
+  if (it == paths.end()) return false;
+  paths.erase(it);
+  return true;
+}
+
 class UcxDataPath final : public DataPath {
  public:
   UcxDataPath(bool sending, std::shared_ptr<UcxContext> context, double idle_timeout_s, std::string peer)
@@ -117,8 +143,23 @@ class UcxDataPath final : public DataPath {
     wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (wake_fd_ < 0) return Status(StatusCode::kSystemError, "NET/Braid: eventfd: " + net::errnoText(errno));
     owner_ns_.store(nowNs());
+    std::lock_guard<std::mutex> lock(runningMutex());
+    thread_pid_ = getpid();
     thread_ = std::thread([this] { run(); });
+    runningPaths().push_back(this);
     return Status::ok();
+  }
+
+  // Stops and joins the progress thread; whoever took this path from the running ones (takeRunning) calls it. In
+  // a child forked after start() the thread does not exist: nothing to stop there.
+  void stopThread() {
+    if (thread_pid_ != getpid()) {
+      thread_.detach();
+      return;
+    }
+    stop_.store(true);
+    wake();
+    thread_.join();
   }
 
   void post(uint64_t seq, char* data, size_t size, std::atomic<int>* pending) override {
@@ -181,11 +222,7 @@ class UcxDataPath final : public DataPath {
   }
 
   void shutdown() override {
-    if (thread_.joinable()) {
-      stop_.store(true);
-      wake();
-      thread_.join();
-    }
+    if (takeRunning(this)) stopThread();
     std::lock_guard<std::mutex> lock(mutex_);
     if (worker_ == nullptr) return;
     closing_ = true;
@@ -431,7 +468,8 @@ class UcxDataPath final : public DataPath {
   std::atomic<int64_t> owner_ns_{0};  // the owner's last call
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::mutex mutex_;  // serializes the worker: guards everything below
+  pid_t thread_pid_ = 0;  // the process that started thread_
+  std::mutex mutex_;      // serializes the worker: guards everything below
   ucp_worker_h worker_ = nullptr;
   ucp_ep_h ep_ = nullptr;
   std::string remote_address_;  // sender: the receiver's worker address, once it arrived
@@ -441,6 +479,16 @@ class UcxDataPath final : public DataPath {
   Flush flush_;
   bool closing_ = false;  // shutdown: requests completing with an error are expected
 };
+
+// At process exit (this library's .fini_array; see runningPaths): the progress threads still running stop.
+__attribute__((destructor)) void stopProgressAtExit() {
+  std::vector<UcxDataPath*> paths;
+  {
+    std::lock_guard<std::mutex> lock(runningMutex());
+    paths.swap(runningPaths());
+  }
+  for (UcxDataPath* path : paths) path->stopThread();
+}
 
 }  // namespace
 
