@@ -165,8 +165,9 @@ TEST(TcpTransport, OneCreditServesEverySenderOfAnIncast) {
 // A send beyond the 64 KiB eager size needs its receiver's grant, which a receiver gives only from inside its
 // endpoint: while rank 0 sits in a bootstrap barrier, rank 1's 1 MiB send cannot complete and its blocking poll
 // times out naming the missing grant; a 64 KiB send (eager) completes without rank 0.
-TEST(TcpTransport, ASendBeyondTheEagerSizeWaitsForTheReceiversGrant) {
-  const CongestionEnv env({{"BRAID_CC_POLICY", "adaptive"}, {"BRAID_CC_CREDITS", "1"}});
+TEST(TcpTransport, ASendBeyondTheEagerSizeWaitsForTheGatedReceiversGrant) {
+  // A receiver that starts gated (BRAID_CC_ADMIT; by default it admits every sender until one reports timeouts).
+  const CongestionEnv env({{"BRAID_CC_POLICY", "adaptive"}, {"BRAID_CC_CREDITS", "1"}, {"BRAID_CC_ADMIT", "1"}});
   testing::ForkShared<UniqueId> id;
   const ForkResult result = testing::runForked(
       2,
