@@ -99,6 +99,11 @@ const std::vector<EnvParam>& envParams() {
        "TCP congestion control algorithm of the TCP transport's data connections (setsockopt TCP_CONGESTION: "
        "`cubic`, `bbr`, `reno`, ...); unset: the system's (net.ipv4.tcp_congestion_control). A name the kernel "
        "does not offer fails transport setup naming it."},
+      {"BRAID_TCP_RTO_MIN", "0",
+       "Shortest retransmission timeout of the TCP transport's data connections, µs (setsockopt TCP_RTO_MIN_US, "
+       "Linux 6.15+; the kernel rounds up to its timer tick and accepts 2 ticks .. 200 ms); `0`: the kernel's "
+       "(200 ms). A short floor is the classic remedy for incast collapse (Vasudevan et al., SIGCOMM'09). A value "
+       "the kernel refuses fails transport setup naming it."},
       {"BRAID_CALL_CHECK", "rooted",
        "Which collective calls the communicator checks across ranks before any data moves (one 48-byte record "
        "to and from every peer: collective, count, datatype, reduction op, root; a mismatch fails every rank "

@@ -43,9 +43,10 @@ constexpr uint64_t kHelloMagic = 0x3250435444494152ull;  // "RAIDTCP2" little-en
 constexpr uint64_t kMaxControlBytes = 1 << 16;
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 44;
 constexpr size_t kMaxIov = 64;
-constexpr double kLogIntervalUs = 1e6;  // BRAID_DEBUG=INFO: the controllers' state at most once a second
-constexpr int32_t kFreeChunk = 0;       // kChunk's channel: sent while the receiver admitted every sender
-constexpr int32_t kCreditedChunk = 1;   // kChunk's channel: sent against the receiver's grant
+constexpr int64_t kMaxRtoMinUs = 200000;  // BRAID_TCP_RTO_MIN's largest value, µs: Linux's own (TCP_RTO_MIN)
+constexpr double kLogIntervalUs = 1e6;    // BRAID_DEBUG=INFO: the controllers' state at most once a second
+constexpr int32_t kFreeChunk = 0;         // kChunk's channel: sent while the receiver admitted every sender
+constexpr int32_t kCreditedChunk = 1;     // kChunk's channel: sent against the receiver's grant
 
 /// What every rank all-gathers during setup.
 struct Listing {
@@ -124,6 +125,14 @@ class TcpTransport final : public EndpointBase {
     if (config.isOk()) cc_ = *config;
     // Accepted sockets inherit the listener's TCP congestion control; connected ones get it below.
     tcp_congestion_ = envString("BRAID_TCP_CONGESTION");
+    Result<int64_t> rto_min = envInt("BRAID_TCP_RTO_MIN");
+    if (!rto_min.isOk()) {
+      config = rto_min.status();
+    } else if (*rto_min < 0 || *rto_min > kMaxRtoMinUs) {
+      config = invalidArgument(fmt::format("BRAID_TCP_RTO_MIN={}: not in [0, {}] µs", *rto_min, kMaxRtoMinUs));
+    } else {
+      tcp_rto_min_us_ = static_cast<int>(*rto_min);
+    }
     if (config.isOk() && listener.isOk()) {
       const Status chosen = setTcpCongestion(listener->get());
       if (!chosen.isOk()) config = chosen;
@@ -213,8 +222,18 @@ class TcpTransport final : public EndpointBase {
   }
 
  private:
-  /// BRAID_TCP_CONGESTION on socket `fd` (nothing when unset). Errors: kInvalidArgument naming the variable.
+  /// BRAID_TCP_CONGESTION and BRAID_TCP_RTO_MIN on socket `fd` (nothing when unset; accepted sockets inherit the
+  /// listener's). Errors: kInvalidArgument naming the variable.
   Status setTcpCongestion(int fd) const {
+    if (tcp_rto_min_us_ > 0) {
+      constexpr int kTcpRtoMinUs = 45;  // TCP_RTO_MIN_US (include/uapi/linux/tcp.h), for older C library headers
+      if (setsockopt(fd, IPPROTO_TCP, kTcpRtoMinUs, &tcp_rto_min_us_, sizeof(tcp_rto_min_us_)) != 0) {
+        return invalidArgument(
+            fmt::format("BRAID_TCP_RTO_MIN={}: {} (TCP_RTO_MIN_US needs Linux 6.15+, at least 2 "
+                        "timer ticks)",
+                        tcp_rto_min_us_, net::errnoText(errno)));
+      }
+    }
     if (tcp_congestion_.empty()) return Status::ok();
     if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, tcp_congestion_.data(),
                    static_cast<socklen_t>(tcp_congestion_.size())) != 0) {
@@ -1012,6 +1031,7 @@ class TcpTransport final : public EndpointBase {
   Bootstrap* bootstrap_;
   congestion::Config cc_;
   std::string tcp_congestion_;  // BRAID_TCP_CONGESTION: the data sockets' TCP congestion control ("": the system's)
+  int tcp_rto_min_us_ = 0;      // BRAID_TCP_RTO_MIN: the data sockets' shortest RTO, µs (0: the kernel's)
   std::vector<Conn> conns_;     // by peer rank; conns_[rank_] has no socket
   congestion::CreditGranter granter_;
   congestion::PeerScheduler scheduler_;
