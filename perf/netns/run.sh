@@ -166,6 +166,27 @@ downlink_counters() {
   echo "$sent $dropped"
 }
 
+# TCP retransmission timeouts and retransmitted segments of every host's stack so far (summed): "<rtos> <retrans>"
+# (TcpExt TCPTimeouts, Tcp RetransSegs of each namespace's /proc/net).
+tcp_counters() {
+  local k rtos=0 retrans=0 line
+  for ((k = 0; k < hosts; k++)); do
+    line=$(ip netns exec "$prefix-h$k" awk '
+      /^TcpExt:/ { if (!e) { for (i = 1; i <= NF; i++) en[i] = $i; e = 1 } else { for (i = 1; i <= NF; i++) if (en[i] == "TCPTimeouts") to = $i } }
+      /^Tcp:/ { if (!t) { for (i = 1; i <= NF; i++) tn[i] = $i; t = 1 } else { for (i = 1; i <= NF; i++) if (tn[i] == "RetransSegs") rs = $i } }
+      END { print to + 0, rs + 0 }' /proc/net/netstat /proc/net/snmp)
+    rtos=$((rtos + ${line%% *}))
+    retrans=$((retrans + ${line##* }))
+  done
+  echo "$rtos $retrans"
+}
+
+# This machine's CPU time so far, in clock ticks: "<busy> <system> <total>" (/proc/stat; system includes interrupt
+# and softirq time, where the emulated network's packets are processed).
+cpu_counters() {
+  awk '/^cpu / { total = 0; for (i = 2; i <= NF; i++) total += $i; print total - $5 - $6, $4 + $7 + $8, total }' /proc/stat
+}
+
 status=0
 launch=0
 # One run of every rank with the policy `$1`; rank 0's output is appended to $workdir/samples.
@@ -175,8 +196,11 @@ run_policy() {
   launch=$((launch + 1))
   local port=$((21000 + launch))
   pids=()
-  local before
+  local before tcp_before
   before=$(downlink_counters)
+  tcp_before=$(tcp_counters)
+  local cpu_before
+  cpu_before=$(cpu_counters)
   for ((k = 0; k < hosts; k++)); do
     # The call check off: each timed all-to-all is the exchange alone, without the check's extra message round.
     local env_list=(BRAID_RANK=$k BRAID_WORLD_SIZE=$hosts BRAID_ROOT=${addresses[0]}:$port
@@ -206,6 +230,14 @@ run_policy() {
   local after
   after=$(downlink_counters)
   echo "DROPS $label $((${after%% *} - ${before%% *})) $((${after##* } - ${before##* }))" >> "$workdir/samples"
+  local cpu_after
+  cpu_after=$(cpu_counters)
+  # shellcheck disable=SC2086
+  echo "CPU $label $(python3 -c 'import sys; b = list(map(int, sys.argv[1:4])); a = list(map(int, sys.argv[4:7])); print(*[x - y for x, y in zip(a, b)])' $cpu_before $cpu_after)" >> "$workdir/samples"
+  local tcp_after
+  tcp_after=$(tcp_counters)
+  echo "TCPSTAT $label $((${tcp_after%% *} - ${tcp_before%% *})) $((${tcp_after##* } - ${tcp_before##* }))" \
+    >> "$workdir/samples"
   if [[ $failed -ne 0 ]]; then
     status=1
     echo "netns: policy $label (run $launch) failed; rank errors:" >&2

@@ -5,18 +5,24 @@ Reads the lines the ranks' rank 0 printed (SAMPLE <label> <size> <iteration> <us
 bytes>) and run.sh's DROPS <label> <packets sent> <dropped> lines; prints per size and policy the p50 / p99 (nearest
 rank: with 20 samples per round the p99 is the largest but none) and the largest completion time, the throughput
 (bytes every host sent to the others over the summed completion times), the ideal time (one downlink's bytes at
-RATE) and the wrong bytes; then the downlinks' pfifo drops per policy and every policy's change against the first.
+RATE) and the wrong bytes; then the downlinks' pfifo drops and the hosts' TCP timeouts and retransmissions (TCPSTAT
+<label> <RTOs> <segments retransmitted>) and this machine's CPU use (CPU <label> <busy> <system> <total> clock
+ticks) per policy, and every policy's change against the first.
 Exit status 1 when a size has wrong bytes or no check line.
 """
 import math, re, sys
 path, hosts, rate, labels = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4:]
-samples, wrong, packets = {}, {}, {}
+samples, wrong, packets, tcpstat, cpu = {}, {}, {}, {}, {}
 for line in open(path):
     f = line.split()
     if len(f) == 5 and f[0] == "SAMPLE":
         samples.setdefault((f[1], int(f[2])), []).append(float(f[4]))
     elif len(f) == 4 and f[0] == "DROPS":
         packets[f[1]] = [a + int(b) for a, b in zip(packets.get(f[1], [0, 0]), f[2:])]
+    elif len(f) == 5 and f[0] == "CPU":
+        cpu[f[1]] = [a + int(b) for a, b in zip(cpu.get(f[1], [0, 0, 0]), f[2:])]
+    elif len(f) == 4 and f[0] == "TCPSTAT":
+        tcpstat[f[1]] = [a + int(b) for a, b in zip(tcpstat.get(f[1], [0, 0]), f[2:])]
     elif len(f) == 4 and f[0] == "CHECK":
         wrong[(f[1], int(f[2]))] = wrong.get((f[1], int(f[2])), 0) + int(f[3])
 m = re.fullmatch(r"([0-9.]+)\s*([kmg]?)(bit|bps)", rate.lower())
@@ -54,6 +60,20 @@ print("# packets through the downlinks' pfifos per policy (all sizes, warm-up in
 for label in labels:
     sent, dropped = packets.get(label, [0, 0])
     print(f"  {label:>12}: {sent} sent, {dropped} dropped ({100 * dropped / max(1, sent + dropped):.2f}%)")
+if tcpstat:
+    print("#")
+    print("# TCP on all hosts per policy (all sizes, warm-up included): retransmission timeouts (RTOs), segments "
+          "retransmitted")
+    for label in labels:
+        rtos, retrans = tcpstat.get(label, [0, 0])
+        print(f"  {label:>12}: {rtos} RTOs, {retrans} segments retransmitted")
+if cpu:
+    print("#")
+    print("# this machine's CPUs during each policy's runs: busy and system (kernel, interrupts: the emulated network) "
+          "share of all CPU time; near 100% busy, the CPUs, not the links, limit the run")
+    for label in labels:
+        busy, system, total = cpu.get(label, [0, 0, 0])
+        print(f"  {label:>12}: busy {100 * busy / max(1, total):.0f}%, system {100 * system / max(1, total):.0f}%")
 if len(labels) >= 2:
     base = labels[0]
     print("#")

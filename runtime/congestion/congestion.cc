@@ -64,6 +64,7 @@ Result<Config> Config::fromEnvironment() {
   BRAID_ASSIGN_OR_RETURN(config.window, envSize("BRAID_CC_WINDOW"));
   BRAID_ASSIGN_OR_RETURN(config.grant_bytes, envSize("BRAID_CC_GRANT"));
   BRAID_ASSIGN_OR_RETURN(config.credits, envCount("BRAID_CC_CREDITS"));
+  BRAID_ASSIGN_OR_RETURN(config.admit_start, envCount("BRAID_CC_ADMIT"));
   BRAID_ASSIGN_OR_RETURN(config.active_peers, envCount("BRAID_CC_ACTIVE_PEERS"));
   const Status valid = config.validate();
   if (!valid.isOk()) {
@@ -91,9 +92,10 @@ Status Config::validate() const {
   if (grant_bytes < chunk_min) {
     return invalidArgument(fmt::format("grant {} is below chunk min {}", byteText(grant_bytes), byteText(chunk_min)));
   }
-  if (credits < 0 || credits > kMaxCount || active_peers < 0 || active_peers > kMaxCount) {
-    return invalidArgument(
-        fmt::format("credits {} and active peers {} must lie in [0, {}]", credits, active_peers, kMaxCount));
+  if (credits < 0 || credits > kMaxCount || active_peers < 0 || active_peers > kMaxCount || admit_start < 0 ||
+      admit_start > kMaxCount) {
+    return invalidArgument(fmt::format("credits {}, admit {} and active peers {} must lie in [0, {}]", credits,
+                                       admit_start, active_peers, kMaxCount));
   }
   return Status::ok();
 }
@@ -103,21 +105,40 @@ std::string Config::toString() const {
     return fmt::format("fixed: chunk {}, window {} ({} chunks in flight per connection)", byteText(chunk_max),
                        byteText(window), window / chunk_max);
   }
-  return fmt::format("adaptive: chunk {}..{}, window <= {}, credits {}, grant {}, active peers {}", byteText(chunk_min),
-                     byteText(chunk_max), byteText(window),
-                     credits == 0 ? std::string("off") : fmt::format("{} sender(s)", credits), byteText(grant_bytes),
-                     active_peers == 0 ? std::string("all") : std::to_string(active_peers));
+  return fmt::format(
+      "adaptive: chunk {}..{}, window <= {}, admission {}, grant {}, active peers {}", byteText(chunk_min),
+      byteText(chunk_max), byteText(window),
+      credits == 0 ? std::string("off")
+                   : fmt::format("{} .. at least {}",
+                                 admit_start == 0 ? std::string("all senders")
+                                                  : fmt::format("{} at the start", std::max(admit_start, credits)),
+                                 credits),
+      byteText(grant_bytes), active_peers == 0 ? std::string("all") : std::to_string(active_peers));
 }
 
 Result<TcpSignals> readTcpSignals(int fd) {
-  tcp_info info;
-  std::memset(&info, 0, sizeof(info));
-  socklen_t len = sizeof(info);
-  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0) {
+  // Room for the fields newer kernels append after this header's struct: tcpi_rcv_wnd and tcpi_rehash (u32 each),
+  // then tcpi_total_rto (u16, Linux 6.7+), at a fixed offset since the struct only ever grows at its end.
+  constexpr size_t kTotalRtoOffset = offsetof(tcp_info, tcpi_snd_wnd) + sizeof(uint32_t) * 3;
+  alignas(tcp_info) unsigned char raw[sizeof(tcp_info) + 64];
+  std::memset(raw, 0, sizeof(raw));
+  socklen_t len = sizeof(raw);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, raw, &len) != 0) {
     return Status(StatusCode::kSystemError, fmt::format("getsockopt(TCP_INFO): {}", std::strerror(errno)));
   }
+  tcp_info info;
+  std::memcpy(&info, raw, sizeof(info));
   TcpSignals signals;
   signals.total_retrans = info.tcpi_total_retrans;
+  signals.ca_state = info.tcpi_ca_state;
+  if (len >= kTotalRtoOffset + sizeof(uint16_t)) {
+    uint16_t rtos = 0;
+    std::memcpy(&rtos, raw + kTotalRtoOffset, sizeof(rtos));
+    signals.total_rto = rtos;
+    signals.rto_counted = true;
+    std::memcpy(&rtos, raw + kTotalRtoOffset + sizeof(uint16_t), sizeof(rtos));
+    signals.rto_recoveries = rtos;
+  }
   signals.rtt_us = info.tcpi_rtt;
   // Older kernels fill less of the struct: the fields they leave out stay 0 ("not measured").
   if (len >= offsetof(tcp_info, tcpi_min_rtt) + sizeof(info.tcpi_min_rtt)) signals.min_rtt_us = info.tcpi_min_rtt;
@@ -175,7 +196,23 @@ bool SenderControl::tcpSignalsDue(double now_us) const { return now_us >= next_t
 
 void SenderControl::onTcpSignals(const TcpSignals& signals, double now_us) {
   next_tcp_read_us_ = now_us + kTcpInfoIntervalUs;
-  if (!have_tcp_) retrans_base_ = signals.total_retrans;  // losses before the first read are not this window's
+  // Losses before the first read are not this window's. Timeouts are counted from the connection's start (the
+  // first read comes with the first acknowledgement, which an incast's first timeout delays past it).
+  if (!have_tcp_) retrans_base_ = signals.total_retrans;
+  // What the receiver hears of (takeReport): the kernel's RTO count (16 bits: its growth modulo 2^16), else a
+  // read that finds the connection newly in RTO recovery.
+  uint64_t timeouts = 0;
+  if (signals.rto_counted) {
+    timeouts = (signals.total_rto - rto_base_) & 0xffff;
+    rto_base_ = signals.total_rto;
+  } else if (signals.ca_state == kTcpCaLoss && (!have_tcp_ || tcp_.ca_state != kTcpCaLoss)) {
+    timeouts = 1;
+  }
+  timeouts_ += timeouts;
+  report_.timeouts += timeouts;
+  if (have_tcp_ && signals.total_retrans > tcp_.total_retrans) {
+    report_.retransmits += signals.total_retrans - tcp_.total_retrans;
+  }
   have_tcp_ = true;
   tcp_ = signals;
   max_delivery_rate_ = std::max(max_delivery_rate_, signals.delivery_rate);
@@ -186,6 +223,12 @@ void SenderControl::onTcpSignals(const TcpSignals& signals, double now_us) {
   const bool queued = signals.min_rtt_us > 0 && signals.rtt_us > kKernelRttFactor * signals.min_rtt_us + kTargetSlackUs;
   if ((lost || queued) && decreaseAllowed(now_us)) decreaseWindow(kMaxDecrease, now_us);
   retrans_base_ = signals.total_retrans;
+}
+
+SenderControl::Report SenderControl::takeReport() {
+  const Report report = report_;
+  report_ = Report{};
+  return report;
 }
 
 double SenderControl::BaseRtt::get() const {
@@ -224,7 +267,8 @@ uint64_t SenderControl::windowFloor() const {
   for (const BaseRtt& b : bases_) {
     if (b.chunk == chunk_) base = b.get();
   }
-  const double floor = 2.0 * static_cast<double>(max_delivery_rate_) * base * 1e-6;
+  const double floor =
+      std::max(2.0 * static_cast<double>(max_delivery_rate_) * base * 1e-6, static_cast<double>(config_.grant_bytes));
   return std::clamp<uint64_t>(static_cast<uint64_t>(floor), config_.chunk_min, config_.window);
 }
 
@@ -295,6 +339,8 @@ SenderControl::State SenderControl::state() const {
   s.fan_in = fan_in_;
   s.acked_frames = acked_frames_;
   s.decreases = decreases_;
+  s.timeouts = timeouts_;
+  s.recoveries = tcp_.rto_recoveries;
   return s;
 }
 
@@ -302,20 +348,27 @@ std::string SenderControl::describe() const {
   const State s = state();
   return fmt::format(
       "{} chunk {} window {} inflight {} base RTT {:.0f} us RTT {:.0f} us kernel RTT {:.0f}/{:.0f} us retrans {} "
-      "rate {:.1f} MB/s fan-in {} acked {} decreases {}",
+      "rate {:.1f} MB/s RTOs {} recoveries {} fan-in {} acked {} decreases {}",
       policyName(config_.policy), byteText(s.chunk), byteText(s.window), byteText(s.inflight), s.base_rtt_us, s.rtt_us,
-      s.kernel_rtt_us, s.kernel_min_rtt_us, s.retransmits, static_cast<double>(s.delivery_rate) / 1e6, s.fan_in,
-      s.acked_frames, s.decreases);
+      s.kernel_rtt_us, s.kernel_min_rtt_us, s.retransmits, static_cast<double>(s.delivery_rate) / 1e6, s.timeouts,
+      s.recoveries, s.fan_in, s.acked_frames, s.decreases);
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // CreditGranter
 
-CreditGranter::CreditGranter(int credits, uint64_t grant_bytes, int senders)
-    : credits_(credits),
+CreditGranter::CreditGranter(int floor, uint64_t grant_bytes, int senders)
+    : floor_(floor),
       grant_bytes_(grant_bytes),
       handover_bytes_(grant_bytes / 4),
-      senders_(static_cast<size_t>(senders)) {}
+      senders_(static_cast<size_t>(senders)),
+      live_(senders) {}
+
+int CreditGranter::addSender() {
+  senders_.push_back(Sender{});
+  ++live_;
+  return static_cast<int>(senders_.size()) - 1;
+}
 
 void CreditGranter::grant(int sender, uint64_t bytes) {
   Sender& s = senders_[sender];
@@ -323,21 +376,22 @@ void CreditGranter::grant(int sender, uint64_t bytes) {
   s.outstanding += bytes;
   s.wanted -= bytes;
   if (!held && holds(s)) ++holders_;
+  if (!open_) s.in_round = true;
   ready_.push_back(Grant{sender, bytes});
 }
 
 void CreditGranter::enqueue(int sender) {
   Sender& s = senders_[sender];
-  if (s.wanted == 0 || s.queued || holds(s)) return;
+  if (s.wanted == 0 || s.queued || holds(s) || !s.live) return;
   queue_.push_back(sender);
   s.queued = true;
 }
 
 void CreditGranter::request(int sender, uint64_t bytes) {
-  if (bytes == 0) return;
   Sender& s = senders_[sender];
+  if (bytes == 0 || !s.live) return;
   s.wanted += bytes;
-  if (credits_ == 0) {
+  if (open_) {
     grant(sender, s.wanted);
     return;
   }
@@ -353,26 +407,98 @@ Status CreditGranter::received(int sender, uint64_t bytes) {
   }
   const bool held = holds(s);
   s.outstanding -= bytes;
-  if (held && !holds(s)) {
-    // Its grant is nearly in: the credit passes on now, while the rest drains, so the receiver's link does not
-    // idle for the next sender's grant to travel. A sender that wants more queues again at the back.
-    --holders_;
-    if (credits_ > 0) enqueue(sender);
+  const bool handed_over = held && !holds(s);
+  // Its grant is nearly in: the credit passes on now, while the rest drains, so the receiver's link does not
+  // idle for the next sender's grant to travel. A sender that wants more queues again at the back.
+  if (handed_over) --holders_;
+  if (!open_) {
+    if (handed_over) enqueue(sender);
+    // A grant completes when its credit passes on, or (a grant of a quarter or less, which never held one) when
+    // it has all arrived.
+    if (s.in_round && (handed_over || s.outstanding == 0)) {
+      s.in_round = false;
+      grantCompleted();
+    }
   }
   collect(nullptr);
   return Status::ok();
 }
 
+void CreditGranter::report(int sender, uint64_t timeouts) {
+  if (timeouts == 0 || floor_ == 0 || !senders_[sender].live) return;
+  if (open_) {
+    // The first trouble: admit half the live senders (unless that is every one of them: nothing to gate).
+    if (std::max(floor_, live_ / 2) >= live_) return;
+    open_ = false;
+    mode_changed_ = true;
+    admission_ = std::max(floor_, live_ / 2);
+  } else {
+    round_reported_ = true;
+    if (round_after_decrease_) return;  // may be about data sent before the last decrease
+    admission_ = std::max(floor_, admission_ / 2);
+  }
+  ++decreases_;
+  startRound();
+  round_after_decrease_ = true;
+}
+
+void CreditGranter::close(int admission) {
+  if (floor_ == 0) return;
+  if (open_) mode_changed_ = true;
+  open_ = false;
+  admission_ = std::max(floor_, admission);
+  startRound();
+}
+
+void CreditGranter::startRound() {
+  round_length_ = std::max({1, admission_, waiting()});
+  round_done_ = 0;
+  round_reported_ = false;
+  round_after_decrease_ = false;
+}
+
+void CreditGranter::grantCompleted() {
+  if (++round_done_ < round_length_) return;
+  if (!round_reported_) {
+    ++admission_;
+    ++increases_;
+    if (admission_ >= live_) {
+      openAll();
+      return;
+    }
+  }
+  startRound();
+}
+
+void CreditGranter::openAll() {
+  open_ = true;
+  mode_changed_ = true;
+  for (const int sender : queue_) senders_[sender].queued = false;
+  queue_.clear();
+  for (size_t i = 0; i < senders_.size(); ++i) {
+    if (senders_[i].wanted > 0 && senders_[i].live) grant(static_cast<int>(i), senders_[i].wanted);
+  }
+}
+
+bool CreditGranter::takeModeChange() {
+  const bool changed = mode_changed_;
+  mode_changed_ = false;
+  return changed;
+}
+
 void CreditGranter::forget(int sender) {
   Sender& s = senders_[sender];
   if (holds(s)) --holders_;
+  if (s.live) --live_;
   s = Sender{};
+  s.live = false;
   queue_.erase(std::remove(queue_.begin(), queue_.end(), sender), queue_.end());
+  if (!open_ && admission_ >= live_) openAll();  // the senders left are all admitted
   collect(nullptr);
 }
 
 void CreditGranter::collect(std::vector<Grant>* out) {
-  while (credits_ > 0 && holders_ < credits_ && !queue_.empty()) {
+  while (!open_ && holders_ < admission_ && !queue_.empty()) {
     const int sender = queue_.front();
     queue_.pop_front();
     Sender& s = senders_[sender];
@@ -389,6 +515,11 @@ int CreditGranter::waiting() const {
   int count = 0;
   for (const Sender& s : senders_) count += (s.wanted > 0 || s.outstanding > 0) ? 1 : 0;
   return count;
+}
+
+std::string CreditGranter::describe() const {
+  return fmt::format("{}: {} of {} senders admitted, {} holding, {} waiting, {} decrease(s), {} increase(s)",
+                     open_ ? "open" : "gated", admission(), live_, holders_, waiting(), decreases_, increases_);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

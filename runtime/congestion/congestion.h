@@ -12,12 +12,16 @@
 //     avoidance with a delay target in the manner of Swift, Kumar et al., SIGCOMM'20): per-chunk round-trip time
 //     from the receiver's acknowledgement frames against the path's base RTT (a windowed min filter, one per chunk
 //     size), and the kernel's TCP_INFO (tcpi_total_retrans, tcpi_rtt against tcpi_min_rtt, tcpi_delivery_rate)
-//     read at a bounded rate. Receivers grant clear-to-send to at most `credits` senders at a time (Meta's
-//     receiver-driven admission, SIGCOMM'24; NCCL's IB transport posts receive slots the same way) and senders
-//     keep at most `active_peers` peers busy, in the order their sends were posted.
+//     read at a bounded rate. Receivers admit senders adaptively (CreditGranter): every sender sends freely
+//     while no admitted sender reports retransmission timeouts; after one, the receiver grants clear-to-send to
+//     a number of senders at a time that halves on each further report (down to `credits`) and grows by one per
+//     round of grants without one, back to every sender (AIMD on the admission count; receiver-driven admission
+//     as Meta's, SIGCOMM'24; NCCL's IB transport posts receive slots the same way). Senders keep at most
+//     `active_peers` peers busy, in the order their sends were posted.
 // Units: bytes, microseconds (µs) on the caller's clock, bytes per second.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <string>
@@ -37,7 +41,8 @@ struct Config {
   uint64_t chunk_min = 64 << 10;    // smallest chunk (adaptive), bytes
   uint64_t chunk_max = 512 << 10;   // largest chunk (adaptive); fixed's chunk
   uint64_t window = 4 << 20;        // most unacknowledged bytes per peer (adaptive's ceiling; fixed's window)
-  int credits = 2;                  // adaptive receivers: senders granted at once (0: no credits)
+  int credits = 1;                  // adaptive receivers: the fewest senders admitted at once (0: no admission)
+  int admit_start = 0;              // adaptive receivers: senders admitted at the start (0: every sender)
   uint64_t grant_bytes = 1 << 20;   // bytes per grant
   int active_peers = 0;             // adaptive senders: peers sent to at once (0: every peer)
   uint64_t eager_bytes = 64 << 10;  // messages up to this size are sent whole, without a grant
@@ -48,24 +53,39 @@ struct Config {
   /// ("BRAID_CC_CHUNK_MIN=1M is above BRAID_CC_CHUNK_MAX=512K").
   static Result<Config> fromEnvironment();
   /// The checks of fromEnvironment() on a config built in code: chunks in [1 KiB, 64 MiB], chunk_min <=
-  /// chunk_max <= window <= 1 GiB, credits and active peers in [0, 1024], grant >= chunk_min.
+  /// chunk_max <= window <= 1 GiB, credits, admit_start and active peers in [0, 1024], grant >= chunk_min.
   Status validate() const;
 
-  /// What the receiver grants: `credits` under adaptive, 0 (no clear-to-send needed) under fixed.
+  /// The floor of the receiver's admission count: `credits` under adaptive, 0 (no admission control, no
+  /// clear-to-send) under fixed.
   int receiverCredits() const { return policy == Policy::kAdaptive ? credits : 0; }
+  /// Senders a receiver admits at the start: 0 (every sender) unless the receiver admits adaptively and
+  /// admit_start > 0, then max(admit_start, credits).
+  int receiverStartAdmission() const {
+    return receiverCredits() > 0 && admit_start > 0 ? std::max(admit_start, credits) : 0;
+  }
   /// Peers a sender keeps busy: `active_peers` under adaptive, 0 (all) under fixed.
   int senderActivePeers() const { return policy == Policy::kAdaptive ? active_peers : 0; }
-  /// "adaptive: chunk 64 KiB..512 KiB, window <= 4 MiB, credits 1 sender(s) x 1 MiB, active peers 2".
+  /// "adaptive: chunk 64 KiB..512 KiB, window <= 4 MiB, admission all senders .. at least 1, grant 1 MiB,
+  /// active peers all".
   std::string toString() const;
 };
 
 /// The kernel's view of one TCP connection (getsockopt TCP_INFO), the fields the controller reads.
 struct TcpSignals {
-  uint64_t total_retrans = 0;  // tcpi_total_retrans: segments retransmitted since the connection opened
-  uint64_t delivery_rate = 0;  // tcpi_delivery_rate, bytes/s (0: not measured yet)
-  double rtt_us = 0;           // tcpi_rtt: smoothed RTT of TCP's own acknowledgements
-  double min_rtt_us = 0;       // tcpi_min_rtt: the kernel's windowed minimum
+  uint64_t total_retrans = 0;   // tcpi_total_retrans: segments retransmitted since the connection opened
+  uint64_t delivery_rate = 0;   // tcpi_delivery_rate, bytes/s (0: not measured yet)
+  double rtt_us = 0;            // tcpi_rtt: smoothed RTT of TCP's own acknowledgements
+  double min_rtt_us = 0;        // tcpi_min_rtt: the kernel's windowed minimum
+  uint64_t total_rto = 0;       // tcpi_total_rto: retransmission timeouts since the connection opened (Linux 6.7+)
+  uint64_t rto_recoveries = 0;  // tcpi_total_rto_recoveries: RTO episodes (a timeout not repaired by the first
+                                // retransmission counts once here and once more in total_rto per further timeout)
+  bool rto_counted = false;     // the kernel reports tcpi_total_rto (else only ca_state tells an RTO recovery)
+  uint8_t ca_state = 0;         // tcpi_ca_state: kTcpCaLoss while recovering from a retransmission timeout
 };
+
+/// tcpi_ca_state of a connection recovering from a retransmission timeout (TCP_CA_Loss).
+inline constexpr uint8_t kTcpCaLoss = 4;
 
 /// TCP_INFO of socket `fd`. Errors: kSystemError naming errno (not a TCP socket, closed).
 Result<TcpSignals> readTcpSignals(int fd);
@@ -108,6 +128,17 @@ class SenderControl {
   /// The receiver reported `senders` waiting for its credits (fan-in; grants carry it).
   void onFanIn(int senders) { fan_in_ = senders; }
 
+  /// What a sender tells a receiver that admits senders (CreditGranter::report): this connection's
+  /// retransmission timeouts (RTOs) and retransmitted segments since the last report.
+  struct Report {
+    uint64_t timeouts = 0;
+    uint64_t retransmits = 0;
+  };
+  /// The report accumulated from the TCP_INFO reads since the last call (zero when nothing happened); the
+  /// counts restart. RTOs are tcpi_total_rto's growth where the kernel reports it (Linux 6.7+), else the reads
+  /// that found the connection newly in RTO recovery (tcpi_ca_state TCP_CA_Loss), which can miss short ones.
+  Report takeReport();
+
   /// Counters and the last measurements, for logs and tests.
   struct State {
     uint64_t chunk = 0;
@@ -121,7 +152,9 @@ class SenderControl {
     uint64_t delivery_rate = 0;
     int fan_in = 0;
     uint64_t acked_frames = 0;
-    uint64_t decreases = 0;  // multiplicative decreases (window or chunk)
+    uint64_t decreases = 0;   // multiplicative decreases (window or chunk)
+    uint64_t timeouts = 0;    // retransmission timeouts seen since the connection opened
+    uint64_t recoveries = 0;  // RTO recovery episodes among them (Linux 6.7+)
   };
   State state() const;
   /// One line: "adaptive chunk 128 KiB window 384 KiB inflight 256 KiB base RTT 412 us RTT 655 us kernel RTT
@@ -176,13 +209,31 @@ class SenderControl {
   int fan_in_ = 0;
   uint64_t acked_frames_ = 0;
   uint64_t decreases_ = 0;
+  uint64_t rto_base_ = 0;  // tcpi_total_rto at the last read
+  uint64_t timeouts_ = 0;  // RTOs seen in all
+  Report report_;          // accumulated since the last takeReport()
 };
 
-/// The receiver's clear-to-send (incast control): senders ask for bytes (request), at most `credits` of them
-/// hold grants at a time, each grant is at most `grant_bytes`, and a sender whose grant is nearly used up (a
-/// quarter of a grant or less still to arrive) passes its credit on and goes to the back of the queue when it
+/// The receiver's admission of senders (incast control), adaptive: AIMD on the number of senders admitted at once.
+///
+/// Open (the start, as NCCL's fixed protocol): every sender is admitted; each request is granted at once, in full,
+/// and senders may send without asking at all (open() tells the transport so). A report of retransmission
+/// timeouts (report(): a sender's TCP connection to this receiver timed out, the signature of incast
+/// overflowing a shallow switch buffer) closes admission to half the live senders (at least `floor`); each
+/// further report halves it again (not below `floor`), at most once per round; a round without a report adds one
+/// sender; at every live sender admission opens again (also when senders leave). A report that would admit every
+/// live sender anyway (one sender, or `floor` at least the live senders) changes nothing. A round is as many
+/// completed grants (a grant completes when its credit passes on; one of a quarter grant or less, when all of it
+/// arrived) as max(admission, senders waiting) when it began: every waiting sender served once.
+/// Reports in the round right after a decrease only mark it (no growth at its end): they may still be about data
+/// sent before the decrease.
+///
+/// Gated: at most `admission` senders hold a grant of at most `grant_bytes`; a sender whose grant is nearly used
+/// up (a quarter of a grant or less still to arrive) passes its credit on and goes to the back of the queue when it
 /// wants more — so the next sender's grant travels while the last quarter drains, and a sender alone is granted
-/// again before it runs dry. Credits 0: every request is granted at once, in full.
+/// again before it runs dry.
+///
+/// Floor 0: no admission control — every request is granted at once, in full, and admission never closes.
 class CreditGranter {
  public:
   struct Grant {
@@ -190,38 +241,75 @@ class CreditGranter {
     uint64_t bytes = 0;
   };
 
-  CreditGranter(int credits, uint64_t grant_bytes, int senders);
+  /// `senders` live senders numbered 0..senders-1 (more with addSender()), admitted at least `floor` at once.
+  CreditGranter(int floor, uint64_t grant_bytes, int senders);
 
+  /// A new live sender (the net plugin's receive comms come and go); returns its number.
+  int addSender();
   /// `sender` wants `bytes` more.
   void request(int sender, uint64_t bytes);
   /// `bytes` of credited data from `sender` arrived. Errors: kInvalidArgument when it exceeds its grants.
   Status received(int sender, uint64_t bytes);
-  /// `sender` is gone (closed its endpoint): its requests and grants are dropped.
+  /// `sender` reports `timeouts` retransmission timeouts on its connection to this receiver since its last report
+  /// (SenderControl::takeReport); zero changes nothing.
+  void report(int sender, uint64_t timeouts);
+  /// `sender` is gone (closed its endpoint): its requests and grants are dropped, it no longer counts as live.
   void forget(int sender);
+  /// Gates admission now at max(`admission`, floor) senders (BRAID_CC_ADMIT: a receiver that starts gated), even
+  /// when that admits every live sender; a round begins, which grows it as after a report. Nothing for floor 0.
+  void close(int admission);
   /// Moves the grants to send now into `out` (appended).
   void collect(std::vector<Grant>* out);
   /// Senders that want bytes or hold a grant: the receiver's fan-in.
   int waiting() const;
-  /// Senders holding a credit now (at most `credits`; senders whose last quarter of a grant drains do not).
+  /// Senders holding a credit now (senders whose last quarter of a grant drains do not).
   int granted() const { return holders_; }
+  /// Every sender admitted: senders need not ask (always for floor 0).
+  bool open() const { return open_; }
+  /// Senders admitted at once: the live senders when open.
+  int admission() const { return open_ ? live_ : admission_; }
+  /// Whether open() changed since the last call (the transport then tells every sender).
+  bool takeModeChange();
+  /// Admission decreases and increases so far (logs and tests).
+  uint64_t decreases() const { return decreases_; }
+  uint64_t increases() const { return increases_; }
+  /// "gated: 2 of 7 senders admitted, 2 holding, 5 waiting, 3 decrease(s), 1 increase(s)".
+  std::string describe() const;
 
  private:
   struct Sender {
     uint64_t wanted = 0;       // requested, not granted yet
     uint64_t outstanding = 0;  // granted, not arrived yet
     bool queued = false;
+    bool live = true;
+    bool in_round = false;  // holds a grant given while gated that has not completed yet
   };
   bool holds(const Sender& s) const { return s.outstanding > handover_bytes_; }
   void grant(int sender, uint64_t bytes);
   void enqueue(int sender);
+  /// Every sender admitted: what each wants is granted now, in full.
+  void openAll();
+  void startRound();
+  /// A grant completed: ends the round once it is full (growth when no report came).
+  void grantCompleted();
 
-  int credits_;
+  int floor_;
   uint64_t grant_bytes_;
   uint64_t handover_bytes_;
   std::vector<Sender> senders_;
+  int live_ = 0;
   std::deque<int> queue_;  // senders waiting for a grant, in request order
   int holders_ = 0;
   std::vector<Grant> ready_;
+  bool open_ = true;
+  int admission_ = 0;                  // gated: senders admitted at once
+  bool mode_changed_ = false;          // open_ changed, not taken yet
+  int round_length_ = 1;               // grants that complete the round
+  int round_done_ = 0;                 // grants completed in this round
+  bool round_reported_ = false;        // a report came in this round: no growth at its end
+  bool round_after_decrease_ = false;  // this round began with a decrease: reports do not decrease again
+  uint64_t decreases_ = 0;
+  uint64_t increases_ = 0;
 };
 
 /// The sender's bound on peers fed at once (the staggered all-to-all): a peer becomes active when it has data and

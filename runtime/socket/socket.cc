@@ -162,6 +162,16 @@ void setNoDelay(int fd) {
   setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 }
 
+bool setThinStream(int fd) {
+  // Linux's values (include/uapi/linux/tcp.h), for C libraries whose headers predate them.
+  constexpr int kTcpThinLinearTimeouts = 16;
+  constexpr int kTcpRtoMinUs = 45;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, kTcpThinLinearTimeouts, &one, sizeof(one));
+  const int rto_min = kControlRtoMinUs;
+  return setsockopt(fd, IPPROTO_TCP, kTcpRtoMinUs, &rto_min, sizeof(rto_min)) == 0;
+}
+
 Result<Fd> listenOn(SocketAddress* address) {
   Fd fd(socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) return Status(StatusCode::kSystemError, "socket: " + errnoText(errno));

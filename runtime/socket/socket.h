@@ -98,5 +98,13 @@ Status acceptMesh(int listen_fd, Deadline deadline, const std::string& what, int
                   const std::function<Status()>& on_timeout);
 void setNonBlocking(int fd);
 void setNoDelay(int fd);
+/// Shortest retransmission timeout of a control connection, µs (the kernel rounds it up to its timer tick).
+inline constexpr int kControlRtoMinUs = 5000;
+/// For a connection that carries only small control frames (a thin stream: too few packets in flight for
+/// duplicate acknowledgements to repair a loss, so every lost frame waits for a retransmission timeout): the
+/// timeout floor lowered from Linux's 200 ms to kControlRtoMinUs (TCP_RTO_MIN_US, Linux 6.15+) and linear instead
+/// of exponential backoff for thin streams (TCP_THIN_LINEAR_TIMEOUTS). Best effort: a kernel without an option
+/// keeps its default; returns whether the timeout floor was lowered.
+bool setThinStream(int fd);
 
 }  // namespace braid::net

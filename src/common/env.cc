@@ -71,7 +71,8 @@ const std::vector<EnvParam>& envParams() {
        "protocol over the network (BRAID_CC_CHUNK_MAX chunks, BRAID_CC_WINDOW unacknowledged per connection, every "
        "sender at once), the default: adaptive was slower on emulated hosts; `adaptive` adapts each peer's chunk and "
        "window to per-chunk RTT and TCP_INFO (AIMD), lets "
-       "each receiver grant BRAID_CC_CREDITS senders at a time and each sender feed BRAID_CC_ACTIVE_PEERS peers."},
+       "each receiver admit senders adaptively (every one until TCP times out, then AIMD down to BRAID_CC_CREDITS) "
+       "and each sender feed BRAID_CC_ACTIVE_PEERS peers."},
       {"BRAID_CC_CHUNK_MIN", "64K", "Smallest chunk of the adaptive policy, bytes (K/M/G suffix); at least 1K."},
       {"BRAID_CC_CHUNK_MAX", "512K",
        "Largest chunk of the adaptive policy and the chunk of the fixed policy, bytes (NCCL: NCCL_BUFFSIZE 4 MiB / "
@@ -79,9 +80,15 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_CC_WINDOW", "4M",
        "Most unacknowledged bytes per peer connection: the fixed policy's window (NCCL: 8 steps of 512 KiB) and the "
        "adaptive policy's ceiling. At least BRAID_CC_CHUNK_MAX, at most 1G."},
-      {"BRAID_CC_CREDITS", "2",
-       "Adaptive policy: senders a receiver lets send chunks at the same time (receiver-driven clear-to-send, incast "
-       "control; messages up to 64 KiB need no grant); `0` turns credits off. 0..1024."},
+      {"BRAID_CC_CREDITS", "1",
+       "Adaptive policy: the fewest senders a receiver admits at once. A receiver admits every sender until one "
+       "reports TCP retransmission timeouts, then grants clear-to-send to half its senders, halving on each further "
+       "report down to this floor and adding one per round of grants without one, back to every sender (AIMD; "
+       "messages up to 64 KiB need no grant); `0` turns admission control off. 0..1024."},
+      {"BRAID_CC_ADMIT", "0",
+       "Adaptive policy: senders a receiver admits at the start; `0` (the default) admits every one (senders send "
+       "without asking until a timeout is reported), k > 0 starts gated at max(k, BRAID_CC_CREDITS) senders, "
+       "growing from there as after a report. 0..1024."},
       {"BRAID_CC_GRANT", "1M",
        "Adaptive policy: bytes per grant of clear-to-send; a sender that used its grant goes to the back of the "
        "receiver's queue. At least BRAID_CC_CHUNK_MIN."},
@@ -92,6 +99,11 @@ const std::vector<EnvParam>& envParams() {
        "TCP congestion control algorithm of the TCP transport's data connections (setsockopt TCP_CONGESTION: "
        "`cubic`, `bbr`, `reno`, ...); unset: the system's (net.ipv4.tcp_congestion_control). A name the kernel "
        "does not offer fails transport setup naming it."},
+      {"BRAID_TCP_RTO_MIN", "0",
+       "Shortest retransmission timeout of the TCP transport's data connections, µs (setsockopt TCP_RTO_MIN_US, "
+       "Linux 6.15+; the kernel rounds up to its timer tick and accepts 2 ticks .. 200 ms); `0`: the kernel's "
+       "(200 ms). A short floor is the classic remedy for incast collapse (Vasudevan et al., SIGCOMM'09). A value "
+       "the kernel refuses fails transport setup naming it."},
       {"BRAID_CALL_CHECK", "rooted",
        "Which collective calls the communicator checks across ranks before any data moves (one 48-byte record "
        "to and from every peer: collective, count, datatype, reduction op, root; a mismatch fails every rank "

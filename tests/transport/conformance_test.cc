@@ -38,11 +38,13 @@ using testing::TransportUnderTest;
 void preferUcxOverTcp() { setenv("UCX_TLS", "tcp,self", /*overwrite=*/0); }
 
 // The TCP transport's congestion policies (runtime/congestion): the defaults (fixed: NCCL's chunks and window),
-// adaptive with its defaults, and adaptive with one credit, one active peer and chunks small enough that every
-// message of the suite larger than 64 KiB is cut into many chunks, each granted and acknowledged.
-const char* const kCongestionVariables[] = {"BRAID_CC_POLICY",      "BRAID_CC_CHUNK_MIN", "BRAID_CC_CHUNK_MAX",
-                                            "BRAID_CC_WINDOW",      "BRAID_CC_CREDITS",   "BRAID_CC_GRANT",
-                                            "BRAID_CC_ACTIVE_PEERS"};
+// adaptive with its defaults (receivers admit every sender: no grants unless TCP times out), and adaptive with
+// receivers that start gated at one sender (BRAID_CC_ADMIT=1; admission grows by one per round of grants and opens
+// again at every sender, so the suite crosses gated -> open), one active peer and chunks small enough that every
+// message of the suite larger than 64 KiB is cut into many chunks, granted while gated and each acknowledged.
+const char* const kCongestionVariables[] = {"BRAID_CC_POLICY",       "BRAID_CC_CHUNK_MIN", "BRAID_CC_CHUNK_MAX",
+                                            "BRAID_CC_WINDOW",       "BRAID_CC_CREDITS",   "BRAID_CC_GRANT",
+                                            "BRAID_CC_ACTIVE_PEERS", "BRAID_CC_ADMIT"};
 void tcpDefaults() {
   for (const char* name : kCongestionVariables) unsetenv(name);
 }
@@ -57,6 +59,7 @@ void tcpTight() {
   setenv("BRAID_CC_WINDOW", "256K", 1);
   setenv("BRAID_CC_GRANT", "128K", 1);
   setenv("BRAID_CC_CREDITS", "1", 1);
+  setenv("BRAID_CC_ADMIT", "1", 1);
   setenv("BRAID_CC_ACTIVE_PEERS", "1", 1);
 }
 

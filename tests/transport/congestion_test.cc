@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -37,7 +38,7 @@ TEST(CongestionConfig, DefaultsAreNcclsFixedChunksAndWindow) {
   EXPECT_EQ(config->chunk_min, 64 * KiB);
   EXPECT_EQ(config->chunk_max, 512 * KiB);  // NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8
   EXPECT_EQ(config->window, 4 * MiB);       // 8 steps in flight
-  EXPECT_EQ(config->credits, 2);
+  EXPECT_EQ(config->credits, 1);            // adaptive: admission closes down to one sender at the least
   EXPECT_EQ(config->grant_bytes, 1 * MiB);
   EXPECT_EQ(config->active_peers, 0);
   EXPECT_EQ(config->receiverCredits(), 0);  // fixed: none
@@ -54,9 +55,12 @@ TEST(CongestionConfig, ReadsEveryVariableWithSuffixes) {
   env.set("BRAID_CC_CREDITS", "3");
   env.set("BRAID_CC_GRANT", "256K");
   env.set("BRAID_CC_ACTIVE_PEERS", "0");
+  env.set("BRAID_CC_ADMIT", "2");
   Result<Config> config = Config::fromEnvironment();
   ASSERT_TRUE(config.isOk()) << config.status().toString();
   EXPECT_EQ(config->policy, Policy::kFixed);
+  EXPECT_EQ(config->admit_start, 2);
+  EXPECT_EQ(config->receiverStartAdmission(), 0);  // fixed admits everyone, always
   EXPECT_EQ(config->chunk_min, 16 * KiB);
   EXPECT_EQ(config->chunk_max, 1 * MiB);
   EXPECT_EQ(config->window, 8 * MiB);
@@ -67,6 +71,24 @@ TEST(CongestionConfig, ReadsEveryVariableWithSuffixes) {
   EXPECT_EQ(config->receiverCredits(), 0);
   EXPECT_EQ(config->senderActivePeers(), 0);
   EXPECT_EQ(config->toString(), "fixed: chunk 1 MiB, window 8 MiB (8 chunks in flight per connection)");
+}
+
+TEST(CongestionConfig, AdaptiveReceiversStartOpenUnlessToldToStartGated) {
+  Config config = Config{};
+  config.policy = Policy::kAdaptive;
+  EXPECT_EQ(config.receiverCredits(), 1);
+  EXPECT_EQ(config.receiverStartAdmission(), 0);
+  EXPECT_EQ(config.toString(),
+            "adaptive: chunk 64 KiB..512 KiB, window <= 4 MiB, admission all senders .. at least 1, grant 1 MiB, "
+            "active peers all");
+  config.credits = 3;
+  config.admit_start = 2;
+  EXPECT_EQ(config.receiverStartAdmission(), 3);  // never below the floor
+  EXPECT_EQ(config.toString(),
+            "adaptive: chunk 64 KiB..512 KiB, window <= 4 MiB, admission 3 at the start .. at least 3, grant 1 MiB, "
+            "active peers all");
+  config.credits = 0;  // no admission control: nothing to start gated
+  EXPECT_EQ(config.receiverStartAdmission(), 0);
 }
 
 TEST(CongestionConfig, BadValuesNameTheVariable) {
@@ -84,6 +106,7 @@ TEST(CongestionConfig, BadValuesNameTheVariable) {
       {"BRAID_CC_GRANT", "4K", "grant 4 KiB is below chunk min 64 KiB"},
       {"BRAID_CC_CREDITS", "-1", "BRAID_CC_CREDITS=-1: not a count in [0, 1024]"},
       {"BRAID_CC_ACTIVE_PEERS", "two", "BRAID_CC_ACTIVE_PEERS=two: not a count in [0, 1024]"},
+      {"BRAID_CC_ADMIT", "2000", "BRAID_CC_ADMIT=2000: not a count in [0, 1024]"},
   };
   for (const Case& c : cases) {
     EnvGuard env;
@@ -278,7 +301,9 @@ TEST(SenderControl, DelayWithoutIncastShrinksTheWindowInProportion) {
 }
 
 TEST(SenderControl, WindowNeverGoesBelowOneSmallestChunkAndChunksFollowIt) {
-  SenderControl control(adaptiveConfig());
+  Config config = adaptiveConfig();
+  config.grant_bytes = 64 * KiB;  // the floor is also one grant (below)
+  SenderControl control(config);
   double now = 0;
   roundTrips(control, 2, &now, 100);
   for (int i = 0; i < 20; ++i) {
@@ -293,8 +318,300 @@ TEST(SenderControl, WindowNeverGoesBelowOneSmallestChunkAndChunksFollowIt) {
   EXPECT_EQ(control.chunkBytes(), 512 * KiB);
 }
 
+TEST(SenderControl, WindowNeverGoesBelowOneGrant) {
+  SenderControl control(adaptiveConfig());  // grant 1 MiB
+  double now = 0;
+  roundTrips(control, 2, &now, 100);
+  // Losses every millisecond: 4 MiB halves to 2 MiB, then 1 MiB, and stays there (an admitted sender can send its
+  // whole grant in one window).
+  for (int i = 0; i < 20; ++i) {
+    now += 1000;
+    control.onTcpSignals(TcpSignals{static_cast<uint64_t>(i) * 10, 0, 100, 90}, now);
+  }
+  EXPECT_EQ(control.windowBytes(), 1 * MiB);
+}
+
+TEST(SenderControl, ReportsCountTimeoutsFromTheConnectionsStartAndRestartWhenTaken) {
+  SenderControl control(adaptiveConfig());
+  double now = 0;
+  TcpSignals signals;
+  signals.rto_counted = true;
+  signals.total_rto = 2;  // two timeouts before the first read (the first acknowledgement came after them)
+  signals.total_retrans = 7;
+  control.onTcpSignals(signals, now += 1000);
+  SenderControl::Report report = control.takeReport();
+  EXPECT_EQ(report.timeouts, 2u);
+  EXPECT_EQ(report.retransmits, 0u);  // retransmissions are counted between reads only
+  report = control.takeReport();
+  EXPECT_EQ(report.timeouts, 0u);  // taken: the counts restart
+  signals.total_retrans = 12;
+  control.onTcpSignals(signals, now += 1000);
+  signals.total_rto = 5;
+  signals.total_retrans = 13;
+  control.onTcpSignals(signals, now += 1000);
+  report = control.takeReport();
+  EXPECT_EQ(report.timeouts, 3u);     // 5 - 2
+  EXPECT_EQ(report.retransmits, 6u);  // 13 - 7
+  // The kernel's counter is 16 bits: 65535 -> 1 is two more.
+  signals.total_rto = 65535;
+  control.onTcpSignals(signals, now += 1000);
+  signals.total_rto = 1;
+  control.onTcpSignals(signals, now += 1000);
+  report = control.takeReport();
+  EXPECT_EQ(report.timeouts, 65530u + 2u);
+  EXPECT_EQ(control.state().timeouts, 2u + 3u + 65530u + 2u);
+}
+
+TEST(SenderControl, WithoutTheKernelsCountEachEntryIntoRtoRecoveryIsOneTimeout) {
+  SenderControl control(adaptiveConfig());
+  double now = 0;
+  TcpSignals signals;  // rto_counted false: a kernel before 6.7
+  signals.ca_state = kTcpCaLoss;
+  control.onTcpSignals(signals, now += 1000);  // found in recovery at the first read: one
+  control.onTcpSignals(signals, now += 1000);  // still the same recovery
+  signals.ca_state = 0;
+  control.onTcpSignals(signals, now += 1000);
+  signals.ca_state = kTcpCaLoss;
+  control.onTcpSignals(signals, now += 1000);  // a second one
+  EXPECT_EQ(control.takeReport().timeouts, 2u);
+  EXPECT_EQ(control.takeReport().timeouts, 0u);
+}
+
+// Receives the oldest grant in `pending` in full, then appends the grants that follow to it (FIFO: the data of
+// earlier grants arrives first).
+void receiveOldest(CreditGranter& granter, std::deque<CreditGranter::Grant>& pending) {
+  ASSERT_FALSE(pending.empty());
+  const CreditGranter::Grant g = pending.front();
+  pending.pop_front();
+  ASSERT_TRUE(granter.received(g.sender, g.bytes).isOk());
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  pending.insert(pending.end(), out.begin(), out.end());
+}
+
+std::vector<int> sendersOf(const std::deque<CreditGranter::Grant>& grants) {
+  std::vector<int> senders;
+  for (const CreditGranter::Grant& g : grants) senders.push_back(g.sender);
+  return senders;
+}
+
+TEST(CreditGranter, StartsOpenAndGrantsEveryRequestInFull) {
+  CreditGranter granter(/*floor=*/1, /*grant_bytes=*/1 * MiB, /*senders=*/4);
+  EXPECT_TRUE(granter.open());
+  EXPECT_EQ(granter.admission(), 4);
+  std::vector<CreditGranter::Grant> out;
+  granter.request(0, 5 * MiB);
+  granter.request(3, 3 * MiB);
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].sender, 0);
+  EXPECT_EQ(out[0].bytes, 5 * MiB);
+  EXPECT_EQ(out[1].sender, 3);
+  EXPECT_EQ(out[1].bytes, 3 * MiB);
+  EXPECT_FALSE(granter.takeModeChange());
+  // Open grants arriving count toward no round.
+  ASSERT_TRUE(granter.received(0, 5 * MiB).isOk());
+  EXPECT_TRUE(granter.open());
+  EXPECT_EQ(granter.increases(), 0u);
+  granter.report(1, 0);  // no timeouts: nothing changes
+  EXPECT_TRUE(granter.open());
+}
+
+TEST(CreditGranter, TheFirstReportAdmitsHalfTheLiveSendersAndTheNextRoundsReportsHalveAgain) {
+  CreditGranter granter(/*floor=*/1, 1 * MiB, /*senders=*/8);
+  granter.forget(0);  // the receiver itself: 7 live senders
+  EXPECT_EQ(granter.admission(), 7);
+  granter.report(3, 2);
+  EXPECT_FALSE(granter.open());
+  EXPECT_EQ(granter.admission(), 3);  // 7 / 2
+  EXPECT_TRUE(granter.takeModeChange());
+  EXPECT_FALSE(granter.takeModeChange());
+  EXPECT_EQ(granter.decreases(), 1u);
+  // The round right after a decrease (3 grants: admission 3, nobody waiting) only notes reports.
+  granter.report(5, 1);
+  EXPECT_EQ(granter.admission(), 3);
+  EXPECT_EQ(granter.decreases(), 1u);
+  std::deque<CreditGranter::Grant> pending;
+  for (int s = 1; s < 8; ++s) granter.request(s, 1 * MiB);
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  pending.assign(out.begin(), out.end());
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{1, 2, 3}));
+  for (int i = 0; i < 3; ++i) receiveOldest(granter, pending);  // the round ends, reported: no growth
+  EXPECT_EQ(granter.admission(), 3);
+  EXPECT_EQ(granter.increases(), 0u);
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{4, 5, 6}));
+  granter.report(4, 1);  // a report in a later round halves: 3 / 2 = 1
+  EXPECT_EQ(granter.admission(), 1);
+  EXPECT_EQ(granter.decreases(), 2u);
+  granter.report(4, 1);  // again the round after a decrease
+  EXPECT_EQ(granter.decreases(), 2u);
+  // The three granted before drain; sender 7 waits until no sender holds a grant.
+  receiveOldest(granter, pending);
+  receiveOldest(granter, pending);
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{6}));
+  receiveOldest(granter, pending);
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{7}));
+  EXPECT_EQ(granter.granted(), 1);
+}
+
+TEST(CreditGranter, AdmissionNeverHalvesBelowTheFloor) {
+  CreditGranter granter(/*floor=*/3, 1 * MiB, /*senders=*/8);
+  granter.report(0, 1);
+  EXPECT_EQ(granter.admission(), 4);  // 8 / 2; round of max(4, 0 waiting) grants, after a decrease
+  for (int s = 0; s < 8; ++s) granter.request(s, 1 * MiB);
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  std::deque<CreditGranter::Grant> pending(out.begin(), out.end());
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{0, 1, 2, 3}));
+  for (int i = 0; i < 3; ++i) receiveOldest(granter, pending);
+  granter.report(4, 1);             // noted only
+  receiveOldest(granter, pending);  // the round ends: no growth; next round max(4, 4 waiting) = 4 grants
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{4, 5, 6, 7}));
+  granter.report(5, 1);
+  EXPECT_EQ(granter.admission(), 3);                            // max(3, 4 / 2)
+  for (int i = 0; i < 4; ++i) receiveOldest(granter, pending);  // round of max(3, 4 waiting) = 4: no report
+  EXPECT_EQ(granter.admission(), 4);                            // one more
+  EXPECT_EQ(granter.increases(), 1u);
+  granter.report(6, 1);
+  EXPECT_EQ(granter.admission(), 3);  // max(3, 4 / 2)
+  EXPECT_EQ(granter.decreases(), 3u);
+}
+
+TEST(CreditGranter, RoundsWithoutReportsAddOneSenderUntilEveryLiveSenderIsAdmittedAgain) {
+  CreditGranter granter(/*floor=*/1, 1 * MiB, /*senders=*/5);
+  granter.forget(0);     // senders 1..4 live
+  granter.report(1, 1);  // admission 2; its round: max(1, 2, 0 waiting) = 2 grants
+  for (int s = 1; s <= 4; ++s) granter.request(s, 2 * MiB);
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  std::deque<CreditGranter::Grant> pending(out.begin(), out.end());
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{1, 2}));
+  receiveOldest(granter, pending);  // round 1 of 2; sender 3 takes the credit, 1 queues again behind 4
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{2, 3}));
+  receiveOldest(granter, pending);  // round done, no report: admission 3; next round max(3, 4 waiting) = 4
+  EXPECT_EQ(granter.admission(), 3);
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{3, 4, 1}));
+  granter.report(3, 1);  // admission 3 / 2 = 1; round of 4 after a decrease
+  EXPECT_EQ(granter.admission(), 1);
+  receiveOldest(granter, pending);  // 3 holders drain to none before sender 2 (waiting since) is granted
+  receiveOldest(granter, pending);
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{1}));
+  receiveOldest(granter, pending);
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{2}));
+  receiveOldest(granter, pending);  // 4 of 4, no report in the round: admission 2; round of max(2, 2 waiting)
+  EXPECT_EQ(granter.admission(), 2);
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{3, 4}));  // their second MiB
+  receiveOldest(granter, pending);
+  receiveOldest(granter, pending);  // admission 3; nothing wanted any more
+  EXPECT_EQ(granter.admission(), 3);
+  EXPECT_TRUE(pending.empty());
+  EXPECT_FALSE(granter.open());
+  // Sender 1 wants 3 MiB more: the round begun with nothing waiting (3 grants) is all its own, then admission 4 =
+  // every live sender: open again, and the rest of what is wanted is granted in full.
+  granter.request(1, 3 * MiB);
+  out.clear();
+  granter.collect(&out);
+  pending.assign(out.begin(), out.end());
+  EXPECT_EQ(sendersOf(pending), (std::vector<int>{1}));
+  receiveOldest(granter, pending);
+  receiveOldest(granter, pending);
+  EXPECT_FALSE(granter.open());
+  (void)granter.takeModeChange();
+  receiveOldest(granter, pending);
+  EXPECT_TRUE(granter.open());
+  EXPECT_TRUE(granter.takeModeChange());
+  EXPECT_EQ(granter.admission(), 4);
+  EXPECT_EQ(granter.decreases(), 2u);
+  EXPECT_EQ(granter.increases(), 4u);
+  granter.request(2, 5 * MiB);
+  out.clear();
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, 5 * MiB);
+}
+
+TEST(CreditGranter, GrantsOfAQuarterOrLessCompleteWhenTheyHaveArrived) {
+  CreditGranter granter(/*floor=*/1, 1 * MiB, /*senders=*/2);
+  granter.report(0, 1);  // admission 1 of 2; a round of one grant
+  granter.request(1, 100 * KiB);
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(granter.granted(), 0);  // 100 KiB never holds the credit
+  ASSERT_TRUE(granter.received(1, 60 * KiB).isOk());
+  EXPECT_FALSE(granter.open());
+  ASSERT_TRUE(granter.received(1, 40 * KiB).isOk());  // all in: the round ends, admission 2 = both: open
+  EXPECT_TRUE(granter.open());
+}
+
+TEST(CreditGranter, AReportThatWouldAdmitEverySenderAnywayChangesNothing) {
+  CreditGranter alone(/*floor=*/1, 1 * MiB, /*senders=*/2);
+  alone.forget(0);
+  alone.report(1, 3);  // max(1, 1 / 2) = 1 = every live sender
+  EXPECT_TRUE(alone.open());
+  EXPECT_EQ(alone.decreases(), 0u);
+  CreditGranter high_floor(/*floor=*/4, 1 * MiB, /*senders=*/4);
+  high_floor.report(0, 1);  // max(4, 2) = 4
+  EXPECT_TRUE(high_floor.open());
+  CreditGranter off(/*floor=*/0, 1 * MiB, /*senders=*/8);
+  off.report(0, 1);  // floor 0: no admission control at all
+  EXPECT_TRUE(off.open());
+}
+
+TEST(CreditGranter, SendersComeAndGoAndAdmissionOpensWhenItCoversTheRest) {
+  CreditGranter granter(/*floor=*/1, 1 * MiB, /*senders=*/3);
+  granter.report(0, 1);  // admission 1 of 3
+  EXPECT_EQ(granter.addSender(), 3);
+  EXPECT_EQ(granter.admission(), 1);
+  granter.request(3, 1 * MiB);  // the new sender is gated like the rest
+  granter.request(0, 1 * MiB);
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].sender, 3);
+  granter.request(1, 1 * MiB);
+  granter.forget(1);
+  granter.forget(2);  // 2 live (0 and 3), 1 admitted: still gated
+  EXPECT_FALSE(granter.open());
+  granter.report(1, 1);  // a forgotten sender's report counts for nothing
+  EXPECT_EQ(granter.decreases(), 1u);
+  granter.request(1, 1 * MiB);  // nor its requests
+  granter.forget(3);            // 1 live, 1 admitted: open, and sender 0's request is granted in full
+  EXPECT_TRUE(granter.open());
+  out.clear();
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].sender, 0);
+  EXPECT_EQ(out[0].bytes, 1 * MiB);
+}
+
+TEST(CreditGranter, AReleaseCountsAsArrivedAndCompletesTheGrant) {
+  CreditGranter granter(/*floor=*/1, 1 * MiB, /*senders=*/3);
+  granter.report(0, 1);  // admission 1 of 3; round of one grant
+  granter.report(0, 1);  // noted: no growth at its end
+  granter.request(1, 1 * MiB);
+  granter.request(2, 1 * MiB);
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  ASSERT_TRUE(granter.received(1, 300 * KiB).isOk());  // data
+  // The sender's messages went while admission was open: it gives back the 724 KiB it will not use, and the
+  // credit passes on to sender 2.
+  ASSERT_FALSE(granter.received(1, 725 * KiB).isOk());  // more than outstanding: an error, nothing changes
+  ASSERT_TRUE(granter.received(1, 724 * KiB).isOk());
+  out.clear();
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].sender, 2);
+  EXPECT_EQ(granter.admission(), 1);
+  EXPECT_EQ(granter.waiting(), 1);
+}
+
 TEST(CreditGranter, AtMostKSendersHoldGrantsAndTheyRotateInRequestOrder) {
-  CreditGranter granter(/*credits=*/1, /*grant_bytes=*/1 * MiB, /*senders=*/4);
+  CreditGranter granter(/*floor=*/1, /*grant_bytes=*/1 * MiB, /*senders=*/4);
+  granter.forget(0);     // senders 1..3
+  granter.report(1, 1);  // admission 1; reports before every completion keep it there
   std::vector<CreditGranter::Grant> out;
   granter.request(2, 3 * MiB);
   granter.request(1, 2 * MiB);
@@ -310,6 +627,7 @@ TEST(CreditGranter, AtMostKSendersHoldGrantsAndTheyRotateInRequestOrder) {
   out.clear();
   granter.collect(&out);
   EXPECT_TRUE(out.empty());
+  granter.report(2, 1);
   // The rest: the credit goes to sender 1; sender 2 (2 MiB still wanted) goes to the back.
   ASSERT_TRUE(granter.received(2, 512 * KiB).isOk());
   granter.collect(&out);
@@ -320,6 +638,8 @@ TEST(CreditGranter, AtMostKSendersHoldGrantsAndTheyRotateInRequestOrder) {
   for (int step = 0; step < 10 && !out.empty(); ++step) {
     const CreditGranter::Grant g = out.back();
     out.clear();
+    granter.report(g.sender, 1);
+    EXPECT_EQ(granter.admission(), 1);
     ASSERT_TRUE(granter.received(g.sender, g.bytes).isOk());
     granter.collect(&out);
     ASSERT_LE(out.size(), 1u);
@@ -332,6 +652,8 @@ TEST(CreditGranter, AtMostKSendersHoldGrantsAndTheyRotateInRequestOrder) {
 
 TEST(CreditGranter, ALoneSenderIsRenewedBeforeItsGrantRunsDry) {
   CreditGranter granter(1, 1 * MiB, 2);
+  granter.report(1, 1);  // admission 1 of 2
+  granter.report(1, 1);  // noted in the round after the decrease: no growth at its end
   std::vector<CreditGranter::Grant> out;
   granter.request(0, 3 * MiB);
   granter.collect(&out);
@@ -350,6 +672,8 @@ TEST(CreditGranter, ALoneSenderIsRenewedBeforeItsGrantRunsDry) {
 
 TEST(CreditGranter, TheNextSenderIsGrantedWhileTheLastQuarterDrains) {
   CreditGranter granter(1, 1 * MiB, 3);
+  granter.report(2, 1);  // admission 1 of 3
+  granter.report(2, 1);
   std::vector<CreditGranter::Grant> out;
   granter.request(0, 1 * MiB);
   granter.request(1, 1 * MiB);
@@ -370,6 +694,7 @@ TEST(CreditGranter, TheNextSenderIsGrantedWhileTheLastQuarterDrains) {
 
 TEST(CreditGranter, MoreThanGrantedIsAnErrorAndAForgottenSenderFreesItsCredit) {
   CreditGranter granter(1, 1 * MiB, 3);
+  granter.report(2, 1);  // admission 1 of 3; after forget(0) below, 1 of 2: still gated
   std::vector<CreditGranter::Grant> out;
   granter.request(0, 1 * MiB);
   granter.request(1, 1 * MiB);
@@ -386,7 +711,29 @@ TEST(CreditGranter, MoreThanGrantedIsAnErrorAndAForgottenSenderFreesItsCredit) {
   EXPECT_EQ(out[0].sender, 1);
 }
 
-TEST(CreditGranter, ZeroCreditsGrantEveryRequestAtOnce) {
+TEST(CreditGranter, CloseGatesEvenEveryLiveSenderAndGrowsToOpen) {
+  CreditGranter granter(/*floor=*/1, 1 * MiB, /*senders=*/2);
+  granter.forget(0);  // one live sender (two ranks)
+  granter.close(1);   // admission 1 = every live sender, gated nonetheless; a round of max(1, 1, 0) = 1 grant
+  EXPECT_FALSE(granter.open());
+  EXPECT_TRUE(granter.takeModeChange());
+  granter.request(1, 3 * MiB);
+  std::vector<CreditGranter::Grant> out;
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, 1 * MiB);
+  ASSERT_TRUE(granter.received(1, 1 * MiB).isOk());  // the round ends unreported: admission 2 >= 1 live: open
+  EXPECT_TRUE(granter.open());
+  out.clear();
+  granter.collect(&out);
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].bytes, 2 * MiB);  // the rest, in full
+  CreditGranter off(/*floor=*/0, 1 * MiB, 2);
+  off.close(1);
+  EXPECT_TRUE(off.open());
+}
+
+TEST(CreditGranter, FloorZeroGrantsEveryRequestAtOnce) {
   CreditGranter granter(0, 1 * MiB, 3);
   std::vector<CreditGranter::Grant> out;
   granter.request(0, 5 * MiB);

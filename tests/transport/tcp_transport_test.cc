@@ -99,8 +99,12 @@ uint8_t incastByte(int from, int channel, uint64_t i) {
 // channel 0, all at once, while rank 0 grants one sender at a time in 64 KiB grants (16 KiB chunks): every message
 // arrives whole and in order, and the credits rotate among the senders until all is in.
 TEST(TcpTransport, OneCreditServesEverySenderOfAnIncast) {
+  // Receivers that start gated at one sender (by default they admit every sender until TCP times out), data
+  // connections with a 5 ms retransmission timeout floor.
   const CongestionEnv env({{"BRAID_CC_POLICY", "adaptive"},
                            {"BRAID_CC_CREDITS", "1"},
+                           {"BRAID_CC_ADMIT", "1"},
+                           {"BRAID_TCP_RTO_MIN", "5000"},
                            {"BRAID_CC_GRANT", "64K"},
                            {"BRAID_CC_CHUNK_MIN", "16K"},
                            {"BRAID_CC_CHUNK_MAX", "16K"},
@@ -162,11 +166,37 @@ TEST(TcpTransport, OneCreditServesEverySenderOfAnIncast) {
   EXPECT_TRUE(result.allOk()) << result.summary();
 }
 
+TEST(TcpTransport, ARetransmissionTimeoutFloorOutOfRangeFailsSetupNamingIt) {
+  for (const char* value : {"300000", "-1", "5ms"}) {
+    const CongestionEnv env({{"BRAID_TCP_RTO_MIN", value}});
+    testing::ForkShared<UniqueId> id;
+    const ForkResult result = testing::runForked(
+        2,
+        [&](int rank) {
+          auto bootstrap = testing::childBootstrap(id, rank, 2, /*timeout_s=*/20);
+          BRAID_CHILD_CHECK_OK(bootstrap);
+          TransportOptions options;
+          options.timeout_s = 10;
+          auto created = createTcpTransport(**bootstrap, options);
+          BRAID_CHILD_CHECK(!created.isOk());
+          const std::string want = std::string("BRAID_TCP_RTO_MIN=") + value;
+          if (created.status().message().find(want) == std::string::npos) {
+            std::fprintf(stderr, "setup error: %s\n", created.status().message().c_str());
+            return 1;
+          }
+          return 0;
+        },
+        30);
+    EXPECT_TRUE(result.allOk()) << value << ": " << result.summary();
+  }
+}
+
 // A send beyond the 64 KiB eager size needs its receiver's grant, which a receiver gives only from inside its
 // endpoint: while rank 0 sits in a bootstrap barrier, rank 1's 1 MiB send cannot complete and its blocking poll
 // times out naming the missing grant; a 64 KiB send (eager) completes without rank 0.
-TEST(TcpTransport, ASendBeyondTheEagerSizeWaitsForTheReceiversGrant) {
-  const CongestionEnv env({{"BRAID_CC_POLICY", "adaptive"}, {"BRAID_CC_CREDITS", "1"}});
+TEST(TcpTransport, ASendBeyondTheEagerSizeWaitsForTheGatedReceiversGrant) {
+  // A receiver that starts gated (BRAID_CC_ADMIT; by default it admits every sender until one reports timeouts).
+  const CongestionEnv env({{"BRAID_CC_POLICY", "adaptive"}, {"BRAID_CC_CREDITS", "1"}, {"BRAID_CC_ADMIT", "1"}});
   testing::ForkShared<UniqueId> id;
   const ForkResult result = testing::runForked(
       2,

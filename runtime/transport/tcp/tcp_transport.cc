@@ -43,16 +43,20 @@ constexpr uint64_t kHelloMagic = 0x3250435444494152ull;  // "RAIDTCP2" little-en
 constexpr uint64_t kMaxControlBytes = 1 << 16;
 constexpr uint64_t kMaxFrameBytes = uint64_t{1} << 44;
 constexpr size_t kMaxIov = 64;
-constexpr double kLogIntervalUs = 1e6;  // BRAID_DEBUG=INFO: the controllers' state at most once a second
+constexpr int64_t kMaxRtoMinUs = 200000;  // BRAID_TCP_RTO_MIN's largest value, µs: Linux's own (TCP_RTO_MIN)
+constexpr double kLogIntervalUs = 1e6;    // BRAID_DEBUG=INFO: the controllers' state at most once a second
+constexpr int32_t kFreeChunk = 0;         // kChunk's channel: sent while the receiver admitted every sender
+constexpr int32_t kCreditedChunk = 1;     // kChunk's channel: sent against the receiver's grant
 
 /// What every rank all-gathers during setup.
 struct Listing {
   uint32_t ip;
   uint16_t port;
-  uint16_t flags;  // kListingGrants
+  uint16_t flags;  // kListingGrants, kListingGated
   uint64_t token;
 };
-constexpr uint16_t kListingGrants = 1;  // this rank's receivers grant credits: senders ask before chunks
+constexpr uint16_t kListingGrants = 1;  // this rank's receivers admit senders adaptively (grants, kAdmit)
+constexpr uint16_t kListingGated = 2;   // ... and start gated (BRAID_CC_ADMIT): senders ask before chunks
 
 enum HelloKind : int32_t { kDataConnection = 0, kControlConnection = 1 };
 
@@ -121,6 +125,14 @@ class TcpTransport final : public EndpointBase {
     if (config.isOk()) cc_ = *config;
     // Accepted sockets inherit the listener's TCP congestion control; connected ones get it below.
     tcp_congestion_ = envString("BRAID_TCP_CONGESTION");
+    Result<int64_t> rto_min = envInt("BRAID_TCP_RTO_MIN");
+    if (!rto_min.isOk()) {
+      config = rto_min.status();
+    } else if (*rto_min < 0 || *rto_min > kMaxRtoMinUs) {
+      config = invalidArgument(fmt::format("BRAID_TCP_RTO_MIN={}: not in [0, {}] µs", *rto_min, kMaxRtoMinUs));
+    } else {
+      tcp_rto_min_us_ = static_cast<int>(*rto_min);
+    }
     if (config.isOk() && listener.isOk()) {
       const Status chosen = setTcpCongestion(listener->get());
       if (!chosen.isOk()) config = chosen;
@@ -130,7 +142,9 @@ class TcpTransport final : public EndpointBase {
     // fail fast.
     std::vector<Listing> listings(size_);
     listings[rank_] = Listing{mine.ip, ready ? mine.port : uint16_t{0},
-                              static_cast<uint16_t>(cc_.receiverCredits() > 0 ? kListingGrants : 0), randomNonce()};
+                              static_cast<uint16_t>((cc_.receiverCredits() > 0 ? kListingGrants : 0) |
+                                                    (cc_.receiverStartAdmission() > 0 ? kListingGated : 0)),
+                              randomNonce()};
     const Status gathered = bootstrap_->allGather(listings.data(), sizeof(Listing));
     if (!config.isOk()) {
       return Status(config.status().code(), fmt::format("rank {}: tcp: {}", rank_, config.status().message()));
@@ -157,6 +171,7 @@ class TcpTransport final : public EndpointBase {
                                              kind == kDataConnection ? "data" : "control", describePeer(p));
         BRAID_ASSIGN_OR_RETURN(Fd fd, net::connectTo(at, deadline, what));
         if (kind == kDataConnection) BRAID_RETURN_IF_ERROR(setTcpCongestion(fd.get()));
+        if (kind == kControlConnection) net::setThinStream(fd.get());
         const Hello hello{kHelloMagic, listings[p].token, rank_, size_, kind, 0};
         BRAID_RETURN_IF_ERROR(net::writeAll(fd.get(), &hello, sizeof(hello), deadline, what));
         (kind == kDataConnection ? conns_[p].fd : conns_[p].ctrl) = std::move(fd);
@@ -173,6 +188,7 @@ class TcpTransport final : public EndpointBase {
       }
       Fd& slot = hello.kind == kDataConnection ? conns_[hello.rank].fd : conns_[hello.rank].ctrl;
       if (slot.valid()) return false;
+      if (hello.kind == kControlConnection) net::setThinStream(fd.get());
       slot = std::move(fd);
       return true;
     };
@@ -188,20 +204,36 @@ class TcpTransport final : public EndpointBase {
     BRAID_RETURN_IF_ERROR(net::acceptMesh(listener->get(), deadline, what, 2 * (size_ - 1 - rank_), sizeof(Hello), take,
                                           never_connected));
     granter_ = congestion::CreditGranter(cc_.receiverCredits(), cc_.grant_bytes, size_);
+    granter_.forget(rank_);  // the senders are the other ranks
+    if (cc_.receiverStartAdmission() > 0) {
+      granter_.close(cc_.receiverStartAdmission());
+      (void)granter_.takeModeChange();  // the senders know from the listing
+    }
     scheduler_ = congestion::PeerScheduler(cc_.senderActivePeers(), size_);
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
       conns_[p].staging.resize(tcp::kStagingBytes);
       conns_[p].control = congestion::SenderControl(cc_);
       conns_[p].peer_grants = (listings[p].flags & kListingGrants) != 0;
+      conns_[p].peer_open = (listings[p].flags & kListingGated) == 0;
     }
     BRAID_LOG_RANK(kInfo, rank_, "tcp: congestion control {}", cc_.toString());
     return Status::ok();
   }
 
  private:
-  /// BRAID_TCP_CONGESTION on socket `fd` (nothing when unset). Errors: kInvalidArgument naming the variable.
+  /// BRAID_TCP_CONGESTION and BRAID_TCP_RTO_MIN on socket `fd` (nothing when unset; accepted sockets inherit the
+  /// listener's). Errors: kInvalidArgument naming the variable.
   Status setTcpCongestion(int fd) const {
+    if (tcp_rto_min_us_ > 0) {
+      constexpr int kTcpRtoMinUs = 45;  // TCP_RTO_MIN_US (include/uapi/linux/tcp.h), for older C library headers
+      if (setsockopt(fd, IPPROTO_TCP, kTcpRtoMinUs, &tcp_rto_min_us_, sizeof(tcp_rto_min_us_)) != 0) {
+        return invalidArgument(
+            fmt::format("BRAID_TCP_RTO_MIN={}: {} (TCP_RTO_MIN_US needs Linux 6.15+, at least 2 "
+                        "timer ticks)",
+                        tcp_rto_min_us_, net::errnoText(errno)));
+      }
+    }
     if (tcp_congestion_.empty()) return Status::ok();
     if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, tcp_congestion_.data(),
                    static_cast<socklen_t>(tcp_congestion_.size())) != 0) {
@@ -224,7 +256,7 @@ class TcpTransport final : public EndpointBase {
     message.data = src;
     message.bytes = request.src.bytes;
     message.credited = conn.peer_grants && message.bytes > cc_.eager_bytes;
-    if (message.credited) conn.unrequested += message.bytes;
+    if (message.credited) conn.large_left += message.bytes;
     conn.sends.push_back(message);
     scheduler_.want(conn.peer);
     pump(conn);
@@ -328,7 +360,7 @@ class TcpTransport final : public EndpointBase {
     uint64_t bytes = 0;
     uint64_t cut = 0;       // payload bytes committed to frames
     bool begun = false;     // its kBegin frame is committed
-    bool credited = false;  // its chunks need the receiver's grants
+    bool credited = false;  // its chunks need the receiver's grants while the receiver's admission is closed
   };
   /// A frame committed to the data connection, in order.
   struct OutFrame {
@@ -361,8 +393,9 @@ class TcpTransport final : public EndpointBase {
     std::deque<SendMessage> sends;
     std::deque<OutFrame> wire;
     congestion::SenderControl control{congestion::Config{}};
-    bool peer_grants = false;  // the peer's receivers grant credits
-    uint64_t unrequested = 0;  // credited bytes posted, not requested yet
+    bool peer_grants = false;  // the peer's receivers admit senders (adaptive): credited messages may need grants
+    bool peer_open = true;     // the peer admits every sender now: credited messages go without asking
+    uint64_t large_left = 0;   // bytes of credited messages not committed yet
     uint64_t requested = 0;    // bytes requested in all
     uint64_t granted = 0;      // bytes granted in all
     uint64_t credit = 0;       // granted, not committed yet
@@ -445,11 +478,15 @@ class TcpTransport final : public EndpointBase {
     if (conn.wire.empty()) writeConn(conn);
   }
 
+  /// While the peer's admission is closed: asks for what the credited messages still need beyond the credit in
+  /// hand and the requests not granted yet.
   void requestCredits(Conn& conn) {
-    if (conn.unrequested == 0 || !scheduler_.active(conn.peer) || conn.state != Conn::kOpen) return;
-    queueControl(conn, frameHeader(FrameType::kRequest, 0, conn.unrequested));
-    conn.requested += conn.unrequested;
-    conn.unrequested = 0;
+    if (conn.peer_open || !scheduler_.active(conn.peer) || conn.state != Conn::kOpen) return;
+    const uint64_t covered = conn.credit + (conn.requested - conn.granted);
+    if (conn.large_left <= covered) return;
+    const uint64_t need = conn.large_left - covered;
+    queueControl(conn, frameHeader(FrameType::kRequest, 0, need));
+    conn.requested += need;
     flushControl(conn);
   }
 
@@ -478,13 +515,19 @@ class TcpTransport final : public EndpointBase {
         m.begun = true;
       }
       uint64_t take = std::min(m.bytes - m.cut, chunk);
-      if (m.credited) take = std::min(take, conn.credit);
+      // A credited message spends the credit in hand first; beyond it, it goes only while the peer admits every
+      // sender (a free chunk, not charged to the peer's grants).
+      const bool against_credit = m.credited && conn.credit > 0;
+      if (against_credit) take = std::min(take, conn.credit);
+      if (m.credited && !against_credit && !conn.peer_open) return;
       if (take == 0 || !conn.control.mayCommit(take)) return;
       const bool last = m.cut + take == m.bytes;
-      conn.wire.push_back(
-          OutFrame{frameHeader(FrameType::kChunk, 0, take), m.data + m.cut, take, 0, last ? m.id : 0, true});
+      conn.wire.push_back(OutFrame{frameHeader(FrameType::kChunk, against_credit ? kCreditedChunk : kFreeChunk, take),
+                                   m.data + m.cut, take, 0, last ? m.id : 0, true});
       conn.control.onCommit(take);
-      if (m.credited) conn.credit -= take;
+      if (against_credit) conn.credit -= take;
+      if (m.credited) conn.large_left -= take;
+      if (m.credited && !against_credit) releaseExcess(conn);
       m.cut += take;
       payload += take;
       if (last) conn.sends.pop_front();
@@ -608,6 +651,7 @@ class TcpTransport final : public EndpointBase {
         if (conn.control.tcpSignalsDue(now)) {
           Result<congestion::TcpSignals> signals = congestion::readTcpSignals(conn.fd.get());
           if (signals.isOk()) conn.control.onTcpSignals(*signals, now);
+          if (conn.peer_grants) reportCongestion(conn);
         }
         if (sending(conn)) {
           if (conn.wire.empty()) writeConn(conn);
@@ -623,6 +667,32 @@ class TcpTransport final : public EndpointBase {
         }
         granter_.request(conn.peer, h.bytes);
         return;
+      case FrameType::kReport:
+        if (cc_.receiverCredits() == 0 || h.channel < 0) {
+          return malformed(conn, fmt::format("a congestion report of {} timeout(s) (this rank admits {})", h.channel,
+                                             cc_.receiverCredits() == 0 ? "every sender" : "adaptively"));
+        }
+        granter_.report(conn.peer, static_cast<uint64_t>(h.channel));
+        return;
+      case FrameType::kRelease: {
+        const Status released = cc_.receiverCredits() == 0 ? invalidArgument("a release of credits never granted")
+                                                           : granter_.received(conn.peer, h.bytes);
+        if (!released.isOk()) return malformed(conn, "kRelease: " + released.message());
+        return;
+      }
+      case FrameType::kAdmit:
+        if (!conn.peer_grants || (h.channel != 0 && h.channel != 1)) {
+          return malformed(conn, fmt::format("an admission frame ({}) from a rank that {}", h.channel,
+                                             conn.peer_grants ? "admits adaptively" : "does not admit"));
+        }
+        conn.peer_open = h.channel == 1;
+        if (conn.peer_open) {
+          conn.control.onFanIn(0);  // no incast trouble at that receiver
+          if (conn.wire.empty()) writeConn(conn);
+        } else {
+          requestCredits(conn);
+        }
+        return;
       case FrameType::kGrant:
         if (!conn.peer_grants || h.bytes == 0 || h.bytes > conn.requested - conn.granted) {
           return malformed(conn, fmt::format("a grant of {} B with {} B requested and not granted", h.bytes,
@@ -631,24 +701,54 @@ class TcpTransport final : public EndpointBase {
         conn.granted += h.bytes;
         conn.credit += h.bytes;
         conn.control.onFanIn(h.channel);
+        releaseExcess(conn);
         if (conn.wire.empty()) writeConn(conn);
         return;
       default: return malformed(conn, fmt::format("type {} on the control connection", h.type));
     }
   }
 
-  /// Sends the grants the credit granter decided on.
+  /// Gives back credit beyond what the credited messages still need (they went while admission was open).
+  void releaseExcess(Conn& conn) {
+    if (conn.credit <= conn.large_left || conn.state != Conn::kOpen) return;
+    queueControl(conn, frameHeader(FrameType::kRelease, 0, conn.credit - conn.large_left));
+    conn.credit = conn.large_left;
+    flushControl(conn);
+  }
+
+  /// A sender's report to a receiver that admits adaptively: the retransmission timeouts of its data connection
+  /// since the last report, when there were any.
+  void reportCongestion(Conn& conn) {
+    const congestion::SenderControl::Report report = conn.control.takeReport();
+    if (report.timeouts == 0 || conn.state != Conn::kOpen) return;
+    const auto timeouts = static_cast<int32_t>(std::min<uint64_t>(report.timeouts, INT32_MAX));
+    queueControl(conn, frameHeader(FrameType::kReport, timeouts, report.retransmits));
+    flushControl(conn);
+  }
+
+  /// Sends the grants the credit granter decided on, and tells every sender when admission opened or closed.
   void sendGrants() {
     granter_.collect(&grants_);
-    if (grants_.empty()) return;
-    const int waiting = granter_.waiting();
+    // The grants go first: a sender told that admission opened spends the credit it holds before sending freely.
+    const bool mode_changed = granter_.takeModeChange();
+    // The fan-in a grant reports: the senders holding grants (sending at once), not those waiting for one.
+    const int sending = std::max(1, granter_.granted());
     for (const congestion::CreditGranter::Grant& g : grants_) {
       Conn& conn = conns_[g.sender];
       if (conn.state != Conn::kOpen) continue;
-      queueControl(conn, frameHeader(FrameType::kGrant, waiting, g.bytes));
+      queueControl(conn, frameHeader(FrameType::kGrant, sending, g.bytes));
       flushControl(conn);
     }
     grants_.clear();
+    if (mode_changed) {
+      BRAID_LOG_RANK(kInfo, rank_, "tcp cc receiver: admission {}", granter_.describe());
+      for (Conn& conn : conns_) {
+        if (!conn.fd.valid() || conn.state != Conn::kOpen) continue;
+        queueControl(
+            conn, frameHeader(FrameType::kAdmit, granter_.open() ? 1 : 0, static_cast<uint64_t>(granter_.admission())));
+        flushControl(conn);
+      }
+    }
   }
 
   // ---- Receiving ----------------------------------------------------------------------------------------------
@@ -735,6 +835,9 @@ class TcpTransport final : public EndpointBase {
         break;
       case FrameType::kChunk:
         if (!m.open || h.bytes == 0 || h.bytes > m.total - m.got) return badFrame(conn);
+        if (h.channel != kFreeChunk && (h.channel != kCreditedChunk || cc_.receiverCredits() == 0)) {
+          return badFrame(conn);
+        }
         conn.payload_len = h.bytes;
         conn.target = m.target == nullptr ? nullptr : m.target + m.got;
         break;
@@ -769,7 +872,7 @@ class TcpTransport final : public EndpointBase {
         ChunkedMessage& m = conn.message;
         m.got += h.bytes;
         acknowledge(conn);
-        if (cc_.receiverCredits() > 0) {
+        if (h.channel == kCreditedChunk) {
           const Status credited = granter_.received(conn.peer, h.bytes);
           if (!credited.isOk()) return malformed(conn, credited.message());
         }
@@ -875,8 +978,7 @@ class TcpTransport final : public EndpointBase {
                      conn.peer_grants ? fmt::format(" credit {}", byteText(conn.credit)) : std::string());
     }
     if (cc_.receiverCredits() > 0 && granter_.waiting() > 0) {
-      BRAID_LOG_RANK(kInfo, rank_, "tcp cc receiver: {} of {} credit(s) granted, {} sender(s) waiting",
-                     granter_.granted(), cc_.receiverCredits(), granter_.waiting());
+      BRAID_LOG_RANK(kInfo, rank_, "tcp cc receiver: admission {}", granter_.describe());
     }
   }
 
@@ -888,7 +990,7 @@ class TcpTransport final : public EndpointBase {
                          cc_.senderActivePeers());
     }
     const SendMessage& m = conn.sends.front();
-    if (m.credited && conn.credit == 0) {
+    if (m.credited && conn.credit == 0 && !conn.peer_open) {
       return fmt::format("waiting for rank {} to grant credits ({} requested, {} granted)", conn.peer,
                          byteText(conn.requested), byteText(conn.granted));
     }
@@ -929,6 +1031,7 @@ class TcpTransport final : public EndpointBase {
   Bootstrap* bootstrap_;
   congestion::Config cc_;
   std::string tcp_congestion_;  // BRAID_TCP_CONGESTION: the data sockets' TCP congestion control ("": the system's)
+  int tcp_rto_min_us_ = 0;      // BRAID_TCP_RTO_MIN: the data sockets' shortest RTO, µs (0: the kernel's)
   std::vector<Conn> conns_;     // by peer rank; conns_[rank_] has no socket
   congestion::CreditGranter granter_;
   congestion::PeerScheduler scheduler_;

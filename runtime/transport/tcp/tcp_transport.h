@@ -17,9 +17,15 @@
 // send of (a -> b, channel c) matches the k-th receive b posts from a on channel c (FIFO per (peer, channel)).
 // The receiver acknowledges every kChunk and every kMessage of at least kAckMinBytes on the control connection
 // (kAck: how many, and how long the newest waited there), which gives the sender its window accounting and a
-// per-chunk RTT; a receiver that grants credits (BRAID_CC_CREDITS under the adaptive policy) lets at most that
-// many senders send chunks to it at a time: a sender asks (kRequest, bytes) and chunks only what was granted
-// (kGrant, bytes and the receiver's fan-in); messages up to the eager size (64 KiB) go whole and need no grant.
+// per-chunk RTT. A receiver under the adaptive policy admits senders adaptively (congestion::CreditGranter): while
+// its admission is open (the start, unless BRAID_CC_ADMIT makes it start gated, which the setup's listing tells
+// every sender) senders chunk freely, as under fixed; a sender whose data connection to it
+// timed out tells it so (kReport), and the receiver then closes admission to a number of senders at a time
+// (AIMD: halved per report, at least BRAID_CC_CREDITS, one more per round of grants without a report) and tells
+// every sender (kAdmit); a sender then asks (kRequest, bytes) and chunks only what was granted (kGrant, bytes and
+// the receiver's fan-in), until admission opens again (kAdmit). Chunks say whether they spend a grant; a sender
+// gives back credit its messages no longer need (kRelease: a grant that arrived after admission opened and the
+// bytes went without it); messages up to the eager size (64 KiB) go whole and need no grant.
 // Abort frames carry the reason of a failed endpoint; a close frame says the peer destroyed its endpoint normally
 // (EOF after it is not a failure). Abort and close travel on the data connection, after the data.
 //
@@ -29,10 +35,10 @@
 // earlier message of its channel queued) is read straight into the receive's dst (payload remainders of
 // kDirectReadBytes or more skip the staging buffer), any other into an unexpected-message buffer that a later
 // receive copies from. So two ranks sending each other more than the socket buffers hold never deadlock, and a
-// send completes once its last byte was written to its socket (the executor may then reuse src); a send larger
-// than the eager size completes only once its receiver granted it, which it does from any call into its
-// endpoint. A blocking poll sleeps in poll(2) on the sockets (never spins), waking at least every kPeerCheckMs to
-// ask the bootstrap about failed peers.
+// send completes once its last byte was written to its socket (the executor may then reuse src); while its
+// receiver's admission is closed, a send larger than the eager size completes only once the receiver granted it,
+// which it does from any call into its endpoint. A blocking poll sleeps in poll(2) on the sockets (never spins), waking
+// at least every kPeerCheckMs to ask the bootstrap about failed peers.
 //
 // Failures: EOF or a reset without a close frame -> kRemoteError naming the peer (its process died), on every
 // pending and later call; an abort frame -> kRemoteError with the peer's reason; a close frame while a
@@ -50,14 +56,20 @@ namespace braid::tcp {
 
 /// Message types of the wire format.
 enum class FrameType : uint32_t {
-  kMessage = 1,  // a whole message: channel, bytes; the bytes follow
-  kAbort = 2,    // bytes: length of the reason that follows
-  kClose = 3,    // no payload
-  kBegin = 4,    // a message sent in chunks: channel, total bytes; no payload
-  kChunk = 5,    // bytes of the message begun last; they follow
-  kAck = 6,      // control connection: channel = frames acknowledged, bytes = µs the newest waited at the receiver
-  kRequest = 7,  // control connection: bytes the sender wants granted
-  kGrant = 8,    // control connection: bytes granted; channel = senders waiting at the receiver (fan-in)
+  kMessage = 1,   // a whole message: channel, bytes; the bytes follow
+  kAbort = 2,     // bytes: length of the reason that follows
+  kClose = 3,     // no payload
+  kBegin = 4,     // a message sent in chunks: channel, total bytes; no payload
+  kChunk = 5,     // bytes of the message begun last; they follow; channel 1: against a grant, 0: not
+  kAck = 6,       // control connection: channel = frames acknowledged, bytes = µs the newest waited at the receiver
+  kRequest = 7,   // control connection: bytes the sender wants granted
+  kGrant = 8,     // control connection: bytes granted; channel = senders holding grants at the receiver (fan-in)
+  kReport = 9,    // control connection, sender -> receiver: channel = retransmission timeouts, bytes = segments
+                  // retransmitted since the last report
+  kAdmit = 10,    // control connection, receiver -> sender: channel = 1 admission open (send without asking),
+                  // 0 closed (ask first); bytes = senders admitted at once
+  kRelease = 11,  // control connection, sender -> receiver: bytes granted that the sender will not use (its
+                  // messages went while admission was open): they count as arrived
 };
 
 /// The header in front of every message, 16 bytes, host byte order (peers share the architecture, as the
