@@ -7,7 +7,9 @@
 // on a `rail` network (rail-only: NIC i of every node on rail switch i, as the shipped dgx-h100-x2/x4) or a
 // `fat-tree` (16 nodes per leaf, 8 spines, every NIC reaches every NIC). Sizes are bytes per peer (nccl-tests'
 // size / ranks). A cell whose simulation would run past --max-seconds (judged from the previous size's wall time,
-// which grows about linearly) is printed as "-" with the reason below the table.
+// scaled linearly in size) is printed as "-" with the reason below the table. The wall time grows about linearly
+// with the size only from a few hundred KiB per peer; below that it is nearly constant (one message per pair either
+// way), so the prediction is pessimistic there: a larger --max-seconds runs those cells.
 //
 //   moe_benchmark [--nodes 2,4,16,64] [--network rail|fat-tree|both] [--sizes 1K:64M] [--max-seconds 120]
 #include <fmt/format.h>
