@@ -12,9 +12,11 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "braid/collective.h"
 #include "braid/file_io.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
@@ -36,7 +38,7 @@ struct TuneOptions {
   std::string output;
   std::string max_sim_bytes = "1G";
   std::vector<std::string> logs;  // --nccl-tests-log specs
-  std::string collective;         // --coll: nccl-tests' name for logs that do not say
+  std::string collective;         // --coll: the collective of logs that do not say (parseCollective's names)
 };
 
 // The fastest modelled entry of `func` at `bytes`: {algo, proto, µs}; algo -1 when none is modelled.
@@ -104,9 +106,20 @@ std::string fromLogsCommand(const std::vector<nccl_plugin::MeasuredLog>& logs) {
 
 // `braid tune --nccl-tests-log ...`: the measured table and its rules.
 int runTuneFromLogs(const TuneOptions& opt) {
+  std::optional<CollectiveKind> collective;
+  if (!opt.collective.empty()) {
+    collective = parseCollective(opt.collective);
+    if (!collective || *collective == CollectiveKind::kCustom) {
+      std::cerr << fmt::format(
+          "braid tune: --coll: unknown collective '{}': expected allreduce, allgather, reducescatter, broadcast or "
+          "reduce (or NCCL's all_reduce, all_gather, reduce_scatter)\n",
+          opt.collective);
+      return kUsageError;
+    }
+  }
   std::vector<nccl_plugin::MeasuredLog> logs;
   for (const std::string& spec : opt.logs) {
-    Result<nccl_plugin::MeasuredLog> m = nccl_plugin::readMeasuredLog(spec, opt.collective);
+    Result<nccl_plugin::MeasuredLog> m = nccl_plugin::readMeasuredLog(spec, collective);
     if (!m) {
       std::cerr << "braid tune: " << m.status().toString() << "\n";
       return m.status().code() == StatusCode::kInvalidArgument ? kUsageError : kFailure;
@@ -227,8 +240,8 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
                   "FILE=default (NCCL's own choice, the baseline) or FILE (setting from its NCCL INFO lines); "
                   "repeat per setting");
   cmd->add_option("--coll", opt->collective,
-                  "with --nccl-tests-log: the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce) "
-                  "of logs whose text and file name do not say");
+                  "with --nccl-tests-log: the collective (allreduce, allgather, reducescatter, broadcast, reduce, or "
+                  "NCCL's all_reduce, all_gather, reduce_scatter) of logs whose text and file name do not say");
   cmd->add_option("--nodes", opt->nodes, "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts");
   cmd->add_option("--ranks", opt->ranks,
                   "rank count; with -t it must equal the topology's GPU count (default: that count), with "

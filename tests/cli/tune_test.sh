@@ -62,6 +62,21 @@ PY
   grep -q 'FILE=ALGO/PROTO' "$tmp/err" && ok || fail "the error says how to name the setting"
   expect_rc 2 "an all-to-all log" -- "$braid" tune --nccl-tests-log \
     "$rc_dir/nccltests/h20-vm-2node-4rank-alltoall_perf.txt=Ring/LL"
+  # --coll names the collective of a log that does not say, in the other commands' spelling or NCCL's; an unknown
+  # name is reported as such.
+  grep -v '^#\|Collective test\|all_reduce' "$h100" >"$tmp/measurements.txt"
+  for coll in allreduce all_reduce AllReduce; do
+    expect_rc 0 "tune --coll $coll" -- "$braid" tune --coll "$coll" --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+    grep -q '^AllReduce  *65536 Ring/LL ' "$tmp/out" && ok || fail "--coll $coll: all-reduce rows"
+  done
+  expect_rc 0 "tune --coll allgather" -- "$braid" tune --coll allgather --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+  grep -q '^AllGather  *65536 Ring/LL ' "$tmp/out" && ok || fail "--coll allgather: all-gather rows"
+  expect_rc 2 "tune --coll foo" -- "$braid" tune --coll foo --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+  grep -q "unknown collective 'foo'" "$tmp/err" && ok || fail "--coll foo: $(head -1 "$tmp/err")"
+  expect_rc 2 "tune --coll foo, log that names its collective" -- "$braid" tune --coll foo --nccl-tests-log "$h100=default"
+  grep -q "unknown collective 'foo'" "$tmp/err" && ok || fail "--coll foo with a named log: $(head -1 "$tmp/err")"
+  expect_rc 2 "tune --coll alltoall" -- "$braid" tune --coll alltoall --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+  grep -q "alltoall is not decided by NCCL's tuner" "$tmp/err" && ok || fail "--coll alltoall: $(head -1 "$tmp/err")"
   expect_rc 2 "--topology with logs" -- "$braid" tune -t dgx-a100-x1 --nccl-tests-log "$h100=default"
   printf '1024 256 float sum -1 1.0 x\n' >"$tmp/bad_all_reduce.txt"
   expect_rc 1 "a malformed log" -- "$braid" tune --nccl-tests-log "$tmp/bad_all_reduce.txt=Ring/LL"

@@ -28,6 +28,20 @@ std::optional<int> funcOf(const std::string& collective) {
   return it->second;
 }
 
+// nccl-tests' name of a collective (its binary's name less "_perf"); "custom" has none and keeps Braid's name.
+std::string ncclTestsName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kAllToAll: return "alltoall";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kReduce: return "reduce";
+    case CollectiveKind::kCustom: break;
+  }
+  return collectiveName(kind);
+}
+
 Status invalid(const std::string& text) { return Status(StatusCode::kInvalidArgument, text); }
 
 // "ALGO/PROTO" -> indices; the error says what is wrong with the label.
@@ -197,12 +211,12 @@ std::string MeasuredLog::label() const {
   return fmt::format("{}/{}", ncclAlgoIndexName(algo), ncclProtoIndexName(proto));
 }
 
-Result<MeasuredLog> readMeasuredLog(const std::string& spec, const std::string& collective) {
+Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<CollectiveKind> collective) {
   const auto [path, label] = splitSpec(spec);
   MeasuredLog m;
   m.path = path;
   BRAID_ASSIGN_OR_RETURN(m.log, readNcclTestsLog(path));
-  if (m.log.collective.empty()) m.log.collective = collective;
+  if (m.log.collective.empty() && collective) m.log.collective = ncclTestsName(*collective);
   if (m.log.collective.empty()) {
     return invalid(
         fmt::format("{}: neither the log nor its file name says which collective it measured "

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/collective.h"
 #include "braid/nccl_tests_log.h"
 #include "braid/status.h"
 #include "tuner/rules.h"
@@ -32,11 +33,11 @@ struct MeasuredLog {
 
 /// Reads `spec` = FILE, FILE=ALGO/PROTO or FILE=default (NCCL's own choice). Without a label the setting comes
 /// from the log's NCCL_ALGO / NCCL_PROTO INFO lines, which must name both; ALGO and PROTO are NCCL_ALGO /
-/// NCCL_PROTO values or the rules file's names. `collective` (nccl-tests' name, "all_reduce", ...) is used when the
-/// log and its file name do not say. Errors: the log's read errors; kInvalidArgument naming the file for a log
-/// whose setting or collective is unknown, a bad label, or a collective NCCL's tuner does not choose for (alltoall,
-/// sendrecv, ...).
-Result<MeasuredLog> readMeasuredLog(const std::string& spec, const std::string& collective = {});
+/// NCCL_PROTO values or the rules file's names. `collective` (`braid tune --coll`, parsed with parseCollective) is
+/// the collective of a log whose text and file name do not say. Errors: the log's read errors; kInvalidArgument
+/// naming the file for a log whose setting or collective is unknown, a bad label, or a collective NCCL's tuner does
+/// not choose for (alltoall, sendrecv, ...).
+Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<CollectiveKind> collective = std::nullopt);
 
 /// The decision at one measured size.
 struct MeasuredChoice {
