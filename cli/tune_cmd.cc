@@ -245,7 +245,8 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--nodes", opt->nodes, "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts");
   cmd->add_option("--ranks", opt->ranks,
                   "rank count; with -t it must equal the topology's GPU count (default: that count), with "
-                  "--nccl-tests-log it is the rules' nRanks when the logs do not list ranks");
+                  "--nccl-tests-log it must equal the rank count of the logs that list ranks and is the rules' nRanks "
+                  "when they do not");
   cmd->add_option("-o,--output", opt->output, "write the rules file here (BRAID_TUNER_RULES / NCCL_TUNER_CONFIG_FILE)");
   cmd->add_option("--max-sim-bytes", opt->max_sim_bytes,
                   "largest grid size simulated, nccl-tests syntax (default 1G, as BRAID_TUNER_MAX_SIM_BYTES)");

@@ -50,6 +50,8 @@ for line in open(sys.argv[1]):
         line = "  ".join(f) + "\n"
     out.write(line.replace("#", "", 1) if line.startswith("#") else line)
 PY
+  # The same log without the lines that name its collective and list its ranks.
+  grep -v '^#\|Collective test\|all_reduce' "$h100" >"$tmp/measurements.txt"
   expect_rc 0 "tune from logs" -- "$braid" tune --nccl-tests-log "$h100=default" \
     --nccl-tests-log "$tmp/ar_ring_ll_all_reduce.txt=Ring/LL" -o "$tmp/measured.conf"
   grep -q '^AllReduce  *65536 Ring/LL ' "$tmp/out" && ok || fail "Ring/LL chosen at 64 KiB"
@@ -58,13 +60,23 @@ PY
   # One rule, [0, floor(sqrt(65536 * 131072)) = 92681], Ring/LL, for 2 nodes and 16 ranks.
   [ "$(grep -v '^#' "$tmp/measured.conf")" = "allreduce,0,92681,ring,ll,-1,2,16,-1,-1" ] && ok ||
     fail "rules from the logs: $(grep -v '^#' "$tmp/measured.conf" | tr '\n' ' ')"
+  # --ranks must agree with the 16 ranks the log lists (it only names the rank count of logs that list none).
+  expect_rc 2 "--ranks 8 on a 16-rank log" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" --ranks 8 \
+    -o "$tmp/contradicted.conf"
+  grep -qF -- "--ranks 8 contradicts the 16 ranks in $h100" "$tmp/err" && ok || fail "--ranks 8: $(head -1 "$tmp/err")"
+  [ ! -e "$tmp/contradicted.conf" ] && ok || fail "--ranks 8: no rules file written"
+  expect_rc 0 "--ranks 16 on a 16-rank log" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" --ranks 16 \
+    -o "$tmp/agreed.conf"
+  [ "$(grep -v '^#' "$tmp/agreed.conf" | cut -d, -f8 | sort -u)" = 16 ] && ok || fail "--ranks 16: rules for 16 ranks"
+  expect_rc 0 "--ranks 8 on a log without rank lines" -- "$braid" tune --nccl-tests-log "$tmp/measurements.txt=Ring/LL" \
+    --coll allreduce --ranks 8 -o "$tmp/unlisted.conf"
+  [ "$(grep -v '^#' "$tmp/unlisted.conf" | cut -d, -f8 | sort -u)" = 8 ] && ok || fail "--ranks 8: rules for 8 ranks"
   expect_rc 2 "a log without its setting" -- "$braid" tune --nccl-tests-log "$h100"
   grep -q 'FILE=ALGO/PROTO' "$tmp/err" && ok || fail "the error says how to name the setting"
   expect_rc 2 "an all-to-all log" -- "$braid" tune --nccl-tests-log \
     "$rc_dir/nccltests/h20-vm-2node-4rank-alltoall_perf.txt=Ring/LL"
   # --coll names the collective of a log that does not say, in the other commands' spelling or NCCL's; an unknown
   # name is reported as such.
-  grep -v '^#\|Collective test\|all_reduce' "$h100" >"$tmp/measurements.txt"
   for coll in allreduce all_reduce AllReduce; do
     expect_rc 0 "tune --coll $coll" -- "$braid" tune --coll "$coll" --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
     grep -q '^AllReduce  *65536 Ring/LL ' "$tmp/out" && ok || fail "--coll $coll: all-reduce rows"

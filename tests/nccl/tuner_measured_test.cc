@@ -185,10 +185,30 @@ TEST_F(MeasuredRulesTest, ErrorsNameTheFiles) {
   table = rulesFromMeasurements(sizes);
   ASSERT_FALSE(table.isOk());
   EXPECT_NE(table.status().message().find("ran 16 ranks but"), std::string::npos) << table.status().message();
-  // --ranks overrides what the logs say.
+  // --ranks that contradicts a log's rank count is an error naming that log, not an override.
   table = rulesFromMeasurements(sizes, 16, 2);
+  ASSERT_FALSE(table.isOk());
+  EXPECT_EQ(table.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(table.status().message().find("--ranks 16 contradicts the 8 ranks in " +
+                                          (dir_ / "eight_all_reduce.txt").string()),
+            std::string::npos)
+      << table.status().message();
+  std::vector<MeasuredLog> sixteen = {readMeasuredLog(plain + "=Ring/LL").value()};
+  table = rulesFromMeasurements(sixteen, 8, -1);
+  ASSERT_FALSE(table.isOk());
+  EXPECT_NE(table.status().message().find("--ranks 8 contradicts the 16 ranks in " + plain), std::string::npos)
+      << table.status().message();
+  // --ranks that agrees with the log, and --nodes, which overrides the log's 2 hosts.
+  table = rulesFromMeasurements(sixteen, 16, 4);
   ASSERT_TRUE(table.isOk()) << table.status().toString();
   EXPECT_EQ(table->rules.at(0).ranks, 16);
+  EXPECT_EQ(table->rules.at(0).nodes, 4);
+  // A log without rank lines takes --ranks.
+  std::vector<MeasuredLog> unlisted = {
+      readMeasuredLog(write("unlisted_all_reduce.txt", {{kM, 10}}, "", 0) + "=Ring/LL").value()};
+  table = rulesFromMeasurements(unlisted, 8, -1);
+  ASSERT_TRUE(table.isOk()) << table.status().toString();
+  EXPECT_EQ(table->rules.at(0).ranks, 8);
 }
 
 // The published 2-node H100 all-reduce log (RC-50) as NCCL's own choice next to a forced setting derived from it:

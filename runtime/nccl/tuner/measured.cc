@@ -153,7 +153,8 @@ std::vector<MeasuredChoice> choose(int func, const std::vector<const MeasuredLog
   return out;
 }
 
-// The rank and host counts the logs of one collective agree on (`forced_*` > 0 wins).
+// The rank and host counts the logs of one collective agree on. `forced_ranks` > 0 (--ranks) must equal the rank
+// count of every log that lists its ranks; `forced_nodes` > 0 (--nodes) wins over the logs' host counts.
 Status agreedCounts(const std::vector<const MeasuredLog*>& logs, int forced_ranks, int forced_nodes, int* ranks,
                     int* nodes) {
   const MeasuredLog* ranks_from = nullptr;
@@ -161,11 +162,13 @@ Status agreedCounts(const std::vector<const MeasuredLog*>& logs, int forced_rank
   *ranks = forced_ranks > 0 ? forced_ranks : -1;
   *nodes = forced_nodes > 0 ? forced_nodes : -1;
   for (const MeasuredLog* m : logs) {
+    if (forced_ranks > 0 && m->log.ranks > 0 && m->log.ranks != forced_ranks) {
+      return invalid(fmt::format("--ranks {} contradicts the {} ranks in {}", forced_ranks, m->log.ranks, m->path));
+    }
     if (forced_ranks <= 0 && m->log.ranks > 0) {
       if (ranks_from != nullptr && m->log.ranks != *ranks) {
         return invalid(
-            fmt::format("{} ran {} ranks but {} ran {}: rules are per rank count (measure one "
-                        "communicator size, or pass --ranks)",
+            fmt::format("{} ran {} ranks but {} ran {}: rules are per rank count (measure one communicator size)",
                         ranks_from->path, *ranks, m->path, m->log.ranks));
       }
       ranks_from = m, *ranks = m->log.ranks;

@@ -56,9 +56,11 @@ struct MeasuredTable {
   int ranks = -1, nodes = -1;  // what the rules match (-1: any)
 };
 
-/// Builds the table and rules. `ranks` / `nodes` > 0 override what the logs say; logs of one collective that
-/// disagree on rank or host count, or two logs of the same setting and collective, are kInvalidArgument naming
-/// both files. A collective whose logs are all NCCL's own choice gets no rules.
+/// Builds the table and rules. `ranks` > 0 is the rules' nRanks for logs that do not list their ranks and must equal
+/// the rank count of every log that does (kInvalidArgument "--ranks 8 contradicts the 16 ranks in FILE" otherwise);
+/// `nodes` > 0 overrides the logs' host counts. Logs of one collective that disagree on rank count (or, without
+/// `nodes`, on host count), or two logs of the same setting and collective, are kInvalidArgument naming both files.
+/// A collective whose logs are all NCCL's own choice gets no rules.
 Result<MeasuredTable> rulesFromMeasurements(const std::vector<MeasuredLog>& logs, int ranks = -1, int nodes = -1);
 
 }  // namespace braid::nccl_plugin
