@@ -27,6 +27,7 @@
 #include "braid/taccl.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "comm/pareto/compare.h"
 #include "common/text.h"
 #include "report/synth_report.h"
@@ -239,9 +240,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   if (!opt.out.empty() && !std::filesystem::is_directory(opt.out, ec))
     throw CmdError(kFailure, fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
   if (!opt.json.empty() && opt.json != "-") {
-    const std::filesystem::path parent = std::filesystem::path(opt.json).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-      throw CmdError(kFailure, fmt::format("cannot write {}: directory {} does not exist", opt.json, parent.string()));
+    if (std::optional<std::string> error = outputDirectoryError(opt.json)) throw CmdError(kFailure, *error);
   }
   const Topology topology = loadSynthTopology(opt, std::nullopt);
   const std::string prefix = fmt::format("{}-{}-", collectiveName(collective), topology.name);
@@ -464,11 +463,7 @@ int runSynth(const SynthCmdOptions& opt) {
     if (opt.out == "-") return fail(kUsageError, "-o -: write the algorithm to a file (--json - prints the report)");
     for (const std::string& path : {opt.out, opt.json == "-" ? std::string() : opt.json}) {
       if (path.empty()) continue;
-      const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-      std::error_code ec;
-      if (!parent.empty() && !std::filesystem::is_directory(parent, ec)) {
-        return fail(kFailure, fmt::format("cannot write {}: directory {} does not exist", path, parent.string()));
-      }
+      if (std::optional<std::string> error = outputDirectoryError(path)) return fail(kFailure, *error);
     }
 
     // ---- synthesis ---------------------------------------------------------------------------------------

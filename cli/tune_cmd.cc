@@ -12,12 +12,15 @@
 #include <iostream>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "braid/collective.h"
 #include "braid/file_io.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "common/text.h"
 #include "tuner/measured.h"
 #include "tuner/model.h"
@@ -36,7 +39,7 @@ struct TuneOptions {
   std::string output;
   std::string max_sim_bytes = "1G";
   std::vector<std::string> logs;  // --nccl-tests-log specs
-  std::string collective;         // --coll: nccl-tests' name for logs that do not say
+  std::string collective;         // --coll: the collective of logs that do not say (parseCollective's names)
 };
 
 // The fastest modelled entry of `func` at `bytes`: {algo, proto, µs}; algo -1 when none is modelled.
@@ -86,14 +89,29 @@ std::vector<nccl_plugin::TunerRule> rulesFromModel(const nccl_plugin::TunerModel
   return rules;
 }
 
-// Writes `rules` with `comment` to `path` (whole or not at all); 0 or kFailure.
-int writeRules(const std::string& path, const std::vector<nccl_plugin::TunerRule>& rules, const std::string& comment) {
-  if (Status written = writeFileAtomic(path, nccl_plugin::writeTunerRules(rules, comment)); !written) {
-    std::cerr << "braid tune: " << written.toString() << "\n";
-    return kFailure;
+// Writes `rules` with `comment` to `path` (whole or not at all), then prints `table` and the rules line; without
+// `path`, prints `table` alone. On a failed write nothing goes to stdout. 0 or kFailure.
+int writeRulesAndPrint(const std::string& path, const std::vector<nccl_plugin::TunerRule>& rules,
+                       const std::string& comment, const std::string& table) {
+  if (!path.empty()) {
+    if (Status written = writeFileAtomic(path, nccl_plugin::writeTunerRules(rules, comment)); !written) {
+      std::cerr << "braid tune: " << written.toString() << "\n";
+      return kFailure;
+    }
   }
-  std::cout << "# " << rules.size() << " rules written to " << path << "\n";
+  std::cout << table;
+  if (!path.empty()) std::cout << "# " << rules.size() << " rules written to " << path << "\n";
   return 0;
+}
+
+// A missing or unwritable directory for -o fails before the logs are read or the model is built.
+bool outputDirectoryOk(const TuneOptions& opt) {
+  if (opt.output.empty()) return true;
+  if (std::optional<std::string> error = outputDirectoryError(opt.output)) {
+    std::cerr << "braid tune: " << *error << "\n";
+    return false;
+  }
+  return true;
 }
 
 std::string fromLogsCommand(const std::vector<nccl_plugin::MeasuredLog>& logs) {
@@ -102,30 +120,33 @@ std::string fromLogsCommand(const std::vector<nccl_plugin::MeasuredLog>& logs) {
   return out;
 }
 
-// `braid tune --nccl-tests-log ...`: the measured table and its rules.
-int runTuneFromLogs(const TuneOptions& opt) {
-  std::vector<nccl_plugin::MeasuredLog> logs;
-  for (const std::string& spec : opt.logs) {
-    Result<nccl_plugin::MeasuredLog> m = nccl_plugin::readMeasuredLog(spec, opt.collective);
-    if (!m) {
-      std::cerr << "braid tune: " << m.status().toString() << "\n";
-      return m.status().code() == StatusCode::kInvalidArgument ? kUsageError : kFailure;
-    }
-    std::cout << fmt::format("# {}: {} {}, {} sizes, {} ranks on {} host(s){}\n", m->path, m->log.collective,
-                             m->label(), m->log.rows.size(), m->log.ranks > 0 ? std::to_string(m->log.ranks) : "?",
-                             m->log.nodes > 0 ? std::to_string(m->log.nodes) : "?",
-                             m->log.nccl_version.empty() ? "" : ", NCCL " + m->log.nccl_version);
-    logs.push_back(std::move(*m));
+// --coll: parseCollective's names; nullopt when not given; kUsageError in *exit for an unknown name.
+std::optional<CollectiveKind> parseCollOption(const TuneOptions& opt, int* exit) {
+  if (opt.collective.empty()) return std::nullopt;
+  const std::optional<CollectiveKind> collective = parseCollective(opt.collective);
+  if (!collective || *collective == CollectiveKind::kCustom) {
+    std::cerr << fmt::format(
+        "braid tune: --coll: unknown collective '{}': expected allreduce, allgather, reducescatter, broadcast or "
+        "reduce (or NCCL's all_reduce, all_gather, reduce_scatter)\n",
+        opt.collective);
+    *exit = kUsageError;
   }
-  Result<nccl_plugin::MeasuredTable> table =
-      nccl_plugin::rulesFromMeasurements(logs, opt.ranks > 0 ? opt.ranks : -1, opt.nodes > 0 ? opt.nodes : -1);
-  if (!table) {
-    std::cerr << "braid tune: " << table.status().toString() << "\n";
-    return kUsageError;
+  return collective;
+}
+
+// The measured table: one header line per log, then per collective and size the choice, runner-up and speedup.
+std::string measuredTableText(const std::vector<nccl_plugin::MeasuredLog>& logs,
+                              const nccl_plugin::MeasuredTable& table) {
+  std::string out;
+  for (const nccl_plugin::MeasuredLog& m : logs) {
+    out += fmt::format("# {}: {} {}, {} sizes, {} ranks on {} host(s){}\n", m.path, m.log.collective, m.label(),
+                       m.log.rows.size(), m.log.ranks > 0 ? std::to_string(m.log.ranks) : "?",
+                       m.log.nodes > 0 ? std::to_string(m.log.nodes) : "?",
+                       m.log.nccl_version.empty() ? "" : ", NCCL " + m.log.nccl_version);
   }
-  std::cout << fmt::format("{:<14} {:>12} {:<16} {:>11} {:<16} {:>11} {:>9} {:>11} {:>9}\n", "collective", "nBytes",
-                           "choice", "time_us", "runner-up", "time_us", "margin", "nccl_us", "speedup");
-  for (const nccl_plugin::MeasuredChoice& c : table->choices) {
+  out += fmt::format("{:<14} {:>12} {:<16} {:>11} {:<16} {:>11} {:>9} {:>11} {:>9}\n", "collective", "nBytes", "choice",
+                     "time_us", "runner-up", "time_us", "margin", "nccl_us", "speedup");
+  for (const nccl_plugin::MeasuredChoice& c : table.choices) {
     const std::string choice = c.algo < 0 ? "NCCL default"
                                           : fmt::format("{}/{}", nccl_plugin::ncclAlgoIndexName(c.algo),
                                                         nccl_plugin::ncclProtoIndexName(c.proto));
@@ -134,16 +155,63 @@ int runTuneFromLogs(const TuneOptions& opt) {
     const std::string margin = c.runner_up.empty() ? "-" : fmt::format("{:.3f}x", c.runner_up_us / c.us);
     const std::string nccl_us = c.default_us ? fmt::format("{:.2f}", *c.default_us) : "-";
     const std::string speedup = c.default_us && c.algo >= 0 ? fmt::format("{:.3f}x", *c.default_us / c.us) : "-";
-    std::cout << fmt::format("{:<14} {:>12} {:<16} {:>11.2f} {:<16} {:>11} {:>9} {:>11} {:>9}\n",
-                             nccl_plugin::ncclFuncName(c.func), c.bytes, choice, c.us, runner, runner_us, margin,
-                             nccl_us, speedup);
+    out += fmt::format("{:<14} {:>12} {:<16} {:>11.2f} {:<16} {:>11} {:>9} {:>11} {:>9}\n",
+                       nccl_plugin::ncclFuncName(c.func), c.bytes, choice, c.us, runner, runner_us, margin, nccl_us,
+                       speedup);
   }
-  std::cout << "# margin: runner-up time / chosen time; speedup: NCCL's own choice (a =default log) / chosen; "
-               "sizes where NCCL's own choice was measured as fast get no rule\n";
-  if (opt.output.empty()) return 0;
-  return writeRules(opt.output, table->rules,
-                    fmt::format("{}\nfastest measured NCCL algorithm/protocol per size range ({} ranks, {} node(s))",
-                                fromLogsCommand(logs), table->ranks, table->nodes));
+  out +=
+      "# margin: runner-up time / chosen time; speedup: NCCL's own choice (a =default log) / chosen; "
+      "sizes where NCCL's own choice was measured as fast get no rule\n";
+  return out;
+}
+
+// `braid tune --nccl-tests-log ...`: the measured table and its rules. Every log is read and the table built
+// before anything is printed.
+int runTuneFromLogs(const TuneOptions& opt) {
+  int exit = 0;
+  const std::optional<CollectiveKind> collective = parseCollOption(opt, &exit);
+  if (exit != 0) return exit;
+  if (!outputDirectoryOk(opt)) return kFailure;
+  std::vector<nccl_plugin::MeasuredLog> logs;
+  for (const std::string& spec : opt.logs) {
+    Result<nccl_plugin::MeasuredLog> m = nccl_plugin::readMeasuredLog(spec, collective);
+    if (!m) {
+      std::cerr << "braid tune: " << m.status().toString() << "\n";
+      return m.status().code() == StatusCode::kInvalidArgument ? kUsageError : kFailure;
+    }
+    logs.push_back(std::move(*m));
+  }
+  Result<nccl_plugin::MeasuredTable> table =
+      nccl_plugin::rulesFromMeasurements(logs, opt.ranks > 0 ? opt.ranks : -1, opt.nodes > 0 ? opt.nodes : -1);
+  if (!table) {
+    std::cerr << "braid tune: " << table.status().toString() << "\n";
+    return kUsageError;
+  }
+  return writeRulesAndPrint(
+      opt.output, table->rules,
+      fmt::format("{}\nfastest measured NCCL algorithm/protocol per size range ({} ranks, {} node(s))",
+                  fromLogsCommand(logs), table->ranks, table->nodes),
+      measuredTableText(logs, *table));
+}
+
+// The modelled table: the model's header and notes, then per collective and grid size the fastest entry.
+std::string modelTableText(const Topology& topology, const nccl_plugin::TunerModel& model,
+                           const std::vector<uint64_t>& grid) {
+  std::string out = fmt::format("# {}: {} ranks on {} node(s); model built in {:.2f} s ({} simulations)\n",
+                                topology.name, model.ranks(), model.nodes(), model.buildSeconds(), model.simulations());
+  for (const std::string& note : model.notes()) out += "# " + note + "\n";
+  out += fmt::format("{:<14} {:>12} {:<16} {:>12} {}\n", "collective", "nBytes", "choice", "time_us", "source");
+  for (int func = 0; func < nccl_abi::kNumFuncs; ++func) {
+    for (uint64_t bytes : grid) {
+      const Choice c = fastest(model, func, bytes);
+      if (c.algo < 0) continue;
+      out += fmt::format(
+          "{:<14} {:>12} {:<16} {:>12.2f} {}\n", nccl_plugin::ncclFuncName(func), bytes,
+          fmt::format("{}/{}", nccl_plugin::ncclAlgoIndexName(c.algo), nccl_plugin::ncclProtoIndexName(c.proto)), c.us,
+          nccl_plugin::costSourceName(model.curve(func, c.algo, c.proto).source));
+    }
+  }
+  return out;
 }
 
 int runTune(const TuneOptions& opt) {
@@ -186,31 +254,18 @@ int runTune(const TuneOptions& opt) {
         opt.max_sim_bytes, nccl_plugin::kMinSimulatedBytes);
     return kUsageError;
   }
+  if (!outputDirectoryOk(opt)) return kFailure;
   options.max_simulated_bytes = *max_bytes;
   Result<nccl_plugin::TunerModel> model = nccl_plugin::TunerModel::build(*topology, options);
   if (!model) {
     std::cerr << "braid tune: " << model.status().toString() << "\n";
     return kFailure;
   }
-  std::cout << fmt::format("# {}: {} ranks on {} node(s); model built in {:.2f} s ({} simulations)\n", topology->name,
-                           model->ranks(), model->nodes(), model->buildSeconds(), model->simulations());
-  for (const std::string& note : model->notes()) std::cout << "# " << note << "\n";
-  std::cout << fmt::format("{:<14} {:>12} {:<16} {:>12} {}\n", "collective", "nBytes", "choice", "time_us", "source");
-  for (int func = 0; func < nccl_abi::kNumFuncs; ++func) {
-    for (uint64_t bytes : options.grid) {
-      const Choice c = fastest(*model, func, bytes);
-      if (c.algo < 0) continue;
-      std::cout << fmt::format(
-          "{:<14} {:>12} {:<16} {:>12.2f} {}\n", nccl_plugin::ncclFuncName(func), bytes,
-          fmt::format("{}/{}", nccl_plugin::ncclAlgoIndexName(c.algo), nccl_plugin::ncclProtoIndexName(c.proto)), c.us,
-          nccl_plugin::costSourceName(model->curve(func, c.algo, c.proto).source));
-    }
-  }
-  if (opt.output.empty()) return 0;
-  return writeRules(
+  return writeRulesAndPrint(
       opt.output, rulesFromModel(*model, options.grid),
       fmt::format("braid tune -t {}: Braid's fastest algorithm/protocol per size range ({} ranks, {} node(s))",
-                  opt.topology, model->ranks(), model->nodes()));
+                  opt.topology, model->ranks(), model->nodes()),
+      modelTableText(*topology, *model, options.grid));
 }
 
 }  // namespace
@@ -227,12 +282,13 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
                   "FILE=default (NCCL's own choice, the baseline) or FILE (setting from its NCCL INFO lines); "
                   "repeat per setting");
   cmd->add_option("--coll", opt->collective,
-                  "with --nccl-tests-log: the collective (all_reduce, all_gather, reduce_scatter, broadcast, reduce) "
-                  "of logs whose text and file name do not say");
+                  "with --nccl-tests-log: the collective (allreduce, allgather, reducescatter, broadcast, reduce, or "
+                  "NCCL's all_reduce, all_gather, reduce_scatter) of logs whose text and file name do not say");
   cmd->add_option("--nodes", opt->nodes, "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts");
   cmd->add_option("--ranks", opt->ranks,
                   "rank count; with -t it must equal the topology's GPU count (default: that count), with "
-                  "--nccl-tests-log it is the rules' nRanks when the logs do not list ranks");
+                  "--nccl-tests-log it must equal the rank count of the logs that list ranks and is the rules' nRanks "
+                  "when they do not");
   cmd->add_option("-o,--output", opt->output, "write the rules file here (BRAID_TUNER_RULES / NCCL_TUNER_CONFIG_FILE)");
   cmd->add_option("--max-sim-bytes", opt->max_sim_bytes,
                   "largest grid size simulated, nccl-tests syntax (default 1G, as BRAID_TUNER_MAX_SIM_BYTES)");

@@ -75,13 +75,12 @@ uint64_t peakRssBytes() {
 std::string bytesText(uint64_t bytes) {
   if (bytes == kUnlimitedBytes) return "inf";
   const char* units[] = {"", "K", "M", "G", "T"};
-  double v = static_cast<double>(bytes);
   int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
+  while (u < 4 && bytes != 0 && bytes % 1024 == 0) {
+    bytes /= 1024;
     ++u;
   }
-  return fmt::format("{:.3g}{}", v, units[u]);
+  return fmt::format("{}{}", bytes, units[u]);
 }
 
 std::string paretoSetTable(const CollectiveParetoSet& set) {
@@ -92,11 +91,10 @@ std::string paretoSetTable(const CollectiveParetoSet& set) {
     const ParetoWindow& w = set.windows[p.window];
     const bool first = p.window != last_window;
     last_window = p.window;
-    const std::optional<double> speedup =
-        p.nccl_us && p.braid_us > 0 ? std::optional<double>(*p.nccl_us / p.braid_us) : std::nullopt;
+    const std::string speedup = p.nccl_us && p.braid_us > 0 ? fmt::format("{:.2f}", *p.nccl_us / p.braid_us) : "-";
     rows.push_back({first ? fmt::format("{} .. {}", bytesText(w.min_bytes), bytesText(w.max_bytes)) : "",
                     first ? servedBy(w, p.nccl_choice) : "", bytesText(p.size_bytes), us(p.braid_us), us(p.nccl_us),
-                    p.nccl_choice, us(p.cut_bound_us), speedup ? fmt::format("{:.2f}", *speedup) : "-"});
+                    p.nccl_choice, us(p.cut_bound_us), speedup});
   }
   return layout(rows, {0, 1, 5}, "  ");
 }

@@ -89,7 +89,8 @@ nlohmann::ordered_json boundLabelsJson(CollectiveKind collective, bool bound_com
 /// latency_bound_us, bound_us, speedup_vs_nccl, speedup_vs_ring, ratio_to_cut_bound, ratio_to_bound, ...), notes[].
 nlohmann::ordered_json synthReportJson(const SynthReport& report);
 
-/// "1K", "1.41K", "256M", "1G", "inf" (kUnlimitedBytes): nccl-tests sizes, powers of 1024.
+/// A byte count, exact: in the largest of K, M, G, T (powers of 1024) that divides it, else in bytes ("1K", "1023K",
+/// "256M", "1G", "1448", "1048575"); "inf" for kUnlimitedBytes. Window labels and Pareto-set file names use it.
 std::string bytesText(uint64_t bytes);
 
 /// The process' peak resident memory in bytes (getrusage ru_maxrss), 0 when the OS does not say.

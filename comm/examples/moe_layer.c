@@ -3,10 +3,14 @@
  * routes its tokens, dispatches them to the experts' ranks, runs its local experts on what it received, and
  * combines the outputs with the gate weights; then it recomputes the whole layer for its own tokens locally
  * (every expert's weights are known everywhere here) and compares. Prints per-rank routing statistics; exits 1 on
- * a mismatch or an error.
+ * a mismatch or an error, 2 on a bad argument.
  *
  *   build/bin/moe_layer_example [tokens_per_rank] [hidden]
+ *
+ * tokens_per_rank: 1..65536 (default 256); hidden: 1..4096 (default 64); their product at most 2^22, so that one
+ * rank's activations stay within 16 MiB of floats.
  */
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -20,6 +24,10 @@
 #define RANKS 4
 #define EXPERTS 8
 #define TOP_K 2
+
+#define MAX_TOKENS 65536
+#define MAX_HIDDEN 4096
+#define MAX_TOKENS_X_HIDDEN (1u << 22)
 
 static size_t g_tokens = 256;
 static size_t g_hidden = 64;
@@ -62,6 +70,17 @@ static void gate(const float* x, int32_t* ids, float* weights) {
   weights[0] = ea / (ea + eb), weights[1] = eb / (ea + eb);
 }
 
+/* malloc/calloc that end the process (exit 1) when memory runs out: the other ranks wait on this one in the
+ * collectives, so returning from one thread would leave them hanging. */
+static void* allocate(int rank, size_t count, size_t size, const char* what, int zero) {
+  void* p = zero ? calloc(count, size) : malloc(count * size);
+  if (p == NULL) {
+    fprintf(stderr, "rank %d: cannot allocate %zu x %zu bytes for %s\n", rank, count, size, what);
+    exit(1);
+  }
+  return p;
+}
+
 #define CHECK(call)                                                                                             \
   do {                                                                                                          \
     braidResult_t r_ = (call);                                                                                  \
@@ -76,9 +95,9 @@ static void* runRank(void* arg) {
   const int rank = (int)(intptr_t)arg;
   braidComm_t comm = g_comms[rank];
   const size_t T = g_tokens, H = g_hidden;
-  float* x = malloc(T * H * sizeof(float));
-  int32_t* ids = malloc(T * TOP_K * sizeof(int32_t));
-  float* w = malloc(T * TOP_K * sizeof(float));
+  float* x = allocate(rank, T * H, sizeof(float), "the tokens", 0);
+  int32_t* ids = allocate(rank, T * TOP_K, sizeof(int32_t), "the expert ids", 0);
+  float* w = allocate(rank, T * TOP_K, sizeof(float), "the gate weights", 0);
   for (size_t t = 0; t < T; ++t) {
     for (size_t h = 0; h < H; ++h) x[t * H + h] = uniform(((uint64_t)rank << 48) ^ (t << 16) ^ h);
     gate(&x[t * H], &ids[t * TOP_K], &w[t * TOP_K]);
@@ -91,20 +110,20 @@ static void* runRank(void* arg) {
   int64_t counts[EXPERTS / RANKS], dropped = 0, sent = 0;
   CHECK(braidMoeExpertCounts(plan, counts));
   CHECK(braidMoeSlotCounts(plan, &dropped, &sent));
-  float* in = malloc((rows + 1) * H * sizeof(float));
-  float* out = malloc((rows + 1) * H * sizeof(float));
+  float* in = allocate(rank, (rows + 1) * H, sizeof(float), "the dispatched rows", 0);
+  float* out = allocate(rank, (rows + 1) * H, sizeof(float), "the expert outputs", 0);
   CHECK(braidMoeDispatch(plan, x, H, braidFloat32, in));
   size_t row = 0;
   for (int j = 0; j < EXPERTS / RANKS; ++j)
     for (int64_t n = 0; n < counts[j]; ++n, ++row) expert(rank * (EXPERTS / RANKS) + j, &in[row * H], &out[row * H]);
-  float* y = malloc(T * H * sizeof(float));
+  float* y = allocate(rank, T * H, sizeof(float), "the combined outputs", 0);
   CHECK(braidMoeCombine(plan, out, H, braidFloat32, w, y));
   CHECK(braidMoePlanDestroy(plan));
 
   /* The same layer computed locally: the admitted slots are the first `capacity` per expert in priority order. */
   int64_t used[EXPERTS] = {0};
-  float* ref = calloc(T * H, sizeof(float));
-  float* tmp = malloc(H * sizeof(float));
+  float* ref = allocate(rank, T * H, sizeof(float), "the local reference", 1);
+  float* tmp = allocate(rank, H, sizeof(float), "one expert output", 0);
   for (int k = 0; k < TOP_K; ++k) {
     for (size_t t = 0; t < T; ++t) {
       const int e = ids[t * TOP_K + k];
@@ -125,20 +144,47 @@ static void* runRank(void* arg) {
   return NULL;
 }
 
+/* Parses `text` as a decimal integer in [1, max] with nothing after it; false otherwise. */
+static int parseCount(const char* text, size_t max, size_t* value) {
+  if (text[0] < '0' || text[0] > '9') return 0; /* no sign, no leading space */
+  errno = 0;
+  char* end = NULL;
+  const unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || *end != '\0' || v < 1 || v > max) return 0;
+  *value = (size_t)v;
+  return 1;
+}
+
+/* Prints `problem` and the usage to stderr; returns the exit status for a bad argument, 2. */
+static int usage(const char* argv0, const char* problem, const char* argument) {
+  fprintf(stderr,
+          "%s%s%s\nusage: %s [tokens_per_rank] [hidden]\n  tokens_per_rank: integer in 1..%d (default 256)\n"
+          "  hidden: integer in 1..%d (default 64)\n  tokens_per_rank x hidden: at most %u\n",
+          problem, argument ? ": " : "", argument ? argument : "", argv0, MAX_TOKENS, MAX_HIDDEN,
+          MAX_TOKENS_X_HIDDEN);
+  return 2;
+}
+
 int main(int argc, char** argv) {
-  if (argc > 1) g_tokens = (size_t)strtoull(argv[1], NULL, 10);
-  if (argc > 2) g_hidden = (size_t)strtoull(argv[2], NULL, 10);
-  if (g_hidden == 0) {
-    fprintf(stderr, "hidden must be at least 1\n");
-    return 2;
-  }
+  if (argc > 3) return usage(argv[0], "too many arguments", NULL);
+  if (argc > 1 && !parseCount(argv[1], MAX_TOKENS, &g_tokens))
+    return usage(argv[0], "bad tokens_per_rank", argv[1]);
+  if (argc > 2 && !parseCount(argv[2], MAX_HIDDEN, &g_hidden)) return usage(argv[0], "bad hidden", argv[2]);
+  if (g_tokens * g_hidden > MAX_TOKENS_X_HIDDEN)
+    return usage(argv[0], "tokens_per_rank x hidden is too large", NULL);
   braidResult_t r = braidCommInitAll(g_comms, RANKS, NULL);
   if (r != braidSuccess) {
     fprintf(stderr, "braidCommInitAll: %s\n", braidGetErrorString(r));
     return 1;
   }
   pthread_t threads[RANKS];
-  for (int i = 0; i < RANKS; ++i) pthread_create(&threads[i], NULL, runRank, (void*)(intptr_t)i);
+  for (int i = 0; i < RANKS; ++i) {
+    const int e = pthread_create(&threads[i], NULL, runRank, (void*)(intptr_t)i);
+    if (e != 0) {
+      fprintf(stderr, "pthread_create for rank %d: %s\n", i, strerror(e));
+      return 1; /* the ranks already started wait on this one: ending the process ends them */
+    }
+  }
   for (int i = 0; i < RANKS; ++i) pthread_join(threads[i], NULL);
   for (int i = 0; i < RANKS; ++i) braidCommDestroy(g_comms[i]);
   printf("%s\n", g_failed ? "FAILED" : "the distributed layer equals the local one on every rank");

@@ -31,6 +31,21 @@ expect_rc 2 "bad --max-sim-bytes" -- "$braid" tune -t dgx-a100-x1 --max-sim-byte
 expect_rc 2 "--max-sim-bytes below 1M" -- "$braid" tune -t dgx-a100-x1 --max-sim-bytes 4K
 grep -q 'at least 1048576' "$tmp/err" && ok || fail "the --max-sim-bytes error names the minimum"
 expect_rc 1 "unknown topology" -- "$braid" tune -t no-such-machine
+# -o into a missing directory fails before the model is built (a 1G grid would take seconds), with nothing on stdout;
+# a path below a file is refused the same way.
+start=$(date +%s)
+expect_rc 1 "-o into a missing directory" -- "$braid" tune -t dgx-a100-x1 -o "$tmp/nonexistent/r.conf"
+[ $(($(date +%s) - start)) -le 2 ] && ok || fail "-o into a missing directory: refused only after $(($(date +%s) - start)) s"
+grep -qF "cannot write $tmp/nonexistent/r.conf: directory $tmp/nonexistent does not exist" "$tmp/err" && ok ||
+  fail "-o missing directory message: $(head -1 "$tmp/err")"
+[ ! -s "$tmp/out" ] && ok || fail "-o into a missing directory printed on stdout: $(head -2 "$tmp/out")"
+touch "$tmp/plainfile"
+expect_rc 1 "-o below a file" -- "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M -o "$tmp/plainfile/r.conf"
+grep -qF "$tmp/plainfile is not a directory" "$tmp/err" && ok || fail "-o below a file: $(head -1 "$tmp/err")"
+[ ! -s "$tmp/out" ] && ok || fail "-o below a file printed on stdout"
+# A rules file that cannot be written once the table is built (-o names an existing directory): nothing on stdout.
+expect_rc 1 "-o naming a directory" -- "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M -o "$tmp"
+[ ! -s "$tmp/out" ] && ok || fail "-o naming a directory printed on stdout: $(head -2 "$tmp/out")"
 
 # Rules from measured nccl-tests logs: the published 2-node H100 all-reduce log (RC-50) as NCCL's own choice, and a
 # Ring/LL run derived from it, 20 % faster up to 64 KiB and 20 % slower above (the derived rows keep nccl-tests'
@@ -50,6 +65,8 @@ for line in open(sys.argv[1]):
         line = "  ".join(f) + "\n"
     out.write(line.replace("#", "", 1) if line.startswith("#") else line)
 PY
+  # The same log without the lines that name its collective and list its ranks.
+  grep -v '^#\|Collective test\|all_reduce' "$h100" >"$tmp/measurements.txt"
   expect_rc 0 "tune from logs" -- "$braid" tune --nccl-tests-log "$h100=default" \
     --nccl-tests-log "$tmp/ar_ring_ll_all_reduce.txt=Ring/LL" -o "$tmp/measured.conf"
   grep -q '^AllReduce  *65536 Ring/LL ' "$tmp/out" && ok || fail "Ring/LL chosen at 64 KiB"
@@ -58,10 +75,44 @@ PY
   # One rule, [0, floor(sqrt(65536 * 131072)) = 92681], Ring/LL, for 2 nodes and 16 ranks.
   [ "$(grep -v '^#' "$tmp/measured.conf")" = "allreduce,0,92681,ring,ll,-1,2,16,-1,-1" ] && ok ||
     fail "rules from the logs: $(grep -v '^#' "$tmp/measured.conf" | tr '\n' ' ')"
+  # --ranks must agree with the 16 ranks the log lists (it only names the rank count of logs that list none).
+  expect_rc 2 "--ranks 8 on a 16-rank log" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" --ranks 8 \
+    -o "$tmp/contradicted.conf"
+  grep -qF -- "--ranks 8 contradicts the 16 ranks in $h100" "$tmp/err" && ok || fail "--ranks 8: $(head -1 "$tmp/err")"
+  [ ! -e "$tmp/contradicted.conf" ] && ok || fail "--ranks 8: no rules file written"
+  [ ! -s "$tmp/out" ] && ok || fail "--ranks 8: nothing on stdout, got $(head -1 "$tmp/out")"
+  expect_rc 0 "--ranks 16 on a 16-rank log" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" --ranks 16 \
+    -o "$tmp/agreed.conf"
+  [ "$(grep -v '^#' "$tmp/agreed.conf" | cut -d, -f8 | sort -u)" = 16 ] && ok || fail "--ranks 16: rules for 16 ranks"
+  expect_rc 0 "--ranks 8 on a log without rank lines" -- "$braid" tune --nccl-tests-log "$tmp/measurements.txt=Ring/LL" \
+    --coll allreduce --ranks 8 -o "$tmp/unlisted.conf"
+  [ "$(grep -v '^#' "$tmp/unlisted.conf" | cut -d, -f8 | sort -u)" = 8 ] && ok || fail "--ranks 8: rules for 8 ranks"
+  # Two logs of one setting: refused before any header line is printed.
+  expect_rc 2 "the same log twice" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" --nccl-tests-log "$h100=Ring/LL"
+  grep -q 'give one log per setting' "$tmp/err" && ok || fail "duplicate logs: $(head -1 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "duplicate logs: nothing on stdout, got $(head -1 "$tmp/out")"
+  expect_rc 1 "logs, -o into a missing directory" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" \
+    -o "$tmp/nonexistent/r.conf"
+  grep -q 'does not exist' "$tmp/err" && ok || fail "logs, -o missing directory: $(head -1 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "logs, -o missing directory: nothing on stdout"
   expect_rc 2 "a log without its setting" -- "$braid" tune --nccl-tests-log "$h100"
   grep -q 'FILE=ALGO/PROTO' "$tmp/err" && ok || fail "the error says how to name the setting"
   expect_rc 2 "an all-to-all log" -- "$braid" tune --nccl-tests-log \
     "$rc_dir/nccltests/h20-vm-2node-4rank-alltoall_perf.txt=Ring/LL"
+  # --coll names the collective of a log that does not say, in the other commands' spelling or NCCL's; an unknown
+  # name is reported as such.
+  for coll in allreduce all_reduce AllReduce; do
+    expect_rc 0 "tune --coll $coll" -- "$braid" tune --coll "$coll" --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+    grep -q '^AllReduce  *65536 Ring/LL ' "$tmp/out" && ok || fail "--coll $coll: all-reduce rows"
+  done
+  expect_rc 0 "tune --coll allgather" -- "$braid" tune --coll allgather --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+  grep -q '^AllGather  *65536 Ring/LL ' "$tmp/out" && ok || fail "--coll allgather: all-gather rows"
+  expect_rc 2 "tune --coll foo" -- "$braid" tune --coll foo --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+  grep -q "unknown collective 'foo'" "$tmp/err" && ok || fail "--coll foo: $(head -1 "$tmp/err")"
+  expect_rc 2 "tune --coll foo, log that names its collective" -- "$braid" tune --coll foo --nccl-tests-log "$h100=default"
+  grep -q "unknown collective 'foo'" "$tmp/err" && ok || fail "--coll foo with a named log: $(head -1 "$tmp/err")"
+  expect_rc 2 "tune --coll alltoall" -- "$braid" tune --coll alltoall --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
+  grep -q "alltoall is not decided by NCCL's tuner" "$tmp/err" && ok || fail "--coll alltoall: $(head -1 "$tmp/err")"
   expect_rc 2 "--topology with logs" -- "$braid" tune -t dgx-a100-x1 --nccl-tests-log "$h100=default"
   printf '1024 256 float sum -1 1.0 x\n' >"$tmp/bad_all_reduce.txt"
   expect_rc 1 "a malformed log" -- "$braid" tune --nccl-tests-log "$tmp/bad_all_reduce.txt=Ring/LL"

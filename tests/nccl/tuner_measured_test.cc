@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "abi/nccl_types.h"
 #include "braid/file_io.h"
 #include "support/corpus.h"
 #include "tuner/measured.h"
@@ -152,7 +153,24 @@ TEST_F(MeasuredRulesTest, ErrorsNameTheFiles) {
   r = readMeasuredLog(unnamed + "=Ring/LL");
   ASSERT_FALSE(r.isOk());
   EXPECT_NE(r.status().message().find("--coll"), std::string::npos) << r.status().message();
-  ASSERT_TRUE(readMeasuredLog(unnamed + "=Ring/LL", "all_gather").isOk());
+  // --coll names the collective of a log that does not say, in any of parseCollective's spellings.
+  for (const char* name : {"allgather", "all_gather", "AllGather"}) {
+    auto named = readMeasuredLog(unnamed + "=Ring/LL", parseCollective(name));
+    ASSERT_TRUE(named.isOk()) << name << ": " << named.status().toString();
+    EXPECT_EQ(named->log.collective, "all_gather");
+    EXPECT_EQ(named->func, nccl_abi::kFuncAllGather);
+  }
+  auto all_reduce = readMeasuredLog(unnamed + "=Ring/LL", CollectiveKind::kAllReduce);
+  ASSERT_TRUE(all_reduce.isOk()) << all_reduce.status().toString();
+  EXPECT_EQ(all_reduce->func, nccl_abi::kFuncAllReduce);
+  r = readMeasuredLog(unnamed + "=Ring/LL", CollectiveKind::kAllToAll);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_NE(r.status().message().find("alltoall is not decided by NCCL's tuner"), std::string::npos)
+      << r.status().message();
+  // A log that names its collective keeps it.
+  auto own = readMeasuredLog(plain + "=Ring/LL", CollectiveKind::kAllGather);
+  ASSERT_TRUE(own.isOk()) << own.status().toString();
+  EXPECT_EQ(own->func, nccl_abi::kFuncAllReduce);
   EXPECT_EQ(readMeasuredLog((dir_ / "missing.txt").string() + "=Ring/LL").status().code(), StatusCode::kNotFound);
 
   // Two logs of one setting; rank counts that differ.
@@ -167,10 +185,30 @@ TEST_F(MeasuredRulesTest, ErrorsNameTheFiles) {
   table = rulesFromMeasurements(sizes);
   ASSERT_FALSE(table.isOk());
   EXPECT_NE(table.status().message().find("ran 16 ranks but"), std::string::npos) << table.status().message();
-  // --ranks overrides what the logs say.
+  // --ranks that contradicts a log's rank count is an error naming that log, not an override.
   table = rulesFromMeasurements(sizes, 16, 2);
+  ASSERT_FALSE(table.isOk());
+  EXPECT_EQ(table.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(table.status().message().find("--ranks 16 contradicts the 8 ranks in " +
+                                          (dir_ / "eight_all_reduce.txt").string()),
+            std::string::npos)
+      << table.status().message();
+  std::vector<MeasuredLog> sixteen = {readMeasuredLog(plain + "=Ring/LL").value()};
+  table = rulesFromMeasurements(sixteen, 8, -1);
+  ASSERT_FALSE(table.isOk());
+  EXPECT_NE(table.status().message().find("--ranks 8 contradicts the 16 ranks in " + plain), std::string::npos)
+      << table.status().message();
+  // --ranks that agrees with the log, and --nodes, which overrides the log's 2 hosts.
+  table = rulesFromMeasurements(sixteen, 16, 4);
   ASSERT_TRUE(table.isOk()) << table.status().toString();
   EXPECT_EQ(table->rules.at(0).ranks, 16);
+  EXPECT_EQ(table->rules.at(0).nodes, 4);
+  // A log without rank lines takes --ranks.
+  std::vector<MeasuredLog> unlisted = {
+      readMeasuredLog(write("unlisted_all_reduce.txt", {{kM, 10}}, "", 0) + "=Ring/LL").value()};
+  table = rulesFromMeasurements(unlisted, 8, -1);
+  ASSERT_TRUE(table.isOk()) << table.status().toString();
+  EXPECT_EQ(table->rules.at(0).ranks, 8);
 }
 
 // The published 2-node H100 all-reduce log (RC-50) as NCCL's own choice next to a forced setting derived from it:
@@ -196,7 +234,9 @@ TEST_F(MeasuredRulesTest, RealcasesLogAsTheBaseline) {
   EXPECT_EQ(table->rules[0].nodes, 2);
   for (const MeasuredChoice& c : table->choices) {
     EXPECT_EQ(c.algo >= 0, c.bytes <= kM) << c.bytes;
-    if (c.algo >= 0) EXPECT_NEAR(*c.default_us / c.us, 1 / 0.9, 0.01) << c.bytes;
+    if (c.algo >= 0) {
+      EXPECT_NEAR(*c.default_us / c.us, 1 / 0.9, 0.01) << c.bytes;
+    }
   }
 }
 

@@ -28,6 +28,20 @@ std::optional<int> funcOf(const std::string& collective) {
   return it->second;
 }
 
+// nccl-tests' name of a collective (its binary's name less "_perf"); "custom" has none and keeps Braid's name.
+std::string ncclTestsName(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllGather: return "all_gather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kAllReduce: return "all_reduce";
+    case CollectiveKind::kAllToAll: return "alltoall";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kReduce: return "reduce";
+    case CollectiveKind::kCustom: break;
+  }
+  return collectiveName(kind);
+}
+
 Status invalid(const std::string& text) { return Status(StatusCode::kInvalidArgument, text); }
 
 // "ALGO/PROTO" -> indices; the error says what is wrong with the label.
@@ -139,7 +153,8 @@ std::vector<MeasuredChoice> choose(int func, const std::vector<const MeasuredLog
   return out;
 }
 
-// The rank and host counts the logs of one collective agree on (`forced_*` > 0 wins).
+// The rank and host counts the logs of one collective agree on. `forced_ranks` > 0 (--ranks) must equal the rank
+// count of every log that lists its ranks; `forced_nodes` > 0 (--nodes) wins over the logs' host counts.
 Status agreedCounts(const std::vector<const MeasuredLog*>& logs, int forced_ranks, int forced_nodes, int* ranks,
                     int* nodes) {
   const MeasuredLog* ranks_from = nullptr;
@@ -147,11 +162,13 @@ Status agreedCounts(const std::vector<const MeasuredLog*>& logs, int forced_rank
   *ranks = forced_ranks > 0 ? forced_ranks : -1;
   *nodes = forced_nodes > 0 ? forced_nodes : -1;
   for (const MeasuredLog* m : logs) {
+    if (forced_ranks > 0 && m->log.ranks > 0 && m->log.ranks != forced_ranks) {
+      return invalid(fmt::format("--ranks {} contradicts the {} ranks in {}", forced_ranks, m->log.ranks, m->path));
+    }
     if (forced_ranks <= 0 && m->log.ranks > 0) {
       if (ranks_from != nullptr && m->log.ranks != *ranks) {
         return invalid(
-            fmt::format("{} ran {} ranks but {} ran {}: rules are per rank count (measure one "
-                        "communicator size, or pass --ranks)",
+            fmt::format("{} ran {} ranks but {} ran {}: rules are per rank count (measure one communicator size)",
                         ranks_from->path, *ranks, m->path, m->log.ranks));
       }
       ranks_from = m, *ranks = m->log.ranks;
@@ -197,12 +214,12 @@ std::string MeasuredLog::label() const {
   return fmt::format("{}/{}", ncclAlgoIndexName(algo), ncclProtoIndexName(proto));
 }
 
-Result<MeasuredLog> readMeasuredLog(const std::string& spec, const std::string& collective) {
+Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<CollectiveKind> collective) {
   const auto [path, label] = splitSpec(spec);
   MeasuredLog m;
   m.path = path;
   BRAID_ASSIGN_OR_RETURN(m.log, readNcclTestsLog(path));
-  if (m.log.collective.empty()) m.log.collective = collective;
+  if (m.log.collective.empty() && collective) m.log.collective = ncclTestsName(*collective);
   if (m.log.collective.empty()) {
     return invalid(
         fmt::format("{}: neither the log nor its file name says which collective it measured "

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "braid/collective.h"
 #include "braid/nccl_tests_log.h"
 #include "braid/status.h"
 #include "tuner/rules.h"
@@ -32,11 +33,11 @@ struct MeasuredLog {
 
 /// Reads `spec` = FILE, FILE=ALGO/PROTO or FILE=default (NCCL's own choice). Without a label the setting comes
 /// from the log's NCCL_ALGO / NCCL_PROTO INFO lines, which must name both; ALGO and PROTO are NCCL_ALGO /
-/// NCCL_PROTO values or the rules file's names. `collective` (nccl-tests' name, "all_reduce", ...) is used when the
-/// log and its file name do not say. Errors: the log's read errors; kInvalidArgument naming the file for a log
-/// whose setting or collective is unknown, a bad label, or a collective NCCL's tuner does not choose for (alltoall,
-/// sendrecv, ...).
-Result<MeasuredLog> readMeasuredLog(const std::string& spec, const std::string& collective = {});
+/// NCCL_PROTO values or the rules file's names. `collective` (`braid tune --coll`, parsed with parseCollective) is
+/// the collective of a log whose text and file name do not say. Errors: the log's read errors; kInvalidArgument
+/// naming the file for a log whose setting or collective is unknown, a bad label, or a collective NCCL's tuner does
+/// not choose for (alltoall, sendrecv, ...).
+Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<CollectiveKind> collective = std::nullopt);
 
 /// The decision at one measured size.
 struct MeasuredChoice {
@@ -55,9 +56,11 @@ struct MeasuredTable {
   int ranks = -1, nodes = -1;  // what the rules match (-1: any)
 };
 
-/// Builds the table and rules. `ranks` / `nodes` > 0 override what the logs say; logs of one collective that
-/// disagree on rank or host count, or two logs of the same setting and collective, are kInvalidArgument naming
-/// both files. A collective whose logs are all NCCL's own choice gets no rules.
+/// Builds the table and rules. `ranks` > 0 is the rules' nRanks for logs that do not list their ranks and must equal
+/// the rank count of every log that does (kInvalidArgument "--ranks 8 contradicts the 16 ranks in FILE" otherwise);
+/// `nodes` > 0 overrides the logs' host counts. Logs of one collective that disagree on rank count (or, without
+/// `nodes`, on host count), or two logs of the same setting and collective, are kInvalidArgument naming both files.
+/// A collective whose logs are all NCCL's own choice gets no rules.
 Result<MeasuredTable> rulesFromMeasurements(const std::vector<MeasuredLog>& logs, int ranks = -1, int nodes = -1);
 
 }  // namespace braid::nccl_plugin
