@@ -284,7 +284,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
     const ParetoWindow& w = set->windows[i];
     if (w.nccl || w.candidate.algorithm.num_ranks == 0) continue;
     files[i] = (std::filesystem::path(opt.out) /
-                fmt::format("{}{}-{}.xml", prefix, bytesText(w.min_bytes), bytesText(w.max_bytes)))
+                fmt::format("{}{}-{}.xml", prefix, bytesText(w.min_bytes), windowEndText(w.max_bytes)))
                    .string();
     // MSCCL XML has no instance count: a window served with several instances is written out with them.
     Result<Algorithm> written_out = replicateInstances(w.candidate.algorithm, w.candidate.instances);

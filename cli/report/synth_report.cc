@@ -83,6 +83,10 @@ std::string bytesText(uint64_t bytes) {
   return fmt::format("{}{}", bytes, units[u]);
 }
 
+std::string windowEndText(uint64_t max_bytes) {
+  return max_bytes == kUnlimitedBytes ? "inf" : bytesText(max_bytes + 1);
+}
+
 std::string paretoSetTable(const CollectiveParetoSet& set) {
   std::vector<std::vector<std::string>> rows = {
       {"window", "served by", "size", "Braid (us)", "NCCL (us)", "NCCL choice", "cut bound (us)", "NCCL/Braid"}};
@@ -92,7 +96,7 @@ std::string paretoSetTable(const CollectiveParetoSet& set) {
     const bool first = p.window != last_window;
     last_window = p.window;
     const std::string speedup = p.nccl_us && p.braid_us > 0 ? fmt::format("{:.2f}", *p.nccl_us / p.braid_us) : "-";
-    rows.push_back({first ? fmt::format("{} .. {}", bytesText(w.min_bytes), bytesText(w.max_bytes)) : "",
+    rows.push_back({first ? fmt::format("[{}, {})", bytesText(w.min_bytes), windowEndText(w.max_bytes)) : "",
                     first ? servedBy(w, p.nccl_choice) : "", bytesText(p.size_bytes), us(p.braid_us), us(p.nccl_us),
                     p.nccl_choice, us(p.cut_bound_us), speedup});
   }

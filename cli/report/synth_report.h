@@ -93,6 +93,10 @@ nlohmann::ordered_json synthReportJson(const SynthReport& report);
 /// "256M", "1G", "1448", "1048575"); "inf" for kUnlimitedBytes. Window labels and Pareto-set file names use it.
 std::string bytesText(uint64_t bytes);
 
+/// The end of a size window [min_bytes, max_bytes] (max inclusive) as the first size past it: bytesText(max + 1),
+/// "inf" for kUnlimitedBytes. Window labels read "[64K, 16M)" and Pareto-set file names "...-64K-16M.xml".
+std::string windowEndText(uint64_t max_bytes);
+
 /// The process' peak resident memory in bytes (getrusage ru_maxrss), 0 when the OS does not say.
 uint64_t peakRssBytes();
 

@@ -288,8 +288,8 @@ expect_rc 0 "synth --sizes 1K:1G:16 (Pareto set)" -- "$braid" synth -t dgx-h100-
   --time-limit 8 -o "$tmp/set" --json "$tmp/set.json"
 no_crash "Pareto set"
 grep -q "^# Braid Pareto set: allreduce on dgx-h100-x1" "$tmp/out" && ok || fail "no Pareto set header: $(head -2 "$tmp/out")"
-# Window labels and file names are exact byte counts: the largest of K/M/G/T that divides, else bytes (a window that
-# ends at 65535 is "65535", never a rounded "64K").
+# Window labels and file names are exact byte counts (the largest of K/M/G/T that divides, else bytes), the window
+# half-open: [min_bytes, max_bytes + 1) — a window that ends at 65535 reads "[0, 64K)", never a rounded "64K" end.
 cp "$tmp/out" "$tmp/set.txt"
 check_json "Pareto set labels and file names are exact" '
 import os
@@ -305,10 +305,11 @@ def exact(n):
 text = open(sys.argv[2]).read()
 assert "6 size(s) 1K .. 1G:" in text, text.splitlines()[0]
 for w in d["windows"]:
-    label = exact(w["min_bytes"]) + " .. " + exact(w["max_bytes"])
+    end = None if w["max_bytes"] is None else w["max_bytes"] + 1
+    label = "[%s, %s)" % (exact(w["min_bytes"]), exact(end))
     assert "  " + label + "  " in text, (label, text)
     if w["file"] is not None:
-        name = "allreduce-dgx-h100-x1-%s-%s.xml" % (exact(w["min_bytes"]), exact(w["max_bytes"]))
+        name = "allreduce-dgx-h100-x1-%s-%s.xml" % (exact(w["min_bytes"]), exact(end))
         assert os.path.basename(w["file"]) == name, (w["file"], name)
 assert any(w["max_bytes"] is not None and w["max_bytes"] % 1024 for w in d["windows"]), d["windows"]
 assert "e+" not in text, text

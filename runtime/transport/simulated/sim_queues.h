@@ -3,6 +3,7 @@
 // contiguous array (fewer cache misses than std::deque; the event queue dominates a 1024-rank simulation).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <utility>
@@ -83,8 +84,30 @@ class EventHeap {
     siftUp(hole, last);
   }
 
+  /// Drops every event for which `pred` holds and restores the heap (Floyd's bottom-up construction, O(size)).
+  /// The order in which the remaining events pop is unchanged: it depends on (time, key) alone.
+  template <typename Pred>
+  void removeIf(Pred pred) {
+    v_.erase(std::remove_if(v_.begin(), v_.end(), pred), v_.end());
+    for (size_t i = v_.size() / 2; i-- > 0;) siftDown(i);
+  }
+
  private:
   static bool less(const Event& a, const Event& b) { return a.time < b.time || (a.time == b.time && a.key < b.key); }
+
+  void siftDown(size_t i) {
+    const Event e = v_[i];
+    const size_t n = v_.size();
+    for (;;) {
+      size_t child = 2 * i + 1;
+      if (child >= n) break;
+      if (child + 1 < n && less(v_[child + 1], v_[child])) ++child;
+      if (!less(v_[child], e)) break;
+      v_[i] = v_[child];
+      i = child;
+    }
+    v_[i] = e;
+  }
 
   void siftUp(size_t i, const Event& e) {
     while (i > 0) {

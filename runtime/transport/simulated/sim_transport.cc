@@ -137,7 +137,9 @@ struct SimTransport::Impl {
   long long outstanding = 0;
 
   EventHeap heap;
-  std::vector<Completion> ready;  // completed, not yet returned by poll
+  static constexpr size_t kMinCompactEvents = size_t{1} << 20;
+  size_t compact_at = kMinCompactEvents;  // heap size at which push() next drops stale events
+  std::vector<Completion> ready;          // completed, not yet returned by poll
 
   std::vector<SimRoute> routes;
   std::unordered_map<uint64_t, int> route_of_pair;
@@ -194,6 +196,13 @@ struct SimTransport::Impl {
   }
 
   void push(double time, EventType type, uint32_t payload, uint32_t version = 0) {
+    // A re-rated message leaves its earlier kFlowEnd in the heap, stale. Where many flows share links (a flat
+    // all-to-all over a fat-tree's spines: every start re-rates thousands), stale events outnumber live ones by
+    // orders of magnitude; the heap drops them whenever it doubled since the last time (amortized O(1) a push).
+    if (heap.size() >= compact_at) {
+      heap.removeIf([this](const Event& e) { return stale(e); });
+      compact_at = std::max(kMinCompactEvents, 2 * heap.size());
+    }
     heap.push(Event{time, (next_order++ << 3) | type, payload, version});
   }
 
