@@ -26,61 +26,16 @@
 
 #include "braid/bootstrap.h"
 #include "braid/comm.h"
-#include "common/text.h"
+#include "netns_flags.h"
 
 namespace {
 
-struct Flags {
-  std::vector<uint64_t> sizes = {1 << 20, 4 << 20, 16 << 20};
-  int iters = 20;
-  int warmup = 2;
-  std::string label = "run";
-};
+using braid::netns::blockWord;
 
 const char* kUsage =
     "usage: netns_alltoall [--sizes 1M,4M,16M] [--iters 20] [--warmup 2] [--label NAME]\n"
     "  BRAID_RANK, BRAID_WORLD_SIZE, BRAID_ROOT (host:port) as for braidCommInitEnv; BRAID_TRANSPORT picks the\n"
     "  transport (run.sh: tcp). Sizes are bytes per peer (K/M/G suffixes), multiples of 8.\n";
-
-bool parseFlags(int argc, char** argv, Flags* flags) {
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (i + 1 >= argc) return false;
-    const std::string value = argv[++i];
-    if (arg == "--sizes") {
-      flags->sizes.clear();
-      size_t start = 0;
-      while (start <= value.size()) {
-        const size_t comma = value.find(',', start);
-        const std::string item = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-        const std::optional<uint64_t> size = braid::parseNcclTestsSize(item);
-        if (!size || *size == 0 || *size % 8 != 0) return false;
-        flags->sizes.push_back(*size);
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    } else if (arg == "--iters" || arg == "--warmup") {
-      char* end = nullptr;
-      const long n = std::strtol(value.c_str(), &end, 10);
-      if (*end != '\0' || n < 0 || n > 100000 || (arg == "--iters" && n == 0)) return false;
-      (arg == "--iters" ? flags->iters : flags->warmup) = static_cast<int>(n);
-    } else if (arg == "--label") {
-      flags->label = value;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
-/// Word w of the block rank `from` sends rank `to` in iteration `iter` (splitmix64 of the four).
-uint64_t blockWord(int iter, int from, int to, uint64_t w) {
-  uint64_t x = w * 0x9E3779B97F4A7C15ull ^ (static_cast<uint64_t>(iter) << 48) ^ (static_cast<uint64_t>(from) << 32) ^
-               (static_cast<uint64_t>(to) << 16);
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
 
 int fail(int rank, const char* what, const braid::Status& status) {
   std::fprintf(stderr, "netns_alltoall rank %d: %s: %s\n", rank, what, status.toString().c_str());
@@ -90,8 +45,8 @@ int fail(int rank, const char* what, const braid::Status& status) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Flags flags;
-  if (!parseFlags(argc, argv, &flags)) {
+  braid::netns::Flags flags;
+  if (!braid::netns::parseFlags(argc, argv, &flags, [](const std::string&, const std::string&) { return false; })) {
     std::fputs(kUsage, stderr);
     return 2;
   }
