@@ -24,6 +24,7 @@
 #                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR]
 #   --policy  a policy to compare, named LABEL, with its environment (default: 'fixed:BRAID_CC_POLICY=fixed' and
 #             'adaptive:BRAID_CC_POLICY=adaptive'); repeat for more (e.g. 'credits2:BRAID_CC_CREDITS=2').
+#             NETNS_DRIVER=PATH among the variables runs that driver for this policy (e.g. netns_plugin_alltoall).
 #   --env     environment of every rank of every policy (repeatable).
 #   --program a second program run instead of the driver in every namespace, with the same environment
 #             (BRAID_RANK, BRAID_WORLD_SIZE, BRAID_ROOT=10.231.0.1:port, BRAID_SOCKET_IFNAME=eth0, the policy's
@@ -66,7 +67,7 @@ while [[ $# -gt 0 ]]; do
     --driver) driver=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
     --keep-logs) keep_logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see --help)" ;;
   esac
 done
@@ -209,10 +210,13 @@ run_policy() {
     # shellcheck disable=SC2206
     env_list+=(${extra_env[@]+"${extra_env[@]}"} $vars)
     local command
+    # A policy may name its own driver (NETNS_DRIVER=PATH): the TCP transport's and the net plugin's side by side.
+    local policy_driver=$driver var
+    for var in $vars; do [[ $var == NETNS_DRIVER=* ]] && policy_driver=${var#NETNS_DRIVER=}; done
     if [[ -n $program ]]; then
       command=$program
     else
-      command="$(printf '%q' "$driver") --sizes $sizes --iters $iters --warmup $warmup --label $(printf '%q' "$label")"
+      command="$(printf '%q' "$policy_driver") --sizes $sizes --iters $iters --warmup $warmup --label $(printf '%q' "$label")"
     fi
     local out=/dev/null
     [[ $k -eq 0 ]] && out="$workdir/run$launch.out"
