@@ -63,7 +63,8 @@ log=${NCCL_DEBUG_FILE:-/dev/null}
 log=${log//%h/host}
 log=${log//%p/$$}
 if [ -n "${BRAID_ALGO_DIR:-}" ]; then
-  echo "braid INFO rank 0: allreduce 1024 B: recursive_allreduce_n4 (BRAID_ALGO_DIR $BRAID_ALGO_DIR)" >&2
+  echo "braid INFO: shim: ncclAllReduce count 256 float sum out-of-place 4 ranks 1 KiB -> braid recursive_allreduce_n4 (BRAID_ALGO_DIR $BRAID_ALGO_DIR/recursive-allreduce-4.json, window [0 B, unlimited])" >&2
+  echo "braid INFO: shim: ncclAllReduce count 8 float sum out-of-place 4 ranks 32 B -> NCCL (stand-in reason)" >&2
   t1=30.00 t2=90.00
 elif [ -n "${LD_PRELOAD:-}" ]; then
   exit 9
@@ -110,7 +111,7 @@ expect "^part b all_reduce 67108864 B busbw: Braid net plugin 9.500 GB/s / NCCL 
 expect "^part b all_gather 67108864 B busbw: .*: 1.000 (bar >= 0.9) PASS$"
 expect "^part b alltoall 67108864 B busbw: Braid net plugin 3.000 GB/s / NCCL socket 4.000 GB/s: 0.750 (bar >= 0.9) FAIL$"
 expect "^part c results: plain NCCL and the shim both checked .*PASS$"
-expect "^part c the shim ran the Braid algorithm .*PASS$"
+expect "^part c the shim ran the Braid algorithm: 1 log line(s) '-> braid recursive_allreduce_n4', 1 '-> NCCL': PASS$"
 expect "^        1024      40.00      30.00     0.75$"
 expect "^        4096     100.00      90.00     0.90$"
 grep -q "skipped: no GPU" "$s" && fail "GPU path reported 'no GPU'" || ok
