@@ -255,9 +255,14 @@ if [ -e "$shim_so" ] && command -v nm >/dev/null 2>&1; then
   fi
 fi
 ranks_bin="$bin/braid_nccl_ranks"
+# Every program and library the parts run resolves its shared libraries (a carried build needs --lib-dir).
+for f in "$ranks_bin" "$bin/braid_cuda_benchmark" "$bin/cuda_tests" "$bin/transport_tests" "$net_so" "$tuner_so" \
+  "$shim_so"; do
+  [ -e "$f" ] || continue
+  missing_libs=$(unresolved "$f")
+  [ -z "$missing_libs" ] || fail_summary "$(basename "$f"): FAIL (the loader cannot find: $missing_libs; --lib-dir)"
+done
 if need "braid_nccl_ranks" "$ranks_bin"; then
-  missing_libs=$(unresolved "$ranks_bin")
-  [ -z "$missing_libs" ] || fail_summary "braid_nccl_ranks: FAIL (the loader cannot find: $missing_libs)"
   usage_rc=0
   run_step 10 "$CPU_LOG" "$ranks_bin" -n 1 || usage_rc=$?
   if [ "$usage_rc" = 2 ]; then

@@ -71,5 +71,23 @@ expect_rc 1 "empty build" -- bash "$script" --cpu-check --no-build --build-dir "
 grep -q "^plugins: FAIL (not built: .*libnccl-net-braid.so" "$tmp/e/summary.txt" && ok ||
   fail "empty build: $(cat "$tmp/e/summary.txt")"
 
+# pack.sh: the programs, the plugins and their non-system libraries in one folder (not the C/C++ runtime, CUDA's
+# or NCCL's), under the size limit; run.sh --cpu-check runs from it with --lib-dir.
+if [ -e "$build/bin/cuda_tests" ] && [ -e "$build/bin/transport_tests" ] && [ -e "$build/bin/braid_cuda_benchmark" ]; then
+  expect_rc 0 "pack.sh" -- bash "$src/perf/device/pack.sh" --build-dir "$build" --dest "$tmp/pack"
+  for f in bin/braid_nccl_ranks bin/braid_cuda_benchmark bin/cuda_tests bin/transport_tests \
+    lib/libnccl-net-braid.so lib/libnccl-tuner-braid.so deps/libyaml-cpp.so.0.7 deps/libfmt.so.9; do
+    [ -e "$tmp/pack/$f" ] && ok || fail "pack.sh left out $f"
+  done
+  find "$tmp/pack/deps" -name 'libc.so*' -o -name 'libstdc++*' -o -name 'libcudart*' -o -name 'libnccl.so*' |
+    grep -q . && fail "pack.sh carried a system, CUDA or NCCL library: $(ls "$tmp/pack/deps")" || ok
+  expect_rc 1 "pack.sh over --max-mib" -- bash "$src/perf/device/pack.sh" --build-dir "$build" --dest "$tmp/pack2" \
+    --max-mib 1
+  grep -q "over --max-mib 1" "$tmp/err" && ok || fail "size limit message: $(cat "$tmp/err")"
+  expect_rc 0 "--cpu-check on the pack" -- bash "$script" --cpu-check --no-build --build-dir "$tmp/pack" \
+    --lib-dir "$tmp/pack/deps" --parts a,b --out "$tmp/p"
+  grep -q "^plugin exports: ok" "$tmp/p/summary.txt" && ok || fail "pack: $(cat "$tmp/p/summary.txt")"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]
