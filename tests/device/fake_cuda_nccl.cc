@@ -5,8 +5,9 @@
 // needs exist). Collectives compute what NCCL's do: all-reduce float sum, all-gather, grouped send/recv.
 //
 // Test knobs: FAKE_GPU_COUNT (default 1) is what cudaGetDeviceCount reports; FAKE_NCCL_CORRUPT=1 makes rank 1 write
-// one wrong element into each all-reduce result; ncclCommInitRank fails (ncclInvalidUsage) unless NCCL_HOSTID ends
-// in the rank's number, the driver's promise that every rank is its own host.
+// one wrong element into each all-reduce result; FAKE_NCCL_HANG_RANK=r makes rank r wait forever in
+// ncclCommInitRank; ncclCommInitRank fails (ncclInvalidUsage) unless NCCL_HOSTID ends in "-<rank>", the driver's
+// promise that every rank is its own host.
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -127,6 +128,10 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int n, ncclUniqueId id, int rank
   if (host == nullptr || std::string(host).size() < want.size() ||
       std::string(host).compare(std::string(host).size() - want.size(), want.size(), want) != 0) {
     return ncclInvalidUsage;
+  }
+  const char* hang = std::getenv("FAKE_NCCL_HANG_RANK");
+  if (hang != nullptr && std::atoi(hang) == rank) {
+    for (;;) pause();  // a rank that never joins: the launcher's --timeout must end the run
   }
   *comm = new ncclComm{n, rank, dirOf() + "/" + std::string(id.internal), 0};
   return ncclSuccess;

@@ -96,6 +96,14 @@ grep -q "rank [01]: ncclCommInitRank(&comm, n, id, o.rank): fake NCCL error" "$t
   fail "init failure message: $(cat "$tmp/err")"
 grep -q "^# FAILED: a rank failed" "$tmp/out" && ok || fail "init failure: $(tail -2 "$tmp/out")"
 
+# A rank that never joins: --timeout stops every rank and fails the run, in about the time asked for.
+start=$SECONDS
+expect_rc 1 "a hanging rank" -- "${fake_run[@]}" FAKE_NCCL_HANG_RANK=2 "$bin" -n 3 -b 1K -e 1K --timeout 2
+[ $((SECONDS - start)) -lt 10 ] && ok || fail "--timeout 2 took $((SECONDS - start)) s"
+grep -q "the run passed --timeout 2 s; stopping the ranks" "$tmp/err" && ok || fail "timeout message: $(cat "$tmp/err")"
+grep -q "^# FAILED: the run timed out$" "$tmp/out" && ok || fail "timeout: $(tail -2 "$tmp/out")"
+pgrep -f "$bin .*--rank" >/dev/null && fail "rank processes left running after --timeout" || ok
+
 # CUDA sees no device / not the one asked for.
 expect_rc 3 "0 devices" -- "${fake_run[@]}" FAKE_GPU_COUNT=0 "$bin"
 grep -q "no usable GPU: cudaGetDeviceCount found 0 devices" "$tmp/err" && ok || fail "0 devices: $(cat "$tmp/err")"
