@@ -149,19 +149,23 @@ targets=(braid_nccl_ranks nccl-net-braid nccl-tuner-braid)
 [ "$want_t" = 1 ] && targets+=(cuda_tests transport_tests)
 [ "$want_a" = 1 ] && targets+=(braid_cuda_benchmark)
 if [ "$no_build" = 0 ]; then
-  build_rc=0
+  configure_rc=0 build_rc=0
   run_step "$(remaining)" "$out_dir/build.log" cmake -S "$ROOT" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DBRAID_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 || build_rc=$?
-  if [ "$build_rc" = 0 ] && [ "$want_c" = 1 ] &&
+    -DBRAID_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 || configure_rc=$?
+  if [ "$configure_rc" = 0 ] && [ "$want_c" = 1 ] &&
     ninja -C "$build_dir" -t targets all 2>/dev/null | grep -q '^braid_nccl:'; then
     targets+=(braid_nccl)
   fi
-  if [ "$build_rc" = 0 ]; then
+  if [ "$configure_rc" = 0 ]; then
     run_step "$(remaining)" "$out_dir/build.log" cmake --build "$build_dir" -j "$(nproc)" --target "${targets[@]}" ||
       build_rc=$?
   fi
-  if [ "$build_rc" != 0 ]; then
-    fail_summary "build: FAIL (status $build_rc; build.log). A machine without the dependencies (scripts/install-deps.sh) and no package registry cannot configure: run with --no-build --build-dir <a carried build> (docs/gpu.md)"
+  if [ "$configure_rc" = 124 ] || [ "$build_rc" = 124 ]; then
+    fail_summary "build: FAIL (out of time: --timeout $total_timeout; build.log)"
+  elif [ "$configure_rc" != 0 ]; then
+    fail_summary "build: FAIL (configure, status $configure_rc; build.log names what is missing). A machine without Braid's dependencies (scripts/install-deps.sh) and no package registry cannot configure: pack a build elsewhere (perf/device/pack.sh) and run with --no-build --build-dir <it> --lib-dir <it>/deps (docs/gpu.md)"
+  elif [ "$build_rc" != 0 ]; then
+    fail_summary "build: FAIL (compile, status $build_rc; build.log)"
   else
     summary "build: ok ($build_dir, CUDA architecture 90)"
   fi
