@@ -316,11 +316,12 @@ gtest_run() {
   run_step 60 "$one" "$binary" --gtest_filter="$filter" || rc=$?
   cat "$one" >>"$out_dir/t.log"
   local skipped
-  skipped=$(grep -c '^\[  SKIPPED \]' "$one" || true)
+  skipped=$(grep -c '^\[  SKIPPED \] .*(' "$one" || true)
   if [ "$rc" != 0 ]; then
     fail_summary "part t $name: FAIL (status $rc; t.log)"
   elif [ "$skipped" != 0 ]; then
-    fail_summary "part t $name: FAIL (skipped: $(grep -m1 -A1 '^\[  SKIPPED \]' "$one" | tr '\n' ' '); a skip means CUDA or NCCL did not start)"
+    # gtest prints "<file>:<line>: Skipped" and the test's reason on the next line.
+    fail_summary "part t $name: FAIL ($skipped skipped, first: $(grep -m1 '^\[  SKIPPED \]' "$one"): $(grep -m1 -A1 ': Skipped$' "$one" | tail -n 1); a skip means CUDA or NCCL did not start)"
   elif ! grep -q '^\[  PASSED  \]' "$one"; then
     fail_summary "part t $name: FAIL (no test ran)"
   else

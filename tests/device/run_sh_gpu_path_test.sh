@@ -39,9 +39,13 @@ echo "[  PASSED  ] 3 tests."
 EOF
 cat >"$fake/bin/transport_tests" <<'EOF'
 #!/usr/bin/env bash
-echo "[  SKIPPED ] Conformance/TransportConformance.SendRecv/cuda"
+echo "[ RUN      ] Conformance/TransportConformance.SendRecv/cuda"
+echo "/src/tests/transport/conformance_test.cc:40: Skipped"
 echo "cuda transport: cudaGetDeviceCount: stand-in reason"
+echo "[  SKIPPED ] Conformance/TransportConformance.SendRecv/cuda (0 ms)"
 echo "[  PASSED  ] 0 tests."
+echo "[  SKIPPED ] 1 test, listed below:"
+echo "[  SKIPPED ] Conformance/TransportConformance.SendRecv/cuda"
 EOF
 cat >"$fake/bin/braid_cuda_benchmark" <<'EOF'
 #!/usr/bin/env bash
@@ -98,7 +102,7 @@ PATH="$tmp/path:$PATH" timeout 100 bash "$src/perf/device/run.sh" --no-build --b
 s="$tmp/o/summary.txt"
 expect() { grep -q -- "$1" "$s" && ok || fail "summary lacks /$1/:"$'\n'"$(cat "$s")"; }
 expect "^part t cuda_tests Cuda\*: PASS (\[  PASSED  \] 3 tests.)$"
-expect "^part t transport_tests \*/cuda: FAIL (skipped: .*stand-in reason"
+expect "^part t transport_tests \*/cuda: FAIL (1 skipped, first: \[  SKIPPED \] Conformance/TransportConformance.SendRecv/cuda (0 ms): cuda transport: cudaGetDeviceCount: stand-in reason; a skip"
 expect "^part a launchCopy at 256 MiB: 3800.0 GB/s vs cudaMemcpyAsync 4000.0 GB/s (0.79 of the 4800 GB/s datasheet peak); ratio: 0.950 (bar >= 0.80) PASS$"
 expect "^part a launchReduce fp32 sum at 256 MiB: .*ratio: 0.750 (bar >= 0.80) FAIL$"
 expect "^part a launchReduce bf16 sum at 256 MiB: .*ratio: 0.900 (bar >= 0.80) PASS$"
