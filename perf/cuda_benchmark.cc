@@ -1,4 +1,4 @@
-// braid_cuda_benchmark: the GPU numbers docs/gpu.md ("For the device script") asks for, each against its yardstick,
+// braid_cuda_benchmark: the GPU numbers docs/gpu.md ("Device script") asks for, each against its yardstick,
 // measured side by side in one run.
 //
 //   1. Kernel bandwidth at --bytes (default 256 MiB): cudaMemcpyAsync device to device (the yardstick: what the

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# shellcheck disable=SC2015  # "cond && ok || fail": ok never fails
+# perf/device/run.sh on this build: argument handling (exit 2 naming the argument), and --cpu-check with --no-build
+# (the plugins' exports and their loading by NCCL's names, the drivers' argument handling and no-GPU exit): exit 0,
+# every GPU part reported as skipped with the reason, results under $OUT.
+# usage: run_sh_test.sh SOURCE_DIR BUILD_DIR
+set -uo pipefail
+src=$1
+build=$2
+script="$src/perf/device/run.sh"
+tmp=$(mktemp -d /tmp/braid-run-sh-test.XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+ok() { passed=$((passed + 1)); }
+fail() {
+  echo "FAIL: $*"
+  failed=$((failed + 1))
+}
+expect_rc() {
+  local want=$1 label=$2
+  shift 3
+  local rc=0
+  timeout 100 "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
+  if [ "$rc" = "$want" ]; then ok; else fail "$label: exit $rc, expected $want; $(tail -5 "$tmp/err" "$tmp/out")"; fi
+}
+
+expect_rc 0 "--help" -- bash "$script" --help
+grep -q "^usage: perf/device/run.sh" "$tmp/out" && ok || fail "--help prints no usage"
+expect_rc 2 "unknown argument" -- bash "$script" --bogus
+grep -q "unknown argument '--bogus'" "$tmp/err" && ok || fail "unknown argument message: $(cat "$tmp/err")"
+grep -q "^usage:" "$tmp/err" && ok || fail "no usage after a bad argument"
+expect_rc 2 "bad part" -- bash "$script" --parts a,x --out "$tmp/o"
+grep -q "unknown part 'x'" "$tmp/err" && ok || fail "bad part message: $(cat "$tmp/err")"
+expect_rc 2 "bad timeout" -- bash "$script" --timeout soon --out "$tmp/o"
+grep -q "timeout must be a whole number" "$tmp/err" && ok || fail "bad timeout message: $(cat "$tmp/err")"
+expect_rc 2 "missing value" -- bash "$script" --parts
+expect_rc 2 "--no-build without a build" -- bash "$script" --no-build --build-dir "$tmp/none" --out "$tmp/o"
+grep -q "build folder $tmp/none does not exist" "$tmp/err" && ok || fail "--no-build message: $(cat "$tmp/err")"
+
+# --cpu-check on this build, results in $OUT.
+expect_rc 0 "--cpu-check" -- env OUT="$tmp/results" bash "$script" --cpu-check --no-build --build-dir "$build" \
+  --timeout 90
+s="$tmp/results/summary.txt"
+[ -s "$s" ] && [ -s "$tmp/results/run.log" ] && [ -s "$tmp/results/cpu.log" ] && ok ||
+  fail "no summary.txt / run.log / cpu.log in \$OUT: $(ls "$tmp/results")"
+for p in t a b c; do
+  grep -q "^part $p: skipped: no GPU (.\+)$" "$s" && ok || fail "part $p not reported as skipped with a reason: $(cat "$s")"
+done
+grep -q "^plugin exports: ok" "$s" && ok || fail "plugin exports: $(cat "$s")"
+grep -q "^plugins load by NCCL's names .*: ok$" "$s" && ok || fail "plugin loading: $(cat "$s")"
+grep -q "^braid_nccl_ranks -n 1: exit 2" "$s" && ok || fail "driver argument check: $(cat "$s")"
+grep -q "^braid_cuda_benchmark --ranks 1: exit 2" "$s" && ok || fail "benchmark argument check: $(cat "$s")"
+if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }; then
+  grep -q '^braid_nccl_ranks without a GPU: exit 3, "braid_nccl_ranks: no usable GPU: cudaGetDeviceCount: ' "$s" &&
+    ok || fail "no-GPU exit: $(cat "$s")"
+fi
+if [ ! -e "$build/lib/libbraid_nccl.so" ]; then
+  grep -q "^part c: shim not built" "$s" && ok || fail "missing shim not reported: $(cat "$s")"
+fi
+grep -q "FAIL" "$s" && fail "a FAIL line in --cpu-check: $(grep FAIL "$s")" || ok
+
+# --parts narrows the checks: part b alone needs no benchmark binary.
+expect_rc 0 "--parts b" -- bash "$script" --cpu-check --no-build --build-dir "$build" --parts b --out "$tmp/b"
+grep -q "^part b: skipped: no GPU" "$tmp/b/summary.txt" && ok || fail "--parts b: $(cat "$tmp/b/summary.txt")"
+grep -q "^part a:" "$tmp/b/summary.txt" && fail "--parts b ran part a" || ok
+
+# A build folder without the plugins: the check fails, naming what is missing.
+mkdir -p "$tmp/empty"
+expect_rc 1 "empty build" -- bash "$script" --cpu-check --no-build --build-dir "$tmp/empty" --parts b --out "$tmp/e"
+grep -q "^plugins: FAIL (not built: .*libnccl-net-braid.so" "$tmp/e/summary.txt" && ok ||
+  fail "empty build: $(cat "$tmp/e/summary.txt")"
+
+# pack.sh: the programs, the plugins and their non-system libraries in one folder (not the C/C++ runtime, CUDA's
+# or NCCL's), under the size limit; run.sh --cpu-check runs from it with --lib-dir.
+if [ -e "$build/bin/cuda_tests" ] && [ -e "$build/bin/transport_tests" ] && [ -e "$build/bin/braid_cuda_benchmark" ]; then
+  expect_rc 0 "pack.sh" -- bash "$src/perf/device/pack.sh" --build-dir "$build" --dest "$tmp/pack"
+  for f in bin/braid_nccl_ranks bin/braid_cuda_benchmark bin/cuda_tests bin/transport_tests \
+    lib/libnccl-net-braid.so lib/libnccl-tuner-braid.so deps/libyaml-cpp.so.0.7 deps/libfmt.so.9; do
+    [ -e "$tmp/pack/$f" ] && ok || fail "pack.sh left out $f"
+  done
+  find "$tmp/pack/deps" -name 'libc.so*' -o -name 'libstdc++*' -o -name 'libcudart*' -o -name 'libnccl.so*' |
+    grep -q . && fail "pack.sh carried a system, CUDA or NCCL library: $(ls "$tmp/pack/deps")" || ok
+  expect_rc 1 "pack.sh over --max-mib" -- bash "$src/perf/device/pack.sh" --build-dir "$build" --dest "$tmp/pack2" \
+    --max-mib 1
+  grep -q "over --max-mib 1" "$tmp/err" && ok || fail "size limit message: $(cat "$tmp/err")"
+  expect_rc 0 "--cpu-check on the pack" -- bash "$script" --cpu-check --no-build --build-dir "$tmp/pack" \
+    --lib-dir "$tmp/pack/deps" --parts a,b --out "$tmp/p"
+  grep -q "^plugin exports: ok" "$tmp/p/summary.txt" && ok || fail "pack: $(cat "$tmp/p/summary.txt")"
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
