@@ -104,6 +104,7 @@ SHARED_PRIVATE = {
     "perf/calibration": ["perf"],  # braid_calibration
     "runtime/nccl/tuner": ["cli"],  # the NCCL tuner's table builder and rules format, for `braid tune`
     "runtime/nccl/abi": ["perf"],  # NCCL's plugin structs, for benchmarks that load the plugins as NCCL does
+    "comm": ["runtime/nccl/shim"],  # the communicator's AlgorithmCatalog (selection.h), the NCCL-API shim's matcher
 }
 
 # Where "a/b.h" is looked for, in order (the include directories the targets use).
