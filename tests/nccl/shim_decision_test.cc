@@ -169,23 +169,40 @@ TEST_F(ShimDecision, EveryRuleForwardsWithItsReason) {
   CommView forward_only = comm(0, 4);
   forward_only.forward_only = "non-blocking communicator";
   const std::vector<Case> cases = {
-      {"in place", {ShimCall::kAllReduce, a, a, 256, 7, 0, -1}, comm(0, 4), 0,
+      {"in place",
+       {ShimCall::kAllReduce, a, a, 256, 7, 0, -1},
+       comm(0, 4),
+       0,
        "no Braid algorithm for 4 ranks at 1 KiB in-place"},
-      {"below the window", {ShimCall::kAllReduce, a, b, 128, 7, 0, -1}, comm(0, 4), 0,
+      {"below the window",
+       {ShimCall::kAllReduce, a, b, 128, 7, 0, -1},
+       comm(0, 4),
+       0,
        "no Braid algorithm for 4 ranks at 512 B out-of-place"},
-      {"other rank count", {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, comm(0, 8), 0,
+      {"other rank count",
+       {ShimCall::kAllReduce, a, b, 256, 7, 0, -1},
+       comm(0, 8),
+       0,
        "no Braid algorithm for 8 ranks at 1 KiB out-of-place"},
       {"group", {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, comm(0, 4), 1, "inside ncclGroupStart/ncclGroupEnd"},
-      {"unknown comm", {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, unknown, 0,
+      {"unknown comm",
+       {ShimCall::kAllReduce, a, b, 256, 7, 0, -1},
+       unknown,
+       0,
        "communicator not created through the shim's init calls"},
-      {"forward-only comm", {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, forward_only, 0,
-       "non-blocking communicator"},
+      {"forward-only comm", {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, forward_only, 0, "non-blocking communicator"},
       {"fp8", {ShimCall::kAllReduce, a, b, 256, 10, 0, -1}, comm(0, 4), 0, "Braid has no float8e4m3"},
-      {"PreMulSum op", {ShimCall::kAllReduce, a, b, 256, 7, 5, -1}, comm(0, 4), 0,
+      {"PreMulSum op",
+       {ShimCall::kAllReduce, a, b, 256, 7, 5, -1},
+       comm(0, 4),
+       0,
        "op 5 is not one of NCCL's built-in ops (ncclRedOpCreatePreMulSum)"},
       {"count 0", {ShimCall::kAllReduce, a, b, 0, 7, 0, -1}, comm(0, 4), 0, "count 0"},
       {"null", {ShimCall::kAllReduce, nullptr, b, 256, 7, 0, -1}, comm(0, 4), 0, "null buffer"},
-      {"overlap", {ShimCall::kAllReduce, a, a + 8, 256, 7, 0, -1}, comm(0, 4), 0,
+      {"overlap",
+       {ShimCall::kAllReduce, a, a + 8, 256, 7, 0, -1},
+       comm(0, 4),
+       0,
        "buffers overlap outside NCCL's in-place layout"},
       {"send", {ShimCall::kSend, a, nullptr, 256, 7, -1, 1}, comm(0, 4), 0, "point-to-point: NCCL runs it"},
       {"recv", {ShimCall::kRecv, nullptr, b, 256, 7, -1, 1}, comm(0, 4), 0, "point-to-point: NCCL runs it"},
@@ -236,8 +253,7 @@ TEST_F(ShimDecision, InPlaceLayouts) {
   EXPECT_FALSE(exchanged.in_place);
   // A non-root broadcast rank's send buffer and a non-root reduce rank's receive buffer may be null (NCCL ignores
   // them): the rule that answers is the algorithm match, not "null buffer".
-  const Decision bcast =
-      decide(algorithms_.get(), {ShimCall::kBroadcast, nullptr, base, 16, 7, -1, 0}, comm(1, 4), 0);
+  const Decision bcast = decide(algorithms_.get(), {ShimCall::kBroadcast, nullptr, base, 16, 7, -1, 0}, comm(1, 4), 0);
   EXPECT_EQ(bcast.reason, "no Braid algorithm for 4 ranks at 64 B out-of-place");
   const Decision reduce = decide(algorithms_.get(), {ShimCall::kReduce, base, nullptr, 16, 7, 0, 0}, comm(1, 4), 0);
   EXPECT_EQ(reduce.reason, "no Braid algorithm for 4 ranks at 64 B out-of-place");

@@ -61,12 +61,29 @@ TEST(ShimLibrary, ExportsOnlyItsNcclEntryPoints) {
   if (status != 0) GTEST_SKIP() << "nm is not installed";
   const std::string out = run("nm -D --defined-only " + kLibrary + " 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
-  const std::set<std::string> expected = {
-      "ncclGetVersion",   "ncclGetUniqueId",  "ncclGetErrorString", "ncclGetLastError", "ncclCommGetAsyncError",
-      "ncclCommInitRank", "ncclCommInitRankConfig", "ncclCommInitAll", "ncclCommSplit", "ncclCommFinalize",
-      "ncclCommDestroy",  "ncclCommAbort",    "ncclGroupStart",     "ncclGroupEnd",     "ncclAllReduce",
-      "ncclAllGather",    "ncclReduceScatter", "ncclBroadcast",     "ncclBcast",        "ncclReduce",
-      "ncclAlltoAll",     "ncclSend",         "ncclRecv"};
+  const std::set<std::string> expected = {"ncclGetVersion",
+                                          "ncclGetUniqueId",
+                                          "ncclGetErrorString",
+                                          "ncclGetLastError",
+                                          "ncclCommGetAsyncError",
+                                          "ncclCommInitRank",
+                                          "ncclCommInitRankConfig",
+                                          "ncclCommInitAll",
+                                          "ncclCommSplit",
+                                          "ncclCommFinalize",
+                                          "ncclCommDestroy",
+                                          "ncclCommAbort",
+                                          "ncclGroupStart",
+                                          "ncclGroupEnd",
+                                          "ncclAllReduce",
+                                          "ncclAllGather",
+                                          "ncclReduceScatter",
+                                          "ncclBroadcast",
+                                          "ncclBcast",
+                                          "ncclReduce",
+                                          "ncclAlltoAll",
+                                          "ncclSend",
+                                          "ncclRecv"};
   std::set<std::string> exported;
   const std::regex symbol(R"(^\S+ [A-Za-z] (\S+)$)");
   for (const std::string& line : lines(out)) {
@@ -113,8 +130,8 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
   }
   int status = 0;
   const std::string preloaded =
-      run("env LD_PRELOAD=" + kLibrary + " BRAID_DEBUG=INFO BRAID_ALGO_DIR=" + (dir / "algos").string() + " " +
-              kApp + " 2>" + (dir / "shim.err").string(),
+      run("env LD_PRELOAD=" + kLibrary + " BRAID_DEBUG=INFO BRAID_ALGO_DIR=" + (dir / "algos").string() + " " + kApp +
+              " 2>" + (dir / "shim.err").string(),
           &status);
   const std::string log = readFile(dir / "shim.err");
   fs::remove_all(dir);

@@ -121,8 +121,8 @@ std::string ShimAlgorithms::summary() const {
   std::string text = fmt::format("{} algorithm{}", loaded_.size(), loaded_.size() == 1 ? "" : "s");
   for (size_t i = 0; i < loaded_.size(); ++i) {
     const Algorithm& a = loaded_[i].algorithm.algorithm;
-    text += fmt::format("{}{} {} {} ranks {} ({})", i == 0 ? ": " : "; ", loaded_[i].origin, collectiveName(a.collective),
-                        a.num_ranks, a.name, loaded_[i].algorithm.file);
+    text += fmt::format("{}{} {} {} ranks {} ({})", i == 0 ? ": " : "; ", loaded_[i].origin,
+                        collectiveName(a.collective), a.num_ranks, a.name, loaded_[i].algorithm.file);
   }
   return text;
 }
@@ -193,8 +193,8 @@ Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView
   const bool reducing = *collective == CollectiveKind::kAllReduce || *collective == CollectiveKind::kReduceScatter ||
                         *collective == CollectiveKind::kReduce;
   if (reducing && (args.nccl_op < 0 || args.nccl_op >= kNcclNumOps)) {
-    return toNccl(d, fmt::format("{} is not one of NCCL's built-in ops (ncclRedOpCreatePreMulSum)",
-                                 ncclOpName(args.nccl_op)));
+    return toNccl(
+        d, fmt::format("{} is not one of NCCL's built-in ops (ncclRedOpCreatePreMulSum)", ncclOpName(args.nccl_op)));
   }
   if (args.count == 0) return toNccl(d, "count 0");
   const int n = comm.nranks;
@@ -252,7 +252,8 @@ Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView
 }
 
 std::string logText(const CallArgs& args, const CommView& comm, const Decision& decision) {
-  std::string text = fmt::format("shim: {} count {} {}", entryName(args.call), args.count, ncclTypeName(args.nccl_type));
+  std::string text =
+      fmt::format("shim: {} count {} {}", entryName(args.call), args.count, ncclTypeName(args.nccl_type));
   if (args.nccl_op >= 0 || args.call == ShimCall::kAllReduce || args.call == ShimCall::kReduceScatter ||
       args.call == ShimCall::kReduce) {
     text += " " + ncclOpName(args.nccl_op);
@@ -267,8 +268,7 @@ std::string logText(const CallArgs& args, const CommView& comm, const Decision& 
   if (decision.bytes > 0) text += " " + formatBytes(decision.bytes);
   if (!decision.braid()) return text + fmt::format(" -> NCCL ({})", decision.reason);
   const ParetoCandidate& c = *decision.candidate;
-  return text + fmt::format(" -> braid {} ({}, window [{}, {}])", c.algorithm.name, c.source,
-                            formatBytes(c.window_min),
+  return text + fmt::format(" -> braid {} ({}, window [{}, {}])", c.algorithm.name, c.source, formatBytes(c.window_min),
                             c.window_max == kUnlimitedBytes ? std::string("unlimited") : formatBytes(c.window_max));
 }
 

@@ -81,14 +81,17 @@ Fn realFor(const char* name) {
   return fn;
 }
 // BRAID_REAL(ncclAllReduce): the real function, typed from nccl.h's declaration.
-#define BRAID_REAL(name) ([] { struct Tag {}; return realFor<Tag, decltype(&::name)>(#name); }())
-
+#define BRAID_REAL(name)                           \
+  ([] {                                            \
+    struct Tag {};                                 \
+    return realFor<Tag, decltype(&::name)>(#name); \
+  }())
 
 // ---------------------------------------------------------------------------------------------------------------
 // Per-thread and per-process state
 
-thread_local int t_group_depth = 0;    // ncclGroupStart nesting of this thread
-thread_local int t_inside_braid = 0;   // > 0 while Braid's own code or the real NCCL runs: entry points pass through
+thread_local int t_group_depth = 0;   // ncclGroupStart nesting of this thread
+thread_local int t_inside_braid = 0;  // > 0 while Braid's own code or the real NCCL runs: entry points pass through
 
 struct InsideBraid {
   InsideBraid() { ++t_inside_braid; }
@@ -110,15 +113,15 @@ struct CommState {
   int rank = -1;
   int nranks = 0;
   int device = -1;
-  bool internal = false;     // created by Braid itself (the CUDA transport's pair communicators)
+  bool internal = false;  // created by Braid itself (the CUDA transport's pair communicators)
   bool blocking = true;
   std::string forward_only;  // non-empty: why Braid does not run on it
   std::mutex mu;             // one call at a time on this state
   std::unique_ptr<Bootstrap> bootstrap;
-  std::unique_ptr<DeviceExecutor> executor;   // every rank on this host
-  std::unique_ptr<DataTransport> transport;   // ranks on several hosts: executeOnStream
-  std::map<const Plan*, int> handles;         // executor's prepared plans
-  void* scratch = nullptr;                    // device scratch of the host-driven path and non-root reduce output
+  std::unique_ptr<DeviceExecutor> executor;  // every rank on this host
+  std::unique_ptr<DataTransport> transport;  // ranks on several hosts: executeOnStream
+  std::map<const Plan*, int> handles;        // executor's prepared plans
+  void* scratch = nullptr;                   // device scratch of the host-driven path and non-root reduce output
   uint64_t scratch_bytes = 0;
 
   ~CommState() {
@@ -157,10 +160,10 @@ Shim& shim() {
     if (!s->algorithms) s->algorithms = std::make_unique<ShimAlgorithms>();
     const std::string topology = envString("BRAID_TOPOLOGY");
     if (!topology.empty()) {
-      const std::string text =
-          "shim: BRAID_TOPOLOGY=" + topology +
-          ": the shim runs offline algorithm sets only (no synthesis in-process); make one with `braid synth " +
-          topology + " <collective> -o <dir>` and set BRAID_ALGO_DIR=<dir>";
+      const std::string text = "shim: BRAID_TOPOLOGY=" + topology +
+                               ": the shim runs offline algorithm sets only (no synthesis in-process); make one with "
+                               "`braid synth --topology " +
+                               topology + " --coll <collective> --sizes 1K:1G -o <dir>` and set BRAID_ALGO_DIR=<dir>";
       nccl_plugin::log(s->algorithms->size() == 0 ? nccl_abi::kLogWarn : nccl_abi::kLogInfo, nccl_abi::kSubsysInit,
                        text);
     }
@@ -220,14 +223,13 @@ bool isBlocking(const ncclConfig_t* config) {
 // ---------------------------------------------------------------------------------------------------------------
 // Braid's setup on a communicator (collective over it)
 
-#define BRAID_CUDA_OK(call)                                                                          \
-  do {                                                                                               \
-    const cudaError_t cuda_status = (call);                                                          \
-    if (cuda_status != cudaSuccess) {                                                                \
-      return Status(StatusCode::kUnhandledCudaError,                                                 \
-                    std::string(#call) + ": " + cudaGetErrorName(cuda_status) + ": " +               \
-                        cudaGetErrorString(cuda_status));                                            \
-    }                                                                                                \
+#define BRAID_CUDA_OK(call)                                                                                      \
+  do {                                                                                                           \
+    const cudaError_t cuda_status = (call);                                                                      \
+    if (cuda_status != cudaSuccess) {                                                                            \
+      return Status(StatusCode::kUnhandledCudaError, std::string(#call) + ": " + cudaGetErrorName(cuda_status) + \
+                                                         ": " + cudaGetErrorString(cuda_status));                \
+    }                                                                                                            \
   } while (0)
 
 // Rank 0's Braid UniqueId travels over the communicator itself (the real ncclBroadcast): byte 0 says whether rank 0
@@ -272,6 +274,22 @@ Status shareUniqueId(ncclComm_t comm, CommState& state, UniqueId* id) {
   return Status::ok();
 }
 
+// One round over Braid's bootstrap after a collective step that can fail on some ranks only: every rank learns
+// whether all succeeded, so Braid runs on every rank or on none. Returns this rank's error, else the first failed
+// rank's as kRemoteError.
+Status agree(CommState& state, const Status& mine, const char* what) {
+  std::vector<uint8_t> ok(static_cast<size_t>(state.nranks), 0);
+  ok[static_cast<size_t>(state.rank)] = mine.isOk() ? 1 : 0;
+  BRAID_RETURN_IF_ERROR(state.bootstrap->allGather(ok.data(), 1));
+  if (!mine.isOk()) return mine;
+  for (int r = 0; r < state.nranks; ++r) {
+    if (ok[static_cast<size_t>(r)] == 0) {
+      return Status(StatusCode::kRemoteError, "rank " + std::to_string(r) + " failed to " + what);
+    }
+  }
+  return Status::ok();
+}
+
 Status setUpBraid(ncclComm_t comm, CommState& state) {
   int previous = -1;
   BRAID_CUDA_OK(cudaGetDevice(&previous));
@@ -305,17 +323,7 @@ Status setUpBraid(ncclComm_t comm, CommState& state) {
       made = transport.status();
     }
   }
-  // Every rank learns whether every other one is set up: Braid runs on all ranks or on none.
-  std::vector<uint8_t> ok(static_cast<size_t>(state.nranks), 0);
-  ok[static_cast<size_t>(state.rank)] = made.isOk() ? 1 : 0;
-  BRAID_RETURN_IF_ERROR(state.bootstrap->allGather(ok.data(), 1));
-  if (!made.isOk()) return made;
-  for (int r = 0; r < state.nranks; ++r) {
-    if (ok[static_cast<size_t>(r)] == 0) {
-      return Status(StatusCode::kRemoteError, "rank " + std::to_string(r) + " could not set up Braid");
-    }
-  }
-  return Status::ok();
+  return agree(state, made, "set up Braid");
 }
 
 // Records a communicator the application created and, when the shim holds an algorithm for its rank count, sets
@@ -362,10 +370,9 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
   }
   logChoice("shim: communicator of " + std::string(entry) + ", rank " + std::to_string(state->rank) + " of " +
             std::to_string(state->nranks) + " device " + std::to_string(state->device) + ": " +
-            (state->forward_only.empty()
-                 ? std::string(state->executor ? "Braid ready (device-resident executor)"
-                                               : "Braid ready (host-driven CUDA transport)")
-                 : "calls go to NCCL (" + state->forward_only + ")"));
+            (state->forward_only.empty() ? std::string(state->executor ? "Braid ready (device-resident executor)"
+                                                                       : "Braid ready (host-driven CUDA transport)")
+                                         : "calls go to NCCL (" + state->forward_only + ")"));
   std::lock_guard<std::mutex> lock(s.mu);
   s.comms[comm] = std::move(state);
 }
@@ -412,8 +419,9 @@ Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaS
     BRAID_RETURN_IF_ERROR(state.executor->asyncError());
     auto it = state.handles.find(&plan);
     if (it == state.handles.end()) {
-      BRAID_ASSIGN_OR_RETURN(int handle, state.executor->prepare(plan));
-      it = state.handles.emplace(&plan, handle).first;
+      Result<int> handle = state.executor->prepare(plan);
+      BRAID_RETURN_IF_ERROR(agree(state, handle.status(), "prepare the plan"));
+      it = state.handles.emplace(&plan, *handle).first;
     }
     BRAID_RETURN_IF_ERROR(state.executor->launch(it->second, memory, reduce, stream));
   } else {
@@ -421,9 +429,8 @@ Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaS
     memory.scratch_bytes = mine.scratch_bytes + mine.temp_bytes;
     BRAID_RETURN_IF_ERROR(executeOnStream(plan, *state.transport, memory, reduce, stream).status());
   }
-  if (op == ReduceOp::kAvg &&
-      (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
-       (kind == CollectiveKind::kReduce && root))) {
+  if (op == ReduceOp::kAvg && (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+                               (kind == CollectiveKind::kReduce && root))) {
     const uint64_t out_elements = mine.output_bytes / dataTypeSize(type);
     BRAID_RETURN_IF_ERROR(averageOnStream(args.recv == nullptr ? output : const_cast<void*>(args.recv), out_elements,
                                           type, state.nranks, stream));
@@ -446,6 +453,18 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
       view.forward_only = state->forward_only;
     }
     Decision d = decide(shim().algorithms.get(), args, view, t_group_depth);
+    // Braid's first call of a plan allocates and exchanges over the bootstrap, which a CUDA graph cannot capture:
+    // captured calls go to NCCL (every rank captures the same calls).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (d.braid()) {
+      const cudaError_t asked = cudaStreamIsCapturing(stream, &capture);
+      if (asked != cudaSuccess) {
+        d = Decision{nullptr, nullptr, std::string("cudaStreamIsCapturing: ") + cudaGetErrorName(asked), d.bytes,
+                     d.in_place};
+      } else if (capture != cudaStreamCaptureStatusNone) {
+        d = Decision{nullptr, nullptr, "the stream is being captured into a CUDA graph", d.bytes, d.in_place};
+      }
+    }
     if (d.braid()) {
       InsideBraid inside;
       std::lock_guard<std::mutex> lock(state->mu);
@@ -458,7 +477,7 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
         d = Decision{nullptr, nullptr, "Braid failed: " + ran.message(), d.bytes, d.in_place};
       }
     }
-    logChoice(logText(args, view, d));
+    if (logEnabled(LogLevel::kInfo)) logChoice(logText(args, view, d));
     if (d.braid()) return ncclSuccess;
   } catch (const std::exception& e) {
     warn(std::string(entryName(args.call)) + ": internal error: " + e.what() + "; the call goes to NCCL");
@@ -598,11 +617,13 @@ BRAID_SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key
                                              ncclConfig_t* config) {
   bool blocking = isBlocking(config);
   if (config == nullptr) {  // the child inherits the parent's configuration
-    std::shared_ptr<CommState> parent = t_inside_braid > 0 ? nullptr : findComm(comm);
-    if (parent) blocking = parent->blocking;
+    try {
+      std::shared_ptr<CommState> parent = t_inside_braid > 0 ? nullptr : findComm(comm);
+      if (parent) blocking = parent->blocking;
+    } catch (...) {
+    }
   }
-  return initCall("ncclCommSplit", newcomm, blocking,
-                  "color " + std::to_string(color) + " key " + std::to_string(key),
+  return initCall("ncclCommSplit", newcomm, blocking, "color " + std::to_string(color) + " key " + std::to_string(key),
                   [&] { BRAID_FORWARD(ncclCommSplit, comm, color, key, newcomm, config); });
 }
 
@@ -647,7 +668,8 @@ BRAID_SHIM_EXPORT ncclResult_t ncclGroupEnd() {
 BRAID_SHIM_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                                              ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                              cudaStream_t stream) {
-  const CallArgs args{ShimCall::kAllReduce, sendbuff, recvbuff, count, static_cast<int>(datatype), static_cast<int>(op), -1};
+  const CallArgs args{ShimCall::kAllReduce, sendbuff, recvbuff, count, static_cast<int>(datatype),
+                      static_cast<int>(op), -1};
   return dataCall(args, comm, stream,
                   [&] { BRAID_FORWARD(ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream); });
 }
@@ -662,10 +684,10 @@ BRAID_SHIM_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuf
 BRAID_SHIM_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
                                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                                  cudaStream_t stream) {
-  const CallArgs args{ShimCall::kReduceScatter, sendbuff, recvbuff, recvcount, static_cast<int>(datatype), static_cast<int>(op), -1};
-  return dataCall(args, comm, stream, [&] {
-    BRAID_FORWARD(ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-  });
+  const CallArgs args{ShimCall::kReduceScatter, sendbuff, recvbuff, recvcount, static_cast<int>(datatype),
+                      static_cast<int>(op),     -1};
+  return dataCall(args, comm, stream,
+                  [&] { BRAID_FORWARD(ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream); });
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
@@ -683,13 +705,14 @@ BRAID_SHIM_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_
 
 BRAID_SHIM_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                           ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
-  const CallArgs args{ShimCall::kReduce, sendbuff, recvbuff, count, static_cast<int>(datatype), static_cast<int>(op), root};
+  const CallArgs args{ShimCall::kReduce,    sendbuff, recvbuff, count, static_cast<int>(datatype),
+                      static_cast<int>(op), root};
   return dataCall(args, comm, stream,
                   [&] { BRAID_FORWARD(ncclReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream); });
 }
 
-BRAID_SHIM_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count,
-                                            ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+BRAID_SHIM_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                            ncclComm_t comm, cudaStream_t stream) {
   const CallArgs args{ShimCall::kAllToAll, sendbuff, recvbuff, count, static_cast<int>(datatype), -1, -1};
   return dataCall(args, comm, stream,
                   [&] { BRAID_FORWARD(ncclAlltoAll, sendbuff, recvbuff, count, datatype, comm, stream); });
