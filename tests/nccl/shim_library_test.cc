@@ -16,6 +16,7 @@
 
 #include "braid/algorithm.h"
 #include "braid/classic.h"
+#include "support/command.h"
 
 namespace {
 
@@ -24,19 +25,7 @@ namespace fs = std::filesystem;
 const std::string kLibrary = BRAID_SHIM_LIBRARY;  // "" when not built
 const std::string kApp = BRAID_SHIM_APP;          // "" when not built
 
-std::string run(const std::string& command, int* status) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *status = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, got);
-  *status = pclose(pipe);
-  return out;
-}
+using braid::test::runCommand;
 
 std::vector<std::string> lines(const std::string& text) {
   std::vector<std::string> out;
@@ -57,9 +46,9 @@ std::string readFile(const fs::path& path) {
 TEST(ShimLibrary, ExportsOnlyItsNcclEntryPoints) {
   if (kLibrary.empty()) GTEST_SKIP() << "libbraid_nccl.so is not built (needs CUDA and nccl.h)";
   int status = 0;
-  run("command -v nm >/dev/null 2>&1", &status);
+  runCommand("command -v nm >/dev/null 2>&1", &status);
   if (status != 0) GTEST_SKIP() << "nm is not installed";
-  const std::string out = run("nm -D --defined-only " + kLibrary + " 2>&1", &status);
+  const std::string out = runCommand("nm -D --defined-only " + kLibrary + " 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
   const std::set<std::string> expected = {"ncclGetVersion",
                                           "ncclGetUniqueId",
@@ -97,9 +86,9 @@ TEST(ShimLibrary, ExportsOnlyItsNcclEntryPoints) {
 TEST(ShimLibrary, NeedsNeitherNcclNorZ3) {
   if (kLibrary.empty()) GTEST_SKIP() << "libbraid_nccl.so is not built (needs CUDA and nccl.h)";
   int status = 0;
-  run("command -v readelf >/dev/null 2>&1", &status);
+  runCommand("command -v readelf >/dev/null 2>&1", &status);
   if (status != 0) GTEST_SKIP() << "readelf is not installed";
-  const std::string out = run("readelf -d " + kLibrary + " 2>&1", &status);
+  const std::string out = runCommand("readelf -d " + kLibrary + " 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
   EXPECT_NE(out.find("NEEDED"), std::string::npos);
   EXPECT_EQ(out.find("libnccl"), std::string::npos) << out;
@@ -122,7 +111,7 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
   std::ofstream(dir / "algos" / "ring.xml") << braid::writeMscclXml(*ring);
 
   int plain_status = 0;
-  const std::string plain = run(kApp + " 2>" + (dir / "plain.err").string(), &plain_status);
+  const std::string plain = runCommand(kApp + " 2>" + (dir / "plain.err").string(), &plain_status);
   if (plain_status != 0 || plain.find("ncclGetVersion 0") == std::string::npos) {
     fs::remove_all(dir);
     GTEST_SKIP() << "shim_app does not run with the real libnccl here (status " << plain_status << "): " << plain
@@ -130,9 +119,9 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
   }
   int status = 0;
   const std::string preloaded =
-      run("env LD_PRELOAD=" + kLibrary + " BRAID_DEBUG=INFO BRAID_ALGO_DIR=" + (dir / "algos").string() + " " + kApp +
-              " 2>" + (dir / "shim.err").string(),
-          &status);
+      runCommand("env LD_PRELOAD=" + kLibrary + " BRAID_DEBUG=INFO BRAID_ALGO_DIR=" + (dir / "algos").string() + " " +
+                     kApp + " 2>" + (dir / "shim.err").string(),
+                 &status);
   const std::string log = readFile(dir / "shim.err");
   fs::remove_all(dir);
   ASSERT_EQ(status, 0) << preloaded << log;
