@@ -2,7 +2,9 @@
 // and, preloaded into a program built against nccl.h and linked with the real libnccl (shim_app.c), changes no
 // return code while logging where each call went (BRAID_DEBUG=INFO). Skipped, naming why, in a build without the
 // shim (no CUDA or nccl.h) or where the program cannot start.
+#include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -119,8 +121,8 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
   }
   int status = 0;
   const std::string preloaded =
-      runCommand("env LD_PRELOAD=" + kLibrary + " BRAID_DEBUG=INFO BRAID_ALGO_DIR=" + (dir / "algos").string() + " " +
-                     kApp + " 2>" + (dir / "shim.err").string(),
+      runCommand("env LD_PRELOAD=" + kLibrary + " BRAID_DEBUG=INFO BRAID_TOPOLOGY=dgx1-v100 BRAID_ALGO_DIR=" +
+                     (dir / "algos").string() + " " + kApp + " 2>" + (dir / "shim.err").string(),
                  &status);
   const std::string log = readFile(dir / "shim.err");
   fs::remove_all(dir);
@@ -129,6 +131,8 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
 
   // The algorithms were loaded, and every call the program made has exactly one line naming where it went.
   EXPECT_NE(log.find("shim: 1 algorithm: BRAID_ALGO_DIR allreduce 2 ranks"), std::string::npos) << log;
+  EXPECT_NE(log.find("shim: BRAID_TOPOLOGY=dgx1-v100: the shim runs offline algorithm sets only"), std::string::npos)
+      << log;
   const std::vector<std::string> log_lines = lines(log);
   for (const std::string& call : lines(plain)) {
     const std::string entry = call.substr(0, call.find(' '));
@@ -141,6 +145,37 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
     }
     EXPECT_EQ(found, 1) << entry << " in\n" << log;
   }
+}
+
+// In a process that has not loaded libnccl, dlsym(RTLD_NEXT) finds nothing: the shim loads libnccl.so.2 itself and
+// its ncclGetVersion returns what libnccl's own returns. Runs in a forked child, whose exit status says what it saw.
+TEST(ShimLibrary, LoadsLibncclWhenNothingPrecedesIt) {
+  if (kLibrary.empty()) GTEST_SKIP() << "libbraid_nccl.so is not built (needs CUDA and nccl.h)";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD) != nullptr) _exit(77);  // this process has it already
+    void* shim = dlopen(kLibrary.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (shim == nullptr) _exit(10);
+    using GetVersion = int (*)(int*);
+    auto via_shim = reinterpret_cast<GetVersion>(dlsym(shim, "ncclGetVersion"));
+    if (via_shim == nullptr) _exit(11);
+    int version = 0;
+    if (via_shim(&version) != 0) _exit(12);
+    void* nccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_NOLOAD);  // loaded by the shim
+    if (nccl == nullptr) _exit(13);
+    auto direct = reinterpret_cast<GetVersion>(dlsym(nccl, "ncclGetVersion"));
+    int expected = -1;
+    if (direct == nullptr || direct(&expected) != 0) _exit(14);
+    _exit(version == expected && version > 0 ? 0 : 15);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child died: status " << status;
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "libnccl.so.2 was loaded in this process before the test";
+  EXPECT_EQ(WEXITSTATUS(status), 0)
+      << "10: dlopen of the shim failed, 11: no ncclGetVersion, 12: it failed, 13: "
+         "libnccl.so.2 not loaded by the shim, 14: libnccl's own failed, 15: versions differ";
 }
 
 }  // namespace
