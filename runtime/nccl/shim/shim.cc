@@ -496,21 +496,26 @@ void logLifecycle(const char* entry, const std::string& detail, ncclResult_t res
   }
 }
 
-// Drops Braid's state of `comm` (destroy, abort) or makes it forward-only (finalize).
-void dropComm(ncclComm_t comm, bool keep_record, const char* why) noexcept {
+enum class Drop { kFinalize, kDestroy, kAbort };
+
+// Drops Braid's state of `comm`: finalize keeps the record, forward-only; destroy and abort forget it. Braid's executor
+// waits for its kernels and, on every rank, closes collectively (a barrier over its bootstrap); an abort is not
+// collective, so it tells the peers first and their waits end at once.
+void dropComm(ncclComm_t comm, Drop drop) noexcept {
   try {
     InsideBraid inside;
-    if (keep_record) {
+    if (drop == Drop::kFinalize) {
       std::shared_ptr<CommState> state = findComm(comm);
       if (!state) return;
       std::lock_guard<std::mutex> lock(state->mu);
-      state->forward_only = why;
+      state->forward_only = "finalized";
       state->executor.reset();
       state->transport.reset();
       state->bootstrap.reset();
       return;
     }
     std::shared_ptr<CommState> state = takeComm(comm);
+    if (state && state->bootstrap && drop == Drop::kAbort) state->bootstrap->abort("ncclCommAbort");
   } catch (...) {
   }
 }
@@ -628,21 +633,21 @@ BRAID_SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  dropComm(comm, /*keep_record=*/true, "finalized");
+  dropComm(comm, Drop::kFinalize);
   const ncclResult_t result = callReal(BRAID_REAL(ncclCommFinalize), comm);
   logLifecycle("ncclCommFinalize", "", result);
   return result;
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
-  dropComm(comm, /*keep_record=*/false, "destroyed");
+  dropComm(comm, Drop::kDestroy);
   const ncclResult_t result = callReal(BRAID_REAL(ncclCommDestroy), comm);
   logLifecycle("ncclCommDestroy", "", result);
   return result;
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
-  dropComm(comm, /*keep_record=*/false, "aborted");
+  dropComm(comm, Drop::kAbort);
   const ncclResult_t result = callReal(BRAID_REAL(ncclCommAbort), comm);
   logLifecycle("ncclCommAbort", "", result);
   return result;
