@@ -122,7 +122,8 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
   int status = 0;
   const std::string preloaded =
       runCommand("env LD_PRELOAD=" + kLibrary + " BRAID_DEBUG=INFO BRAID_TOPOLOGY=dgx1-v100 BRAID_ALGO_DIR=" +
-                     (dir / "algos").string() + " " + kApp + " 2>" + (dir / "shim.err").string(),
+                     (dir / "algos").string() + " MSCCL_XML_FILES=" + (dir / "algos" / "ring.xml").string() + " " +
+                     kApp + " 2>" + (dir / "shim.err").string(),
                  &status);
   const std::string log = readFile(dir / "shim.err");
   fs::remove_all(dir);
@@ -130,7 +131,9 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
   EXPECT_EQ(preloaded, plain) << log;  // every return code as without the shim
 
   // The algorithms were loaded, and every call the program made has exactly one line naming where it went.
-  EXPECT_NE(log.find("shim: 1 algorithm: BRAID_ALGO_DIR allreduce 2 ranks"), std::string::npos) << log;
+  EXPECT_NE(log.find("shim: 2 algorithms: BRAID_ALGO_DIR allreduce 2 ranks ring_allreduce_n2"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("; MSCCL_XML_FILES allreduce 2 ranks ring_allreduce_n2"), std::string::npos) << log;
   EXPECT_NE(log.find("shim: BRAID_TOPOLOGY=dgx1-v100: the shim runs offline algorithm sets only"), std::string::npos)
       << log;
   const std::vector<std::string> log_lines = lines(log);
