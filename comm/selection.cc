@@ -30,10 +30,10 @@ void AlgorithmCatalog::addForced(const Algorithm& algorithm) {
   forced_.push_back(std::move(c));
 }
 
-void AlgorithmCatalog::addDirectory(const LoadedAlgorithm& loaded) {
+void AlgorithmCatalog::addDirectory(const LoadedAlgorithm& loaded, const std::string& origin) {
   Candidate c;
   c.algorithm = loaded.algorithm;
-  c.source = "BRAID_ALGO_DIR " + loaded.file;
+  c.source = origin + " " + loaded.file;
   c.window_min = loaded.algorithm.min_bytes;
   c.window_max = loaded.algorithm.max_bytes;
   directory_.push_back(std::move(c));

@@ -33,7 +33,9 @@ class AlgorithmCatalog {
   AlgorithmCatalog(int num_ranks, std::shared_ptr<const Topology> topology);
 
   void addForced(const Algorithm& algorithm);
-  void addDirectory(const LoadedAlgorithm& loaded);
+  /// A file's algorithm; its source reads "<origin> <file>" (the variable that named it: BRAID_ALGO_DIR, or
+  /// MSCCL_XML_FILES in the NCCL-API shim).
+  void addDirectory(const LoadedAlgorithm& loaded, const std::string& origin = "BRAID_ALGO_DIR");
   void addSynthesized(Candidate candidate);
   const std::vector<Candidate>& synthesized() const { return synthesized_; }
   /// The flat / 2DH choice of all-to-all(v): all-to-all's classical candidate follows it, and in a forced mode it

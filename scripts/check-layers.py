@@ -6,7 +6,8 @@ The layers, bottom to top (ARCHITECTURE.md §2; each folder's README says the sa
   common < topology < ir < algos < cost < {synthesizer, runtime < comm < nccl} < pareto < report < {cli, perf}
 
 synthesizer sits beside runtime and comm: neither side includes the other (they meet at the IR); nccl is
-runtime/nccl, the plugins NCCL loads (they use the cost model and the runtime, never the synthesizer); pareto
+runtime/nccl, the plugins NCCL loads and the NCCL-API shim (they use the cost model, the runtime and the
+communicator's selection, never the synthesizer); pareto
 (comm/pareto, synthesizing a Pareto set at communicator init) is the first layer above both. report is
 cli/report (braid_report), shared by the CLI and the benchmarks. Two rules:
 
@@ -104,6 +105,7 @@ SHARED_PRIVATE = {
     "perf/calibration": ["perf"],  # braid_calibration
     "runtime/nccl/tuner": ["cli"],  # the NCCL tuner's table builder and rules format, for `braid tune`
     "runtime/nccl/abi": ["perf"],  # NCCL's plugin structs, for benchmarks that load the plugins as NCCL does
+    "comm": ["runtime/nccl/shim"],  # the communicator's AlgorithmCatalog (selection.h), the NCCL-API shim's matcher
 }
 
 # Where "a/b.h" is looked for, in order (the include directories the targets use).

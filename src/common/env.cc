@@ -33,7 +33,8 @@ const std::vector<EnvParam>& envParams() {
        "all share a host, else TCP), `threads`, `shm`, `tcp`, `ucx`."},
       {"BRAID_ALGO_DIR", "",
        "Folder of MSCCL XML / Braid JSON algorithms; the communicator runs the one that matches the "
-       "collective, rank count, size window and in-place-ness before anything else."},
+       "collective, rank count, size window and in-place-ness before anything else. The NCCL-API shim "
+       "(libbraid_nccl.so) runs its matches instead of NCCL's (docs/nccl.md)."},
       {"BRAID_TOPO", "",
        "Topology (file or shipped name) whose synthesized Pareto set the communicator uses when "
        "BRAID_ALGO_DIR has no match and the rank count equals its GPU count."},
@@ -130,7 +131,8 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_TOPOLOGY", "",
        "NCCL tuner plugin: the machine NCCL runs on, a topology file (Braid YAML, NCCL topology XML, `nvidia-smi "
        "topo -m`, TACCL JSON) or a shipped name (`dgx-h100-x2`); unset: NCCL_TOPO_DUMP_FILE's XML, else the tuner "
-       "leaves NCCL's table as it is (docs/nccl.md)."},
+       "leaves NCCL's table as it is (docs/nccl.md). The NCCL-API shim does not synthesize for it: when set, it "
+       "logs once that it runs offline sets only (BRAID_ALGO_DIR)."},
       {"BRAID_TUNER_RULES", "",
        "NCCL tuner plugin: rules file in NCCL's example-tuner CSV format that overrides Braid's model (first "
        "matching line wins); unset: NCCL_TUNER_CONFIG_FILE, else no rules (docs/nccl.md)."},

@@ -113,4 +113,25 @@ done
 nm -D --defined-only "$libdir/libnccl-net-braid.so" | grep -q ' ncclNetPlugin_v11$'
 nm -D --defined-only "$libdir/libnccl-net-braid.so" | grep -q ' ncclTunerPlugin_v5$'
 nm -D --defined-only "$libdir/libnccl-tuner-braid.so" | grep -q ' ncclTunerPlugin_v5$'
+# The NCCL-API shim, in builds with CUDA: installed beside them, exporting NCCL's entry points only, needing neither
+# libnccl (found at run time) nor a solver.
+if [ -f "$build_dir/lib/libbraid_nccl.so" ]; then
+  shim="$libdir/libbraid_nccl.so"
+  if [ ! -f "$shim" ]; then
+    echo "FAIL: libbraid_nccl.so is built but not installed in $libdir" >&2
+    exit 1
+  fi
+  extra=$(nm -D --defined-only "$shim" | awk '{print $NF}' | grep -Ev '^nccl[A-Z][A-Za-z]*$' || true)
+  if [ -n "$extra" ]; then
+    echo "FAIL: libbraid_nccl.so exports more than NCCL entry points:" >&2
+    echo "$extra" | head -5 >&2
+    exit 1
+  fi
+  nm -D --defined-only "$shim" | grep -q ' ncclAllReduce$'
+  if readelf -d "$shim" | grep -Eq 'NEEDED.*lib(nccl|z3|glpk)'; then
+    echo "FAIL: libbraid_nccl.so needs libnccl, a solver or an LP library:" >&2
+    readelf -d "$shim" | grep NEEDED >&2
+    exit 1
+  fi
+fi
 echo "install test passed"

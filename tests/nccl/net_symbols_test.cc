@@ -7,29 +7,19 @@
 #include <sstream>
 #include <string>
 
+#include "support/command.h"
+
 namespace {
 
-std::string run(const std::string& command, int* status) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *status = -1;
-    return out;
-  }
-  char buf[4096];
-  size_t got;
-  while ((got = fread(buf, 1, sizeof(buf), pipe)) > 0) out.append(buf, got);
-  *status = pclose(pipe);
-  return out;
-}
+using braid::test::runCommand;
 
 const std::string kLibrary = std::string(BRAID_NCCL_PLUGIN_DIR) + "/libnccl-net-braid.so";
 
 TEST(NetSymbols, OnlyPluginSymbolsExported) {
   int status = 0;
-  run("command -v nm >/dev/null 2>&1", &status);
+  runCommand("command -v nm >/dev/null 2>&1", &status);
   if (status != 0) GTEST_SKIP() << "nm is not installed";
-  const std::string out = run("nm -D --defined-only " + kLibrary + " 2>&1", &status);
+  const std::string out = runCommand("nm -D --defined-only " + kLibrary + " 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
   std::istringstream lines(out);
   std::string line;
@@ -45,9 +35,9 @@ TEST(NetSymbols, OnlyPluginSymbolsExported) {
 
 TEST(NetSymbols, DoesNotNeedZ3) {
   int status = 0;
-  run("command -v readelf >/dev/null 2>&1", &status);
+  runCommand("command -v readelf >/dev/null 2>&1", &status);
   if (status != 0) GTEST_SKIP() << "readelf is not installed";
-  const std::string out = run("readelf -d " + kLibrary + " 2>&1", &status);
+  const std::string out = runCommand("readelf -d " + kLibrary + " 2>&1", &status);
   ASSERT_EQ(status, 0) << out;
   EXPECT_NE(out.find("NEEDED"), std::string::npos);
   EXPECT_EQ(out.find("libz3"), std::string::npos) << out;

@@ -23,6 +23,7 @@
 #include "braid/nccl_model.h"
 #include "braid/simulate.h"
 #include "braid/topology.h"
+#include "support/command.h"
 
 namespace braid {
 namespace {
@@ -495,13 +496,8 @@ TEST(TunerPlugin, NetPluginLibraryCarriesTheTunerSymbols) {
 }
 
 std::string commandOutput(const std::string& command) {
-  std::string out;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  ::pclose(pipe);
-  return out;
+  int status = 0;
+  return braid::test::runCommand(command, &status);
 }
 
 TEST(TunerPlugin, ExportsOnlyTheTunerSymbolsAndNoSolver) {

@@ -1,0 +1,275 @@
+#include "shim/decision.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "comm/selection.h"
+
+namespace braid::nccl_shim {
+
+const char* entryName(ShimCall call) {
+  switch (call) {
+    case ShimCall::kAllReduce: return "ncclAllReduce";
+    case ShimCall::kAllGather: return "ncclAllGather";
+    case ShimCall::kReduceScatter: return "ncclReduceScatter";
+    case ShimCall::kBroadcast: return "ncclBroadcast";
+    case ShimCall::kBcast: return "ncclBcast";
+    case ShimCall::kReduce: return "ncclReduce";
+    case ShimCall::kAllToAll: return "ncclAlltoAll";
+    case ShimCall::kSend: return "ncclSend";
+    case ShimCall::kRecv: return "ncclRecv";
+  }
+  return "nccl?";
+}
+
+std::optional<DataType> braidDataType(int nccl_type) {
+  if (nccl_type < 0 || nccl_type >= kNumDataTypes) return std::nullopt;
+  return static_cast<DataType>(nccl_type);  // ncclInt8 0 .. ncclBfloat16 9: Braid's order
+}
+
+std::string ncclTypeName(int nccl_type) {
+  if (std::optional<DataType> type = braidDataType(nccl_type)) return dataTypeName(*type);
+  if (nccl_type == 10) return "float8e4m3";
+  if (nccl_type == 11) return "float8e5m2";
+  return fmt::format("datatype {}", nccl_type);
+}
+
+std::string ncclOpName(int nccl_op) {
+  if (nccl_op >= 0 && nccl_op < kNcclNumOps) return reduceOpName(static_cast<ReduceOp>(nccl_op));
+  return fmt::format("op {}", nccl_op);
+}
+
+std::string formatBytes(uint64_t bytes) {
+  if (bytes == 0) return "0 B";
+  static const char* const kUnits[] = {"TiB", "GiB", "MiB", "KiB"};
+  for (int i = 0; i < 4; ++i) {
+    const uint64_t unit = uint64_t{1} << (10 * (4 - i));
+    if (bytes % unit == 0) return fmt::format("{} {}", bytes / unit, kUnits[i]);
+  }
+  return fmt::format("{} B", bytes);
+}
+
+std::vector<std::string> splitFileList(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t end = text.find_first_of(",:", start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view item = text.substr(start, end - start);
+    while (!item.empty() && (item.front() == ' ' || item.front() == '\t')) item.remove_prefix(1);
+    while (!item.empty() && (item.back() == ' ' || item.back() == '\t')) item.remove_suffix(1);
+    if (!item.empty()) out.emplace_back(item);
+    start = end + 1;
+  }
+  return out;
+}
+
+std::optional<CollectiveKind> collectiveOf(ShimCall call) {
+  switch (call) {
+    case ShimCall::kAllReduce: return CollectiveKind::kAllReduce;
+    case ShimCall::kAllGather: return CollectiveKind::kAllGather;
+    case ShimCall::kReduceScatter: return CollectiveKind::kReduceScatter;
+    case ShimCall::kBroadcast:
+    case ShimCall::kBcast: return CollectiveKind::kBroadcast;
+    case ShimCall::kReduce: return CollectiveKind::kReduce;
+    case ShimCall::kAllToAll: return CollectiveKind::kAllToAll;
+    case ShimCall::kSend:
+    case ShimCall::kRecv: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// ShimAlgorithms
+
+ShimAlgorithms::ShimAlgorithms() = default;
+ShimAlgorithms::~ShimAlgorithms() = default;
+
+Result<std::unique_ptr<ShimAlgorithms>> ShimAlgorithms::load(const std::string& algo_dir,
+                                                             const std::string& msccl_files) {
+  auto out = std::make_unique<ShimAlgorithms>();
+  if (!algo_dir.empty()) {
+    Result<std::vector<LoadedAlgorithm>> loaded = loadAlgorithmDir(algo_dir);
+    if (!loaded.isOk()) {
+      return Status(loaded.status().code(), fmt::format("BRAID_ALGO_DIR: {}", loaded.status().message()));
+    }
+    for (LoadedAlgorithm& a : loaded.value()) out->loaded_.push_back(Loaded{std::move(a), "BRAID_ALGO_DIR"});
+  }
+  for (const std::string& file : splitFileList(msccl_files)) {
+    Result<Algorithm> algorithm = loadAlgorithm(file);
+    if (!algorithm.isOk()) {
+      return Status(algorithm.status().code(), fmt::format("MSCCL_XML_FILES: {}", algorithm.status().message()));
+    }
+    const VerifyReport report = verify(*algorithm);
+    if (!report.ok) {
+      return invalidArgument(fmt::format("MSCCL_XML_FILES: {}: algorithm '{}' does not verify: {}", file,
+                                         algorithm->name, report.toString()));
+    }
+    out->loaded_.push_back(Loaded{LoadedAlgorithm{std::move(algorithm).value(), file}, "MSCCL_XML_FILES"});
+  }
+  return out;
+}
+
+bool ShimAlgorithms::servesRanks(int nranks) const {
+  return std::any_of(loaded_.begin(), loaded_.end(),
+                     [&](const Loaded& l) { return l.algorithm.algorithm.num_ranks == nranks; });
+}
+
+std::string ShimAlgorithms::summary() const {
+  std::string text = fmt::format("{} algorithm{}", loaded_.size(), loaded_.size() == 1 ? "" : "s");
+  for (size_t i = 0; i < loaded_.size(); ++i) {
+    const Algorithm& a = loaded_[i].algorithm.algorithm;
+    text += fmt::format("{}{} {} {} ranks {} ({})", i == 0 ? ": " : "; ", loaded_[i].origin,
+                        collectiveName(a.collective), a.num_ranks, a.name, loaded_[i].algorithm.file);
+  }
+  return text;
+}
+
+comm::AlgorithmCatalog& ShimAlgorithms::catalog(int nranks) {
+  auto it = catalogs_.find(nranks);
+  if (it != catalogs_.end()) return *it->second;
+  auto catalog = std::make_unique<comm::AlgorithmCatalog>(nranks, nullptr);
+  for (const Loaded& l : loaded_) catalog->addDirectory(l.algorithm, l.origin);
+  return *catalogs_.emplace(nranks, std::move(catalog)).first->second;
+}
+
+Result<const ParetoCandidate*> ShimAlgorithms::match(CollectiveKind collective, int nranks, uint64_t bytes,
+                                                     bool in_place, int root) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return catalog(nranks).choose(collective, bytes, in_place, root, /*allow_fallback=*/false);
+}
+
+Result<const Plan*> ShimAlgorithms::plan(const ParetoCandidate& candidate, uint64_t bytes, bool in_place,
+                                         uint64_t element_bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto key = std::make_tuple(&candidate, bytes, in_place, element_bytes);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second.get();
+  const LowerOptions options = callLowerOptions(bytes, in_place, candidate.instances, element_bytes);
+  BRAID_ASSIGN_OR_RETURN(Plan lowered, lowerAlgorithm(candidate.algorithm, options));
+  if (plans_.size() >= 256) {
+    // Executors may still hold a handle for a plan handed out: keep the objects, forget the keys.
+    for (auto& [k, p] : plans_) retired_.push_back(std::move(p));
+    plans_.clear();
+  }
+  auto stored = std::make_unique<Plan>(std::move(lowered));
+  const Plan* out = stored.get();
+  plans_.emplace(key, std::move(stored));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// decide
+
+namespace {
+
+Decision toNccl(Decision d, std::string reason) {
+  d.candidate = nullptr;
+  d.plan = nullptr;
+  d.reason = std::move(reason);
+  return d;
+}
+
+bool overlaps(uintptr_t a, uint64_t a_bytes, uintptr_t b, uint64_t b_bytes) {
+  return a < b + b_bytes && b < a + a_bytes;
+}
+
+}  // namespace
+
+Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView& comm, int group_depth) {
+  Decision d;
+  const std::optional<CollectiveKind> collective = collectiveOf(args.call);
+  if (!collective) return toNccl(d, "point-to-point: NCCL runs it");
+  if (group_depth > 0) return toNccl(d, "inside ncclGroupStart/ncclGroupEnd");
+  if (!comm.known) return toNccl(d, "communicator not created through the shim's init calls");
+  if (!comm.forward_only.empty()) return toNccl(d, comm.forward_only);
+  if (algorithms == nullptr || algorithms->size() == 0) {
+    return toNccl(d, "no Braid algorithms loaded (BRAID_ALGO_DIR, MSCCL_XML_FILES)");
+  }
+  const std::optional<DataType> type = braidDataType(args.nccl_type);
+  if (!type) return toNccl(d, fmt::format("Braid has no {}", ncclTypeName(args.nccl_type)));
+  const bool reducing = *collective == CollectiveKind::kAllReduce || *collective == CollectiveKind::kReduceScatter ||
+                        *collective == CollectiveKind::kReduce;
+  if (reducing && (args.nccl_op < 0 || args.nccl_op >= kNcclNumOps)) {
+    return toNccl(
+        d, fmt::format("{} is not one of NCCL's built-in ops (ncclRedOpCreatePreMulSum)", ncclOpName(args.nccl_op)));
+  }
+  if (args.count == 0) return toNccl(d, "count 0");
+  const int n = comm.nranks;
+  if (n < 1 || comm.rank < 0 || comm.rank >= n) return toNccl(d, "communicator rank out of range");
+  const bool rooted = *collective == CollectiveKind::kBroadcast || *collective == CollectiveKind::kReduce;
+  if (rooted && (args.root < 0 || args.root >= n)) return toNccl(d, fmt::format("root {} out of range", args.root));
+  // NCCL ignores a non-root broadcast rank's send buffer and a non-root reduce rank's receive buffer.
+  const bool root_only_send = *collective == CollectiveKind::kBroadcast && comm.rank != args.root;
+  const bool root_only_recv = *collective == CollectiveKind::kReduce && comm.rank != args.root;
+  if ((args.send == nullptr && !root_only_send) || (args.recv == nullptr && !root_only_recv)) {
+    return toNccl(d, "null buffer");
+  }
+
+  // Bytes of this rank's input and output, and the nccl-tests size.
+  const uint64_t element = dataTypeSize(*type);
+  const uint64_t n64 = static_cast<uint64_t>(n);
+  if (args.count > std::numeric_limits<uint64_t>::max() / element / n64) return toNccl(d, "size overflows 64 bits");
+  const uint64_t piece = args.count * element;
+  uint64_t in_bytes = piece;
+  uint64_t out_bytes = piece;
+  const uintptr_t send = reinterpret_cast<uintptr_t>(args.send);
+  const uintptr_t recv = reinterpret_cast<uintptr_t>(args.recv);
+  switch (*collective) {
+    case CollectiveKind::kAllGather:
+      out_bytes = piece * n64;
+      d.in_place = send == recv + piece * static_cast<uint64_t>(comm.rank);
+      break;
+    case CollectiveKind::kReduceScatter:
+      in_bytes = piece * n64;
+      d.in_place = recv == send + piece * static_cast<uint64_t>(comm.rank);
+      break;
+    case CollectiveKind::kAllToAll:
+      in_bytes = out_bytes = piece * n64;
+      d.in_place = send == recv;
+      break;
+    default: d.in_place = send == recv; break;
+  }
+  d.bytes = std::max(in_bytes, out_bytes);
+  if (!d.in_place && send != 0 && recv != 0 && overlaps(send, in_bytes, recv, out_bytes)) {
+    return toNccl(d, "buffers overlap outside NCCL's in-place layout");
+  }
+  Result<const ParetoCandidate*> match = algorithms->match(*collective, n, d.bytes, d.in_place, rooted ? args.root : 0);
+  if (!match.isOk()) {
+    return toNccl(d, fmt::format("no Braid algorithm for {} ranks at {} {}", n, formatBytes(d.bytes),
+                                 d.in_place ? "in-place" : "out-of-place"));
+  }
+  Result<const Plan*> plan = algorithms->plan(**match, d.bytes, d.in_place, element);
+  if (!plan.isOk()) {
+    return toNccl(d, fmt::format("{} cannot run {}: {}", (*match)->algorithm.name, formatBytes(d.bytes),
+                                 plan.status().message()));
+  }
+  d.candidate = *match;
+  d.plan = *plan;
+  return d;
+}
+
+std::string logText(const CallArgs& args, const CommView& comm, const Decision& decision) {
+  std::string text =
+      fmt::format("shim: {} count {} {}", entryName(args.call), args.count, ncclTypeName(args.nccl_type));
+  if (args.nccl_op >= 0 || args.call == ShimCall::kAllReduce || args.call == ShimCall::kReduceScatter ||
+      args.call == ShimCall::kReduce) {
+    text += " " + ncclOpName(args.nccl_op);
+  }
+  if (args.call == ShimCall::kSend || args.call == ShimCall::kRecv) {
+    text += fmt::format(" peer {}", args.root);
+  } else if (args.call == ShimCall::kBroadcast || args.call == ShimCall::kBcast || args.call == ShimCall::kReduce) {
+    text += fmt::format(" root {}", args.root);
+  }
+  if (decision.bytes > 0) text += decision.in_place ? " in-place" : " out-of-place";
+  if (comm.known) text += fmt::format(" {} ranks", comm.nranks);
+  if (decision.bytes > 0) text += " " + formatBytes(decision.bytes);
+  if (!decision.braid()) return text + fmt::format(" -> NCCL ({})", decision.reason);
+  const ParetoCandidate& c = *decision.candidate;
+  return text + fmt::format(" -> braid {} ({}, window [{}, {}])", c.algorithm.name, c.source, formatBytes(c.window_min),
+                            c.window_max == kUnlimitedBytes ? std::string("unlimited") : formatBytes(c.window_max));
+}
+
+}  // namespace braid::nccl_shim

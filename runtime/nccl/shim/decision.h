@@ -1,0 +1,144 @@
+// The NCCL-API shim's decisions (shim/README.md, docs/nccl.md "NCCL-API shim"), without CUDA or NCCL headers so
+// that the tests run them on any machine:
+//   * ShimAlgorithms: the algorithms of BRAID_ALGO_DIR (a folder of MSCCL XML / Braid JSON, read as the
+//     communicator reads it: loadAlgorithmDir) and MSCCL_XML_FILES (MSCCL's list of XML files), matched as the
+//     communicator matches (comm/selection.h AlgorithmCatalog: collective, rank count, [min, max] window in bytes,
+//     in-place mode, root), and their plans (lowerAlgorithm for the size and datatype, cached);
+//   * decide(): Braid or NCCL for one call, with the reason when NCCL;
+//   * logText(): the BRAID_DEBUG=INFO line of a decision.
+// Numbering: datatypes and reduction ops are NCCL's ncclDataType_t / ncclRedOp_t values (nccl.h 2.28: int8 0 ..
+// bfloat16 9 equal Braid's DataType; float8e4m3 10, float8e5m2 11; sum 0 .. avg 4, ncclNumOps 5; values from
+// ncclRedOpCreatePreMulSum are >= 5).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "braid/comm.h"
+#include "braid/datatype.h"
+#include "braid/plan.h"
+#include "braid/status.h"
+
+namespace braid::comm {
+class AlgorithmCatalog;
+}
+
+namespace braid::nccl_shim {
+
+/// The NCCL entry points that carry data (kBcast: ncclBcast, the in-place broadcast).
+enum class ShimCall { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kBcast, kReduce, kAllToAll, kSend, kRecv };
+
+/// "ncclAllReduce", "ncclAllGather", ..., "ncclBcast"
+const char* entryName(ShimCall call);
+
+/// ncclNumOps: NCCL's built-in reduction ops are 0..4; larger values are ops made by ncclRedOpCreatePreMulSum.
+inline constexpr int kNcclNumOps = 5;
+
+/// Braid's datatype for an ncclDataType_t value; nullopt for the ones Braid lacks (fp8) and invalid values.
+std::optional<DataType> braidDataType(int nccl_type);
+/// "float", "half", "bfloat16", "float8e4m3", ..., "datatype 42" (nccl-tests names where Braid has them).
+std::string ncclTypeName(int nccl_type);
+/// "sum", "prod", "max", "min", "avg", "op 7".
+std::string ncclOpName(int nccl_op);
+
+/// "0 B", "1 KiB", "3 MiB", "1536 B": the largest of KiB, MiB, GiB, TiB that divides the count, else bytes.
+std::string formatBytes(uint64_t bytes);
+
+/// MSCCL_XML_FILES: file names separated by ',' or ':' (empty entries skipped; surrounding blanks trimmed).
+std::vector<std::string> splitFileList(std::string_view text);
+
+/// One data call as the application made it.
+struct CallArgs {
+  ShimCall call = ShimCall::kAllReduce;
+  const void* send = nullptr;
+  const void* recv = nullptr;
+  uint64_t count = 0;  // NCCL's count: all-gather: elements each rank sends; reduce-scatter: each receives;
+                       // all-to-all: per peer; send / recv: the message
+  int nccl_type = 0;
+  int nccl_op = -1;  // reducing collectives only; -1 otherwise
+  int root = -1;     // broadcast and reduce; the peer for send / recv
+};
+
+/// What the shim knows about the call's communicator.
+struct CommView {
+  bool known = false;        // created through the shim's init entry points and recorded
+  int rank = -1;             // this process's rank in it (known only)
+  int nranks = 0;            // its size (known only)
+  std::string forward_only;  // non-empty: why Braid does not run on it (non-blocking, setup failed, ...)
+};
+
+/// Where a call goes.
+struct Decision {
+  const ParetoCandidate* candidate = nullptr;  // Braid's algorithm; null: NCCL
+  const Plan* plan = nullptr;                  // the candidate lowered for the call (with candidate)
+  std::string reason;                          // why NCCL (empty with a candidate)
+  uint64_t bytes = 0;                          // nccl-tests bytes (plan.h); 0 when not computed
+  bool in_place = false;
+  bool braid() const { return candidate != nullptr; }
+};
+
+class ShimAlgorithms {
+ public:
+  /// Loads `algo_dir` (empty: none; loadAlgorithmDir: every .xml / .json, name order, each verified) and the files
+  /// of `msccl_files` (MSCCL_XML_FILES syntax; each loaded and verified). Directory candidates come first.
+  /// Errors: kNotFound for a folder that is not one; kParseError / kInvalidArgument naming the file that does not
+  /// load or verify.
+  static Result<std::unique_ptr<ShimAlgorithms>> load(const std::string& algo_dir, const std::string& msccl_files);
+
+  ShimAlgorithms();
+  ~ShimAlgorithms();
+
+  /// Number of algorithms loaded; whether any is for `nranks` ranks.
+  size_t size() const { return loaded_.size(); }
+  bool servesRanks(int nranks) const;
+  /// "2 algorithms (BRAID_ALGO_DIR /x: allreduce 4 ranks ring, ...)": what was loaded, for the log.
+  std::string summary() const;
+
+  /// The first candidate for the call (AlgorithmCatalog::choose without the fallback), or kNotFound.
+  /// Thread-safe.
+  Result<const ParetoCandidate*> match(CollectiveKind collective, int nranks, uint64_t bytes, bool in_place, int root);
+  /// `candidate` lowered for `bytes` (callLowerOptions: as the communicator and simulate() lower), cached per
+  /// (candidate, bytes, mode, element size), at most 256 plans. kUnsupported when the count does not split into
+  /// the algorithm's chunks. Thread-safe; a returned plan lives as long as this object.
+  Result<const Plan*> plan(const ParetoCandidate& candidate, uint64_t bytes, bool in_place, uint64_t element_bytes);
+
+ private:
+  struct Loaded {
+    LoadedAlgorithm algorithm;
+    std::string origin;  // "BRAID_ALGO_DIR" or "MSCCL_XML_FILES"
+  };
+  comm::AlgorithmCatalog& catalog(int nranks);
+
+  std::vector<Loaded> loaded_;
+  std::mutex mu_;
+  std::map<int, std::unique_ptr<comm::AlgorithmCatalog>> catalogs_;
+  std::map<std::tuple<const ParetoCandidate*, uint64_t, bool, uint64_t>, std::unique_ptr<Plan>> plans_;
+  std::vector<std::unique_ptr<Plan>> retired_;  // plans handed out before the cache was dropped
+};
+
+/// The Braid collective of a data call; nullopt for send / recv.
+std::optional<CollectiveKind> collectiveOf(ShimCall call);
+
+/// Braid or NCCL for `args` on `comm`, `group_depth` being the calling thread's ncclGroupStart nesting. Rules, in
+/// order (each NCCL answer names its rule): point-to-point calls, calls inside a group, a communicator the shim
+/// does not track or that is forward-only, a datatype Braid lacks, an op that is not NCCL's built-in (PreMulSum),
+/// count 0, a null buffer, a root out of range, buffers that overlap outside NCCL's in-place layout, then
+/// match() (no algorithm for the rank count, size window and mode) and plan() (a count that does not split into
+/// the algorithm's chunks) go to NCCL; otherwise Braid with the candidate and its plan. In-place per NCCL's
+/// layouts: all-gather send == recv + rank * count, reduce-scatter recv == send + rank * count (elements),
+/// otherwise send == recv. Bytes per nccl-tests (plan.h).
+Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView& comm, int group_depth);
+
+/// The BRAID_DEBUG=INFO line of a decision: "shim: ncclAllReduce count 256 float sum in-place 4 ranks 1 KiB ->
+/// braid ring (BRAID_ALGO_DIR /d/ring.xml, window [0 B, unlimited])" or "... -> NCCL (no Braid algorithm for 4
+/// ranks at 1 KiB in-place)".
+std::string logText(const CallArgs& args, const CommView& comm, const Decision& decision);
+
+}  // namespace braid::nccl_shim

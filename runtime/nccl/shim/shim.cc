@@ -1,0 +1,736 @@
+// libbraid_nccl.so: NCCL's entry points for LD_PRELOAD (shim/README.md, docs/nccl.md "NCCL-API shim"). Each
+// defined entry point either runs a Braid algorithm (a data call decide() gives to Braid, on a communicator whose
+// Braid state is set up) or forwards to the real NCCL: dlsym(RTLD_NEXT, name), else dlopen("libnccl.so.2").
+// No exception leaves an entry point and nothing aborts: Braid's failures become a warning and the call goes to
+// NCCL; a missing NCCL is ncclSystemError with a message.
+#include <cuda_runtime.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "braid/bootstrap.h"
+#include "braid/cuda.h"
+#include "common/env.h"
+#include "common/log.h"
+#include "common/plugin_log.h"
+#include "shim/decision.h"
+
+#define BRAID_SHIM_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace braid::nccl_shim {
+namespace {
+
+// ---------------------------------------------------------------------------------------------------------------
+// The real NCCL
+
+std::mutex g_resolve_mu;
+void* g_libnccl = nullptr;  // dlopen fallback handle, kept for the process's life
+
+void warn(const std::string& text) noexcept {
+  try {
+    nccl_plugin::log(nccl_abi::kLogWarn, nccl_abi::kSubsysInit, "shim: " + text);
+  } catch (...) {
+  }
+}
+
+// The address of NCCL's `name`: the next definition after this library, else libnccl.so.2's. Null (with `error`
+// set) when neither has it.
+void* resolveReal(const char* name, std::string* error) {
+  void* fn = dlsym(RTLD_NEXT, name);
+  if (fn != nullptr) return fn;
+  std::lock_guard<std::mutex> lock(g_resolve_mu);
+  if (g_libnccl == nullptr) g_libnccl = dlopen("libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (g_libnccl == nullptr) {
+    const char* why = dlerror();
+    *error = std::string("dlsym(RTLD_NEXT) found nothing and dlopen(libnccl.so.2) failed: ") +
+             (why != nullptr ? why : "unknown error");
+    return nullptr;
+  }
+  fn = dlsym(g_libnccl, name);
+  if (fn == nullptr) *error = "neither dlsym(RTLD_NEXT) nor libnccl.so.2 defines it";
+  return fn;
+}
+
+// The real function `name`, typed Fn; null when NCCL is missing. One cache per Tag (one per call site of
+// BRAID_REAL), so symbols that share a signature never share a cache.
+template <class Tag, class Fn>
+Fn realFor(const char* name) {
+  static std::atomic<Fn> cached{nullptr};
+  Fn fn = cached.load(std::memory_order_acquire);
+  if (fn != nullptr) return fn;
+  std::string error;
+  fn = reinterpret_cast<Fn>(resolveReal(name, &error));
+  if (fn == nullptr) {
+    warn(std::string(name) + ": the real NCCL was not found: " + error);
+    return nullptr;
+  }
+  cached.store(fn, std::memory_order_release);
+  return fn;
+}
+// BRAID_REAL(ncclAllReduce): the real function, typed from nccl.h's declaration.
+#define BRAID_REAL(name)                           \
+  ([] {                                            \
+    struct Tag {};                                 \
+    return realFor<Tag, decltype(&::name)>(#name); \
+  }())
+
+// ---------------------------------------------------------------------------------------------------------------
+// Per-thread and per-process state
+
+thread_local int t_group_depth = 0;   // ncclGroupStart nesting of this thread
+thread_local int t_inside_braid = 0;  // > 0 while Braid's own code or the real NCCL runs: entry points pass through
+
+struct InsideBraid {
+  InsideBraid() { ++t_inside_braid; }
+  ~InsideBraid() { --t_inside_braid; }
+};
+
+// Calls the real function (ncclSystemError when NCCL is missing) with t_inside_braid raised: NCCL's
+// own calls of exported entry points (its ncclBcast calls ncclBroadcast) pass through the shim untouched.
+template <class Fn, class... Args>
+ncclResult_t callReal(Fn fn, Args... args) {
+  if (fn == nullptr) return ncclSystemError;
+  InsideBraid passing_through;
+  return fn(args...);
+}
+#define BRAID_FORWARD(name, ...) return callReal(BRAID_REAL(name), __VA_ARGS__)
+
+// Braid's state for one communicator.
+struct CommState {
+  int rank = -1;
+  int nranks = 0;
+  int device = -1;
+  bool internal = false;  // created by Braid itself (the CUDA transport's pair communicators)
+  bool blocking = true;
+  std::string forward_only;  // non-empty: why Braid does not run on it
+  std::mutex mu;             // one call at a time on this state
+  std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<DeviceExecutor> executor;  // every rank on this host
+  std::unique_ptr<DataTransport> transport;  // ranks on several hosts: executeOnStream
+  std::map<const Plan*, int> handles;        // executor's prepared plans
+  void* scratch = nullptr;                   // device scratch of the host-driven path and non-root reduce output
+  uint64_t scratch_bytes = 0;
+
+  ~CommState() {
+    executor.reset();
+    transport.reset();
+    if (scratch != nullptr) cudaFree(scratch);
+    bootstrap.reset();
+  }
+};
+
+struct Shim {
+  std::unique_ptr<ShimAlgorithms> algorithms;
+  std::mutex mu;
+  std::unordered_map<ncclComm_t, std::shared_ptr<CommState>> comms;
+  std::mutex log_mu;
+  std::unordered_set<std::string> logged;
+};
+
+Shim& shim() {
+  // Never destroyed: entry points may run from other libraries' destructors at exit.
+  static Shim* instance = [] {
+    auto* s = new Shim();
+    InsideBraid inside;
+    const std::string dir = envString("BRAID_ALGO_DIR");
+    const char* files = std::getenv("MSCCL_XML_FILES");
+    try {
+      Result<std::unique_ptr<ShimAlgorithms>> loaded = ShimAlgorithms::load(dir, files != nullptr ? files : "");
+      if (loaded.isOk()) {
+        s->algorithms = std::move(loaded).value();
+      } else {
+        warn(loaded.status().toString() + "; every call goes to NCCL");
+      }
+    } catch (const std::exception& e) {
+      warn(std::string("loading algorithms: ") + e.what() + "; every call goes to NCCL");
+    }
+    if (!s->algorithms) s->algorithms = std::make_unique<ShimAlgorithms>();
+    const std::string topology = envString("BRAID_TOPOLOGY");
+    if (!topology.empty()) {
+      const std::string text = "shim: BRAID_TOPOLOGY=" + topology +
+                               ": the shim runs offline algorithm sets only (no synthesis in-process); make one with "
+                               "`braid synth --topology " +
+                               topology + " --coll <collective> --sizes 1K:1G -o <dir>` and set BRAID_ALGO_DIR=<dir>";
+      nccl_plugin::log(s->algorithms->size() == 0 ? nccl_abi::kLogWarn : nccl_abi::kLogInfo, nccl_abi::kSubsysInit,
+                       text);
+    }
+    if (logEnabled(LogLevel::kInfo)) {
+      nccl_plugin::log(nccl_abi::kLogInfo, nccl_abi::kSubsysInit, "shim: " + s->algorithms->summary());
+    }
+    return s;
+  }();
+  return *instance;
+}
+
+// One INFO line per distinct text (TRACE: every call).
+void logChoice(const std::string& text) {
+  if (logEnabled(LogLevel::kTrace)) {
+    nccl_plugin::log(nccl_abi::kLogInfo, nccl_abi::kSubsysInit, text);
+    return;
+  }
+  if (!logEnabled(LogLevel::kInfo)) return;
+  Shim& s = shim();
+  {
+    std::lock_guard<std::mutex> lock(s.log_mu);
+    if (s.logged.size() >= 4096) s.logged.clear();
+    if (!s.logged.insert(text).second) return;
+  }
+  nccl_plugin::log(nccl_abi::kLogInfo, nccl_abi::kSubsysInit, text);
+}
+
+std::string resultText(ncclResult_t result) {
+  auto real = BRAID_REAL(ncclGetErrorString);
+  return real != nullptr ? real(result) : "result " + std::to_string(static_cast<int>(result));
+}
+
+std::shared_ptr<CommState> findComm(ncclComm_t comm) {
+  Shim& s = shim();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.comms.find(comm);
+  return it != s.comms.end() ? it->second : nullptr;
+}
+
+std::shared_ptr<CommState> takeComm(ncclComm_t comm) {
+  Shim& s = shim();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.comms.find(comm);
+  if (it == s.comms.end()) return nullptr;
+  std::shared_ptr<CommState> state = std::move(it->second);
+  s.comms.erase(it);
+  return state;
+}
+
+// NCCL_COMM_BLOCKING and config->blocking (NCCL_CONFIG_UNDEF_INT: the variable's value, default blocking).
+bool isBlocking(const ncclConfig_t* config) {
+  if (config != nullptr && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking != 0;
+  const char* env = std::getenv("NCCL_COMM_BLOCKING");
+  return env == nullptr || std::atoi(env) != 0;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Braid's setup on a communicator (collective over it)
+
+#define BRAID_CUDA_OK(call)                                                                                      \
+  do {                                                                                                           \
+    const cudaError_t cuda_status = (call);                                                                      \
+    if (cuda_status != cudaSuccess) {                                                                            \
+      return Status(StatusCode::kUnhandledCudaError, std::string(#call) + ": " + cudaGetErrorName(cuda_status) + \
+                                                         ": " + cudaGetErrorString(cuda_status));                \
+    }                                                                                                            \
+  } while (0)
+
+// Rank 0's Braid UniqueId travels over the communicator itself (the real ncclBroadcast): byte 0 says whether rank 0
+// has one, bytes 1..128 hold it.
+Status shareUniqueId(ncclComm_t comm, CommState& state, UniqueId* id) {
+  constexpr size_t kBytes = 1 + sizeof(UniqueId::internal);
+  unsigned char host[kBytes] = {};
+  std::string root_error;
+  if (state.rank == 0) {
+    Result<UniqueId> made = createUniqueId();
+    if (made.isOk()) {
+      host[0] = 1;
+      std::memcpy(host + 1, made->internal, sizeof(made->internal));
+    } else {
+      root_error = made.status().toString();
+    }
+  }
+  auto broadcast = BRAID_REAL(ncclBroadcast);
+  if (broadcast == nullptr) return Status(StatusCode::kSystemError, "the real ncclBroadcast was not found");
+  void* device = nullptr;
+  cudaStream_t stream = nullptr;
+  BRAID_CUDA_OK(cudaMalloc(&device, kBytes));
+  Status status = [&]() -> Status {
+    BRAID_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    BRAID_CUDA_OK(cudaMemcpy(device, host, kBytes, cudaMemcpyHostToDevice));
+    const ncclResult_t sent = broadcast(device, device, kBytes, ncclUint8, 0, comm, stream);
+    if (sent != ncclSuccess) {
+      return Status(StatusCode::kSystemError, "ncclBroadcast of Braid's unique id: " + resultText(sent));
+    }
+    BRAID_CUDA_OK(cudaStreamSynchronize(stream));
+    BRAID_CUDA_OK(cudaMemcpy(host, device, kBytes, cudaMemcpyDeviceToHost));
+    return Status::ok();
+  }();
+  if (stream != nullptr) cudaStreamDestroy(stream);
+  cudaFree(device);
+  if (!status.isOk()) return status;
+  if (host[0] != 1) {
+    return Status(StatusCode::kSystemError,
+                  "rank 0 could not create Braid's unique id" + (root_error.empty() ? "" : ": " + root_error));
+  }
+  std::memcpy(id->internal, host + 1, sizeof(id->internal));
+  return Status::ok();
+}
+
+// One round over Braid's bootstrap after a collective step that can fail on some ranks only: every rank learns
+// whether all succeeded, so Braid runs on every rank or on none. Returns this rank's error, else the first failed
+// rank's as kRemoteError.
+Status agree(CommState& state, const Status& mine, const char* what) {
+  std::vector<uint8_t> ok(static_cast<size_t>(state.nranks), 0);
+  ok[static_cast<size_t>(state.rank)] = mine.isOk() ? 1 : 0;
+  BRAID_RETURN_IF_ERROR(state.bootstrap->allGather(ok.data(), 1));
+  if (!mine.isOk()) return mine;
+  for (int r = 0; r < state.nranks; ++r) {
+    if (ok[static_cast<size_t>(r)] == 0) {
+      return Status(StatusCode::kRemoteError, "rank " + std::to_string(r) + " failed to " + what);
+    }
+  }
+  return Status::ok();
+}
+
+Status setUpBraid(ncclComm_t comm, CommState& state) {
+  int previous = -1;
+  BRAID_CUDA_OK(cudaGetDevice(&previous));
+  BRAID_CUDA_OK(cudaSetDevice(state.device));
+  struct Restore {
+    int device;
+    ~Restore() { cudaSetDevice(device); }
+  } restore{previous};
+  UniqueId id;
+  BRAID_RETURN_IF_ERROR(shareUniqueId(comm, state, &id));
+  BRAID_ASSIGN_OR_RETURN(state.bootstrap, connectBootstrap(id, state.rank, state.nranks));
+  const std::vector<std::string>& hosts = state.bootstrap->hostNames();
+  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  Status made = Status::ok();
+  if (one_host) {
+    DeviceExecutorOptions options;
+    options.device = state.device;
+    Result<std::unique_ptr<DeviceExecutor>> executor = createDeviceExecutor(*state.bootstrap, options);
+    if (executor.isOk()) {
+      state.executor = std::move(executor).value();
+    } else {
+      made = executor.status();
+    }
+  } else {
+    CudaTransportOptions options;
+    options.device = state.device;
+    Result<std::unique_ptr<DataTransport>> transport = createCudaTransport(*state.bootstrap, options);
+    if (transport.isOk()) {
+      state.transport = std::move(transport).value();
+    } else {
+      made = transport.status();
+    }
+  }
+  return agree(state, made, "set up Braid");
+}
+
+// Records a communicator the application created and, when the shim holds an algorithm for its rank count, sets
+// up Braid on it. `why_not` non-empty: recorded forward-only for that reason.
+void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entry) {
+  if (comm == nullptr) return;
+  auto state = std::make_shared<CommState>();
+  state->blocking = blocking;
+  {
+    InsideBraid inside;
+    auto user_rank = BRAID_REAL(ncclCommUserRank);
+    auto count = BRAID_REAL(ncclCommCount);
+    auto cu_device = BRAID_REAL(ncclCommCuDevice);
+    if (user_rank == nullptr || count == nullptr || cu_device == nullptr) {
+      state->forward_only = "NCCL lacks ncclCommUserRank / ncclCommCount / ncclCommCuDevice";
+    } else if (user_rank(comm, &state->rank) != ncclSuccess || count(comm, &state->nranks) != ncclSuccess ||
+               cu_device(comm, &state->device) != ncclSuccess) {
+      state->forward_only = "NCCL did not report the communicator's rank, size or device";
+    }
+  }
+  if (state->forward_only.empty() && !why_not.empty()) state->forward_only = std::move(why_not);
+  if (state->forward_only.empty() && !blocking) state->forward_only = "non-blocking communicator";
+  Shim& s = shim();
+  if (state->forward_only.empty() && !s.algorithms->servesRanks(state->nranks)) {
+    state->forward_only = "no Braid algorithm for " + std::to_string(state->nranks) + " ranks";
+  }
+  if (state->forward_only.empty()) {
+    InsideBraid inside;
+    Status status = Status::ok();
+    try {
+      status = setUpBraid(comm, *state);
+    } catch (const std::exception& e) {
+      status = Status(StatusCode::kInternalError, e.what());
+    }
+    if (!status.isOk()) {
+      warn(std::string(entry) + ": Braid could not be set up on this communicator (rank " +
+           std::to_string(state->rank) + " of " + std::to_string(state->nranks) + "): " + status.toString() +
+           "; its calls go to NCCL");
+      state->forward_only = "Braid setup failed: " + status.message();
+      state->executor.reset();
+      state->transport.reset();
+      state->bootstrap.reset();
+    }
+  }
+  logChoice("shim: communicator of " + std::string(entry) + ", rank " + std::to_string(state->rank) + " of " +
+            std::to_string(state->nranks) + " device " + std::to_string(state->device) + ": " +
+            (state->forward_only.empty() ? std::string(state->executor ? "Braid ready (device-resident executor)"
+                                                                       : "Braid ready (host-driven CUDA transport)")
+                                         : "calls go to NCCL (" + state->forward_only + ")"));
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.comms[comm] = std::move(state);
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Running a decision
+
+Status ensureScratch(CommState& state, uint64_t bytes) {
+  if (bytes <= state.scratch_bytes) return Status::ok();
+  if (state.scratch != nullptr) cudaFree(state.scratch);
+  state.scratch = nullptr;
+  state.scratch_bytes = 0;
+  BRAID_CUDA_OK(cudaMalloc(&state.scratch, bytes));
+  state.scratch_bytes = bytes;
+  return Status::ok();
+}
+
+Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaStream_t stream) {
+  const Plan& plan = *d.plan;
+  const RankPlan& mine = plan.ranks[static_cast<size_t>(state.rank)];
+  const DataType type = *braidDataType(args.nccl_type);
+  const ReduceOp op = args.nccl_op >= 0 ? static_cast<ReduceOp>(args.nccl_op) : ReduceOp::kSum;
+  const CollectiveKind kind = *collectiveOf(args.call);
+  const bool root = state.rank == args.root;
+  // As the communicator: a non-root broadcast rank reads nothing (its input is its output); a non-root reduce rank's
+  // result lands in scratch, its receive buffer is not written.
+  void* input = const_cast<void*>(args.send);
+  void* output = const_cast<void*>(args.recv);
+  if (kind == CollectiveKind::kBroadcast && !root) input = output;
+  uint64_t scratch_needed = state.transport ? mine.scratch_bytes + mine.temp_bytes : 0;
+  const bool reduce_scratch_out = kind == CollectiveKind::kReduce && !root && !d.in_place;
+  const uint64_t out_offset = (scratch_needed + 255) / 256 * 256;
+  if (reduce_scratch_out) scratch_needed = out_offset + mine.output_bytes;
+  BRAID_RETURN_IF_ERROR(ensureScratch(state, scratch_needed));
+  if (reduce_scratch_out) output = static_cast<uint8_t*>(state.scratch) + out_offset;
+
+  RankMemory memory;
+  memory.input = input;
+  memory.input_bytes = mine.input_bytes;
+  memory.output = output;
+  memory.output_bytes = mine.output_bytes;
+  const ReduceSpec reduce{type, op == ReduceOp::kAvg ? ReduceOp::kSum : op};
+  if (state.executor) {
+    BRAID_RETURN_IF_ERROR(state.executor->asyncError());
+    auto it = state.handles.find(&plan);
+    if (it == state.handles.end()) {
+      Result<int> handle = state.executor->prepare(plan);
+      BRAID_RETURN_IF_ERROR(agree(state, handle.status(), "prepare the plan"));
+      it = state.handles.emplace(&plan, *handle).first;
+    }
+    BRAID_RETURN_IF_ERROR(state.executor->launch(it->second, memory, reduce, stream));
+  } else {
+    memory.scratch = state.scratch;
+    memory.scratch_bytes = mine.scratch_bytes + mine.temp_bytes;
+    BRAID_RETURN_IF_ERROR(executeOnStream(plan, *state.transport, memory, reduce, stream).status());
+  }
+  if (op == ReduceOp::kAvg && (kind == CollectiveKind::kAllReduce || kind == CollectiveKind::kReduceScatter ||
+                               (kind == CollectiveKind::kReduce && root))) {
+    const uint64_t out_elements = mine.output_bytes / dataTypeSize(type);
+    BRAID_RETURN_IF_ERROR(averageOnStream(args.recv == nullptr ? output : const_cast<void*>(args.recv), out_elements,
+                                          type, state.nranks, stream));
+  }
+  return Status::ok();
+}
+
+// A data call: decide, run Braid or forward. `forward` calls the real NCCL.
+template <class Forward>
+ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream, Forward&& forward) noexcept {
+  if (t_inside_braid > 0) return forward();
+  try {
+    std::shared_ptr<CommState> state = findComm(comm);
+    if (state && state->internal) return forward();
+    CommView view;
+    if (state) {
+      view.known = true;
+      view.rank = state->rank;
+      view.nranks = state->nranks;
+      view.forward_only = state->forward_only;
+    }
+    Decision d = decide(shim().algorithms.get(), args, view, t_group_depth);
+    // Braid's first call of a plan allocates and exchanges over the bootstrap, which a CUDA graph cannot capture:
+    // captured calls go to NCCL (every rank captures the same calls).
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (d.braid()) {
+      const cudaError_t asked = cudaStreamIsCapturing(stream, &capture);
+      if (asked != cudaSuccess) {
+        d = Decision{nullptr, nullptr, std::string("cudaStreamIsCapturing: ") + cudaGetErrorName(asked), d.bytes,
+                     d.in_place};
+      } else if (capture != cudaStreamCaptureStatusNone) {
+        d = Decision{nullptr, nullptr, "the stream is being captured into a CUDA graph", d.bytes, d.in_place};
+      }
+    }
+    if (d.braid()) {
+      InsideBraid inside;
+      std::lock_guard<std::mutex> lock(state->mu);
+      Status ran = state->forward_only.empty() ? runBraid(*state, args, d, stream)
+                                               : Status(StatusCode::kInternalError, state->forward_only);
+      if (!ran.isOk()) {
+        warn(std::string(entryName(args.call)) + ": Braid failed (" + ran.toString() +
+             "); this call and the communicator's later calls go to NCCL");
+        if (state->forward_only.empty()) state->forward_only = "Braid failed earlier: " + ran.message();
+        d = Decision{nullptr, nullptr, "Braid failed: " + ran.message(), d.bytes, d.in_place};
+      }
+    }
+    if (logEnabled(LogLevel::kInfo)) logChoice(logText(args, view, d));
+    if (d.braid()) return ncclSuccess;
+  } catch (const std::exception& e) {
+    warn(std::string(entryName(args.call)) + ": internal error: " + e.what() + "; the call goes to NCCL");
+  } catch (...) {
+    warn(std::string(entryName(args.call)) + ": internal error; the call goes to NCCL");
+  }
+  return forward();
+}
+
+// Lifecycle calls: one log line with NCCL's result.
+void logLifecycle(const char* entry, const std::string& detail, ncclResult_t result) noexcept {
+  if (t_inside_braid > 0) return;
+  try {
+    logChoice("shim: " + std::string(entry) + (detail.empty() ? "" : " " + detail) + " -> NCCL: " + resultText(result));
+  } catch (...) {
+  }
+}
+
+enum class Drop { kFinalize, kDestroy, kAbort };
+
+// Drops Braid's state of `comm`: finalize keeps the record, forward-only; destroy and abort forget it. Braid's executor
+// waits for its kernels and, on every rank, closes collectively (a barrier over its bootstrap); an abort is not
+// collective, so it tells the peers first and their waits end at once.
+void dropComm(ncclComm_t comm, Drop drop) noexcept {
+  try {
+    InsideBraid inside;
+    if (drop == Drop::kFinalize) {
+      std::shared_ptr<CommState> state = findComm(comm);
+      if (!state) return;
+      std::lock_guard<std::mutex> lock(state->mu);
+      state->forward_only = "finalized";
+      state->executor.reset();
+      state->transport.reset();
+      state->bootstrap.reset();
+      return;
+    }
+    std::shared_ptr<CommState> state = takeComm(comm);
+    if (state && state->bootstrap && drop == Drop::kAbort) state->bootstrap->abort("ncclCommAbort");
+  } catch (...) {
+  }
+}
+
+}  // namespace
+}  // namespace braid::nccl_shim
+
+using namespace braid::nccl_shim;  // NOLINT: the entry points below are NCCL's C functions
+
+// ---------------------------------------------------------------------------------------------------------------
+// Entry points
+
+BRAID_SHIM_EXPORT ncclResult_t ncclGetVersion(int* version) {
+  const ncclResult_t result = callReal(BRAID_REAL(ncclGetVersion), version);
+  logLifecycle("ncclGetVersion", "", result);
+  return result;
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId* unique_id) {
+  const ncclResult_t result = callReal(BRAID_REAL(ncclGetUniqueId), unique_id);
+  logLifecycle("ncclGetUniqueId", "", result);
+  return result;
+}
+
+BRAID_SHIM_EXPORT const char* ncclGetErrorString(ncclResult_t result) {
+  auto real = BRAID_REAL(ncclGetErrorString);
+  return real != nullptr ? real(result) : "the real NCCL was not found (libbraid_nccl.so)";
+}
+
+BRAID_SHIM_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
+  auto real = BRAID_REAL(ncclGetLastError);
+  return real != nullptr ? real(comm) : "the real NCCL was not found (libbraid_nccl.so)";
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
+  BRAID_FORWARD(ncclCommGetAsyncError, comm, async_error);
+}
+
+namespace {
+
+// Init entry points: forward, then record the communicator (only the application's, outside a group).
+template <class Forward>
+ncclResult_t initCall(const char* entry, ncclComm_t* comm, bool blocking, const std::string& detail,
+                      Forward&& forward) noexcept {
+  const ncclResult_t result = forward();
+  if (t_inside_braid > 0) {
+    if (result == ncclSuccess && comm != nullptr && *comm != nullptr) {
+      try {
+        auto state = std::make_shared<CommState>();
+        state->internal = true;
+        Shim& s = shim();
+        std::lock_guard<std::mutex> lock(s.mu);
+        s.comms[*comm] = std::move(state);
+      } catch (...) {
+      }
+    }
+    return result;
+  }
+  logLifecycle(entry, detail, result);
+  if (result != ncclSuccess || comm == nullptr || *comm == nullptr) return result;
+  try {
+    track(*comm, blocking, t_group_depth > 0 ? "created inside ncclGroupStart/ncclGroupEnd" : "", entry);
+  } catch (const std::exception& e) {
+    warn(std::string(entry) + ": recording the communicator: " + e.what() + "; its calls go to NCCL");
+  } catch (...) {
+  }
+  return result;
+}
+
+std::string rankDetail(int rank, int nranks) {
+  return "rank " + std::to_string(rank) + " of " + std::to_string(nranks);
+}
+
+}  // namespace
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
+  return initCall("ncclCommInitRank", comm, isBlocking(nullptr), rankDetail(rank, nranks),
+                  [&] { BRAID_FORWARD(ncclCommInitRank, comm, nranks, comm_id, rank); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank,
+                                                      ncclConfig_t* config) {
+  return initCall("ncclCommInitRankConfig", comm, isBlocking(config), rankDetail(rank, nranks),
+                  [&] { BRAID_FORWARD(ncclCommInitRankConfig, comm, nranks, comm_id, rank, config); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommInitAll(ncclComm_t* comms, int ndev, const int* devlist) {
+  const ncclResult_t result = callReal(BRAID_REAL(ncclCommInitAll), comms, ndev, devlist);
+  if (t_inside_braid > 0) return result;
+  logLifecycle("ncclCommInitAll", std::to_string(ndev) + " devices", result);
+  if (result == ncclSuccess && comms != nullptr) {
+    // One thread drives every rank: Braid's setup is collective per rank, so these stay with NCCL.
+    for (int i = 0; i < ndev; ++i) {
+      try {
+        track(comms[i], true, "ncclCommInitAll: one thread drives every rank", "ncclCommInitAll");
+      } catch (...) {
+      }
+    }
+  }
+  return result;
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+                                             ncclConfig_t* config) {
+  bool blocking = isBlocking(config);
+  if (config == nullptr) {  // the child inherits the parent's configuration
+    try {
+      std::shared_ptr<CommState> parent = t_inside_braid > 0 ? nullptr : findComm(comm);
+      if (parent) blocking = parent->blocking;
+    } catch (...) {
+    }
+  }
+  return initCall("ncclCommSplit", newcomm, blocking, "color " + std::to_string(color) + " key " + std::to_string(key),
+                  [&] { BRAID_FORWARD(ncclCommSplit, comm, color, key, newcomm, config); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  dropComm(comm, Drop::kFinalize);
+  const ncclResult_t result = callReal(BRAID_REAL(ncclCommFinalize), comm);
+  logLifecycle("ncclCommFinalize", "", result);
+  return result;
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  dropComm(comm, Drop::kDestroy);
+  const ncclResult_t result = callReal(BRAID_REAL(ncclCommDestroy), comm);
+  logLifecycle("ncclCommDestroy", "", result);
+  return result;
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  dropComm(comm, Drop::kAbort);
+  const ncclResult_t result = callReal(BRAID_REAL(ncclCommAbort), comm);
+  logLifecycle("ncclCommAbort", "", result);
+  return result;
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclGroupStart() {
+  if (t_inside_braid > 0) return callReal(BRAID_REAL(ncclGroupStart));
+  ++t_group_depth;
+  const ncclResult_t result = callReal(BRAID_REAL(ncclGroupStart));
+  logLifecycle("ncclGroupStart", "depth " + std::to_string(t_group_depth), result);
+  return result;
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclGroupEnd() {
+  if (t_inside_braid > 0) return callReal(BRAID_REAL(ncclGroupEnd));
+  const int depth = t_group_depth;
+  if (t_group_depth > 0) --t_group_depth;
+  const ncclResult_t result = callReal(BRAID_REAL(ncclGroupEnd));
+  logLifecycle("ncclGroupEnd", "depth " + std::to_string(depth), result);
+  return result;
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuff, size_t count,
+                                             ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                             cudaStream_t stream) {
+  const CallArgs args{ShimCall::kAllReduce, sendbuff, recvbuff, count, static_cast<int>(datatype),
+                      static_cast<int>(op), -1};
+  return dataCall(args, comm, stream,
+                  [&] { BRAID_FORWARD(ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
+                                             ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  const CallArgs args{ShimCall::kAllGather, sendbuff, recvbuff, sendcount, static_cast<int>(datatype), -1, -1};
+  return dataCall(args, comm, stream,
+                  [&] { BRAID_FORWARD(ncclAllGather, sendbuff, recvbuff, sendcount, datatype, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* recvbuff, size_t recvcount,
+                                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                                 cudaStream_t stream) {
+  const CallArgs args{ShimCall::kReduceScatter, sendbuff, recvbuff, recvcount, static_cast<int>(datatype),
+                      static_cast<int>(op),     -1};
+  return dataCall(args, comm, stream,
+                  [&] { BRAID_FORWARD(ncclReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
+                                             ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  const CallArgs args{ShimCall::kBroadcast, sendbuff, recvbuff, count, static_cast<int>(datatype), -1, root};
+  return dataCall(args, comm, stream,
+                  [&] { BRAID_FORWARD(ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                                         cudaStream_t stream) {
+  const CallArgs args{ShimCall::kBcast, buff, buff, count, static_cast<int>(datatype), -1, root};
+  return dataCall(args, comm, stream, [&] { BRAID_FORWARD(ncclBcast, buff, count, datatype, root, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                          ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  const CallArgs args{ShimCall::kReduce,    sendbuff, recvbuff, count, static_cast<int>(datatype),
+                      static_cast<int>(op), root};
+  return dataCall(args, comm, stream,
+                  [&] { BRAID_FORWARD(ncclReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+                                            ncclComm_t comm, cudaStream_t stream) {
+  const CallArgs args{ShimCall::kAllToAll, sendbuff, recvbuff, count, static_cast<int>(datatype), -1, -1};
+  return dataCall(args, comm, stream,
+                  [&] { BRAID_FORWARD(ncclAlltoAll, sendbuff, recvbuff, count, datatype, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclSend(const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+                                        ncclComm_t comm, cudaStream_t stream) {
+  const CallArgs args{ShimCall::kSend, sendbuff, nullptr, count, static_cast<int>(datatype), -1, peer};
+  return dataCall(args, comm, stream, [&] { BRAID_FORWARD(ncclSend, sendbuff, count, datatype, peer, comm, stream); });
+}
+
+BRAID_SHIM_EXPORT ncclResult_t ncclRecv(void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+                                        ncclComm_t comm, cudaStream_t stream) {
+  const CallArgs args{ShimCall::kRecv, nullptr, recvbuff, count, static_cast<int>(datatype), -1, peer};
+  return dataCall(args, comm, stream, [&] { BRAID_FORWARD(ncclRecv, recvbuff, count, datatype, peer, comm, stream); });
+}

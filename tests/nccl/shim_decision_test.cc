@@ -1,0 +1,282 @@
+// The NCCL-API shim's decisions (runtime/nccl/shim/decision.h): loading BRAID_ALGO_DIR and MSCCL_XML_FILES, Braid
+// or NCCL for a call with the reason, in-place detection with NCCL's layouts, the BRAID_DEBUG=INFO line.
+// Algorithms are written as `braid algo` writes them (buildClassic, then Braid JSON or MSCCL XML).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "braid/algorithm.h"
+#include "braid/classic.h"
+#include "shim/decision.h"
+
+namespace braid::nccl_shim {
+namespace {
+
+namespace fs = std::filesystem;
+
+Algorithm classic(ClassicAlgo algo, CollectiveKind kind, int ranks, bool in_place) {
+  ClassicRequest request;
+  request.algo = algo;
+  request.spec.kind = kind;
+  request.spec.num_ranks = ranks;
+  request.spec.in_place = in_place;
+  request.spec.chunk_factor = 0;
+  Result<Algorithm> built = buildClassic(request);
+  EXPECT_TRUE(built.isOk()) << built.status().toString();
+  return built.isOk() ? std::move(built).value() : Algorithm{};
+}
+
+void writeFile(const fs::path& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+}
+
+class ShimDecision : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("braid_shim_test_" + std::to_string(::getpid()));
+    fs::remove_all(root_);
+    fs::create_directories(root_ / "dir");
+    // BRAID_ALGO_DIR: an out-of-place 4-rank ring all-reduce for [1 KiB, 1 MiB].
+    ring_ = classic(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4, /*in_place=*/false);
+    ring_.min_bytes = 1024;
+    ring_.max_bytes = 1 << 20;
+    ring_.in_place = false;  // declared for out-of-place calls only
+    ring_.out_of_place = true;
+    ring_file_ = (root_ / "dir" / "ring.json").string();
+    writeFile(ring_file_, writeAlgorithmJson(ring_));
+    // MSCCL_XML_FILES: an in-place 2-rank ring all-gather, no window.
+    gather_ = classic(ClassicAlgo::kRing, CollectiveKind::kAllGather, 2, /*in_place=*/true);
+    gather_.in_place = true;  // declared for in-place calls only
+    gather_.out_of_place = false;
+    gather_file_ = (root_ / "gather.xml").string();
+    writeFile(gather_file_, writeMscclXml(gather_));
+    Result<std::unique_ptr<ShimAlgorithms>> loaded =
+        ShimAlgorithms::load((root_ / "dir").string(), " ," + gather_file_ + ":");
+    ASSERT_TRUE(loaded.isOk()) << loaded.status().toString();
+    algorithms_ = std::move(loaded).value();
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  static CommView comm(int rank, int nranks) {
+    CommView view;
+    view.known = true;
+    view.rank = rank;
+    view.nranks = nranks;
+    return view;
+  }
+
+  fs::path root_;
+  Algorithm ring_;
+  Algorithm gather_;
+  std::string ring_file_;
+  std::string gather_file_;
+  std::unique_ptr<ShimAlgorithms> algorithms_;
+  std::vector<float> memory_ = std::vector<float>(4096);
+};
+
+TEST(ShimText, SplitFileList) {
+  EXPECT_EQ(splitFileList("a.xml, b.xml:c.xml,,:"), (std::vector<std::string>{"a.xml", "b.xml", "c.xml"}));
+  EXPECT_TRUE(splitFileList("").empty());
+  EXPECT_TRUE(splitFileList(" : , ").empty());
+}
+
+TEST(ShimText, FormatBytes) {
+  EXPECT_EQ(formatBytes(0), "0 B");
+  EXPECT_EQ(formatBytes(1024), "1 KiB");
+  EXPECT_EQ(formatBytes(1536), "1536 B");
+  EXPECT_EQ(formatBytes(3ull << 20), "3 MiB");
+  EXPECT_EQ(formatBytes(5ull << 30), "5 GiB");
+  EXPECT_EQ(formatBytes(1ull << 40), "1 TiB");
+  EXPECT_EQ(formatBytes(1023), "1023 B");
+}
+
+TEST(ShimText, NcclNumbering) {
+  EXPECT_EQ(braidDataType(0), DataType::kInt8);
+  EXPECT_EQ(braidDataType(7), DataType::kFloat32);
+  EXPECT_EQ(braidDataType(9), DataType::kBfloat16);
+  EXPECT_FALSE(braidDataType(10).has_value());  // ncclFloat8e4m3
+  EXPECT_FALSE(braidDataType(-1).has_value());
+  EXPECT_EQ(ncclTypeName(11), "float8e5m2");
+  EXPECT_EQ(ncclTypeName(6), "half");
+  EXPECT_EQ(ncclOpName(4), "avg");
+  EXPECT_EQ(ncclOpName(5), "op 5");
+}
+
+TEST_F(ShimDecision, LoadsBothSources) {
+  EXPECT_EQ(algorithms_->size(), 2u);
+  EXPECT_TRUE(algorithms_->servesRanks(4));
+  EXPECT_TRUE(algorithms_->servesRanks(2));
+  EXPECT_FALSE(algorithms_->servesRanks(8));
+  const std::string summary = algorithms_->summary();
+  EXPECT_NE(summary.find("BRAID_ALGO_DIR allreduce 4 ranks"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("MSCCL_XML_FILES allgather 2 ranks"), std::string::npos) << summary;
+}
+
+TEST_F(ShimDecision, LoadErrorsNameTheVariable) {
+  Result<std::unique_ptr<ShimAlgorithms>> bad_dir = ShimAlgorithms::load((root_ / "missing").string(), "");
+  ASSERT_FALSE(bad_dir.isOk());
+  EXPECT_NE(bad_dir.status().message().find("BRAID_ALGO_DIR"), std::string::npos) << bad_dir.status().toString();
+  Result<std::unique_ptr<ShimAlgorithms>> bad_file = ShimAlgorithms::load("", (root_ / "nothing.xml").string());
+  ASSERT_FALSE(bad_file.isOk());
+  EXPECT_NE(bad_file.status().message().find("MSCCL_XML_FILES"), std::string::npos) << bad_file.status().toString();
+  Result<std::unique_ptr<ShimAlgorithms>> empty = ShimAlgorithms::load("", "");
+  ASSERT_TRUE(empty.isOk());
+  EXPECT_EQ((*empty)->size(), 0u);
+}
+
+TEST_F(ShimDecision, MatchingAllReduceRunsBraid) {
+  // 256 floats = 1 KiB: the window's lower edge, out of place.
+  const CallArgs args{ShimCall::kAllReduce, memory_.data(), memory_.data() + 1024, 256, 7, 0, -1};
+  const Decision d = decide(algorithms_.get(), args, comm(1, 4), 0);
+  ASSERT_TRUE(d.braid()) << d.reason;
+  EXPECT_EQ(d.bytes, 1024u);
+  EXPECT_FALSE(d.in_place);
+  EXPECT_EQ(d.candidate->algorithm.name, ring_.name);
+  EXPECT_EQ(d.candidate->source, "BRAID_ALGO_DIR " + ring_file_);
+  ASSERT_NE(d.plan, nullptr);
+  EXPECT_EQ(d.plan->ranks.size(), 4u);
+  EXPECT_EQ(logText(args, comm(1, 4), d),
+            "shim: ncclAllReduce count 256 float sum out-of-place 4 ranks 1 KiB -> braid " + ring_.name +
+                " (BRAID_ALGO_DIR " + ring_file_ + ", window [1 KiB, 1 MiB])");
+  // The same call again gets the same plan (cached).
+  EXPECT_EQ(decide(algorithms_.get(), args, comm(1, 4), 0).plan, d.plan);
+  // 1 MiB (the upper edge, inclusive) still matches; one element more does not.
+  std::vector<float> big(2 * 262148);
+  const CallArgs at_top{ShimCall::kAllReduce, big.data(), big.data() + 262148, 262144, 7, 0, -1};
+  EXPECT_TRUE(decide(algorithms_.get(), at_top, comm(0, 4), 0).braid());
+  const CallArgs over{ShimCall::kAllReduce, big.data(), big.data() + 262148, 262145, 7, 0, -1};
+  const Decision above = decide(algorithms_.get(), over, comm(0, 4), 0);
+  EXPECT_FALSE(above.braid());
+  EXPECT_EQ(above.reason, "no Braid algorithm for 4 ranks at 1048580 B out-of-place");
+}
+
+TEST_F(ShimDecision, EveryRuleForwardsWithItsReason) {
+  float* a = memory_.data();
+  float* b = memory_.data() + 1024;
+  struct Case {
+    const char* what;
+    CallArgs args;
+    CommView view;
+    int depth;
+    std::string reason;
+  };
+  CommView unknown;
+  CommView forward_only = comm(0, 4);
+  forward_only.forward_only = "non-blocking communicator";
+  const std::vector<Case> cases = {
+      {"in place",
+       {ShimCall::kAllReduce, a, a, 256, 7, 0, -1},
+       comm(0, 4),
+       0,
+       "no Braid algorithm for 4 ranks at 1 KiB in-place"},
+      {"below the window",
+       {ShimCall::kAllReduce, a, b, 128, 7, 0, -1},
+       comm(0, 4),
+       0,
+       "no Braid algorithm for 4 ranks at 512 B out-of-place"},
+      {"other rank count",
+       {ShimCall::kAllReduce, a, b, 256, 7, 0, -1},
+       comm(0, 8),
+       0,
+       "no Braid algorithm for 8 ranks at 1 KiB out-of-place"},
+      {"group", {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, comm(0, 4), 1, "inside ncclGroupStart/ncclGroupEnd"},
+      {"unknown comm",
+       {ShimCall::kAllReduce, a, b, 256, 7, 0, -1},
+       unknown,
+       0,
+       "communicator not created through the shim's init calls"},
+      {"forward-only comm", {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, forward_only, 0, "non-blocking communicator"},
+      {"fp8", {ShimCall::kAllReduce, a, b, 256, 10, 0, -1}, comm(0, 4), 0, "Braid has no float8e4m3"},
+      {"PreMulSum op",
+       {ShimCall::kAllReduce, a, b, 256, 7, 5, -1},
+       comm(0, 4),
+       0,
+       "op 5 is not one of NCCL's built-in ops (ncclRedOpCreatePreMulSum)"},
+      {"count 0", {ShimCall::kAllReduce, a, b, 0, 7, 0, -1}, comm(0, 4), 0, "count 0"},
+      {"null", {ShimCall::kAllReduce, nullptr, b, 256, 7, 0, -1}, comm(0, 4), 0, "null buffer"},
+      {"overlap",
+       {ShimCall::kAllReduce, a, a + 8, 256, 7, 0, -1},
+       comm(0, 4),
+       0,
+       "buffers overlap outside NCCL's in-place layout"},
+      {"send", {ShimCall::kSend, a, nullptr, 256, 7, -1, 1}, comm(0, 4), 0, "point-to-point: NCCL runs it"},
+      {"recv", {ShimCall::kRecv, nullptr, b, 256, 7, -1, 1}, comm(0, 4), 0, "point-to-point: NCCL runs it"},
+      {"root out of range", {ShimCall::kBroadcast, a, b, 256, 7, -1, 4}, comm(0, 4), 0, "root 4 out of range"},
+  };
+  for (const Case& c : cases) {
+    const Decision d = decide(algorithms_.get(), c.args, c.view, c.depth);
+    EXPECT_FALSE(d.braid()) << c.what;
+    EXPECT_EQ(d.reason, c.reason) << c.what;
+  }
+  // No algorithms at all.
+  ShimAlgorithms none;
+  const Decision d = decide(&none, {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, comm(0, 4), 0);
+  EXPECT_EQ(d.reason, "no Braid algorithms loaded (BRAID_ALGO_DIR, MSCCL_XML_FILES)");
+}
+
+TEST_F(ShimDecision, InPlaceLayouts) {
+  float* base = memory_.data();
+  // All-gather, rank 1 of 2, 64 floats each: in place when send == recv + 1 * 64 elements.
+  const CallArgs in_place{ShimCall::kAllGather, base + 64, base, 64, 7, -1, -1};
+  const Decision gathered = decide(algorithms_.get(), in_place, comm(1, 2), 0);
+  ASSERT_TRUE(gathered.braid()) << gathered.reason;
+  EXPECT_TRUE(gathered.in_place);
+  EXPECT_EQ(gathered.bytes, 512u);  // the gathered output, 2 x 256 B
+  EXPECT_EQ(gathered.candidate->source, "MSCCL_XML_FILES " + gather_file_);
+  // Rank 0's in-place piece sits at the start.
+  EXPECT_TRUE(decide(algorithms_.get(), {ShimCall::kAllGather, base, base, 64, 7, -1, -1}, comm(0, 2), 0).braid());
+  // Rank 1 with send == recv overlaps the output without being the layout.
+  const Decision wrong = decide(algorithms_.get(), {ShimCall::kAllGather, base, base, 64, 7, -1, -1}, comm(1, 2), 0);
+  EXPECT_FALSE(wrong.braid());
+  EXPECT_EQ(wrong.reason, "buffers overlap outside NCCL's in-place layout");
+  // Out of place: no out-of-place all-gather is loaded.
+  const Decision apart =
+      decide(algorithms_.get(), {ShimCall::kAllGather, base + 1024, base, 64, 7, -1, -1}, comm(1, 2), 0);
+  EXPECT_EQ(apart.reason, "no Braid algorithm for 2 ranks at 512 B out-of-place");
+
+  // Reduce-scatter, rank 2 of 4, 32 floats received: in place when recv == send + 2 * 32 elements; the size is the
+  // whole input (4 x 128 B).
+  const Decision scattered =
+      decide(algorithms_.get(), {ShimCall::kReduceScatter, base, base + 64, 32, 7, 0, -1}, comm(2, 4), 0);
+  EXPECT_TRUE(scattered.in_place);
+  EXPECT_EQ(scattered.bytes, 512u);
+  EXPECT_EQ(scattered.reason, "no Braid algorithm for 4 ranks at 512 B in-place");
+  // All-to-all: 16 floats per peer, 4 ranks: 256 B.
+  const Decision exchanged =
+      decide(algorithms_.get(), {ShimCall::kAllToAll, base, base + 1024, 16, 7, -1, -1}, comm(0, 4), 0);
+  EXPECT_EQ(exchanged.bytes, 256u);
+  EXPECT_FALSE(exchanged.in_place);
+  // A non-root broadcast rank's send buffer and a non-root reduce rank's receive buffer may be null (NCCL ignores
+  // them): the rule that answers is the algorithm match, not "null buffer".
+  const Decision bcast = decide(algorithms_.get(), {ShimCall::kBroadcast, nullptr, base, 16, 7, -1, 0}, comm(1, 4), 0);
+  EXPECT_EQ(bcast.reason, "no Braid algorithm for 4 ranks at 64 B out-of-place");
+  const Decision reduce = decide(algorithms_.get(), {ShimCall::kReduce, base, nullptr, 16, 7, 0, 0}, comm(1, 4), 0);
+  EXPECT_EQ(reduce.reason, "no Braid algorithm for 4 ranks at 64 B out-of-place");
+  // The root's null receive buffer is refused.
+  const Decision root = decide(algorithms_.get(), {ShimCall::kReduce, base, nullptr, 16, 7, 0, 1}, comm(1, 4), 0);
+  EXPECT_EQ(root.reason, "null buffer");
+}
+
+TEST_F(ShimDecision, LogLines) {
+  float* a = memory_.data();
+  const CallArgs args{ShimCall::kAllReduce, a, a, 256, 7, 0, -1};
+  const Decision d = decide(algorithms_.get(), args, comm(0, 4), 0);
+  EXPECT_EQ(logText(args, comm(0, 4), d),
+            "shim: ncclAllReduce count 256 float sum in-place 4 ranks 1 KiB -> NCCL (no Braid algorithm for 4 ranks "
+            "at 1 KiB in-place)");
+  const CallArgs send{ShimCall::kSend, a, nullptr, 16, 2, -1, 3};
+  EXPECT_EQ(logText(send, CommView{}, decide(algorithms_.get(), send, CommView{}, 0)),
+            "shim: ncclSend count 16 int32 peer 3 -> NCCL (point-to-point: NCCL runs it)");
+  const CallArgs bcast{ShimCall::kBcast, a, a, 8, 9, -1, 0};
+  EXPECT_EQ(logText(bcast, CommView{}, decide(algorithms_.get(), bcast, CommView{}, 0)),
+            "shim: ncclBcast count 8 bfloat16 root 0 -> NCCL (communicator not created through the shim's init "
+            "calls)");
+}
+
+}  // namespace
+}  // namespace braid::nccl_shim

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The NCCL-API shim on a GPU: shim_gpu_check (an NCCL program, 2 ranks as processes) runs first with NCCL alone, then
+# with LD_PRELOAD=libbraid_nccl.so and BRAID_ALGO_DIR=tests/data/shim (a 2-rank ring all-reduce and all-gather, as
+# `braid algo ring --coll C -n 2` writes them). Both runs must give correct results; the preloaded one must say that
+# the all-reduce and all-gather ran in Braid and the reduce-scatter (no algorithm) in NCCL.
+# Usage: shim_gpu_check.sh LIBBRAID_NCCL CHECK_BINARY ALGO_DIR. Exit 0 pass, 1 fail, 77 skipped (no GPU; says why).
+set -uo pipefail
+shim=$1
+check=$2
+algos=$3
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+"$check" 2
+status=$?
+if [ "$status" = 77 ]; then
+  echo "SKIP: no usable GPU (above); the shim's GPU path needs one"
+  exit 77
+fi
+if [ "$status" != 0 ]; then
+  echo "FAIL: the program fails with NCCL alone (status $status): not the shim's doing"
+  exit 1
+fi
+
+LD_PRELOAD=$shim BRAID_ALGO_DIR=$algos BRAID_DEBUG=INFO "$check" 2 2>"$log"
+status=$?
+grep 'shim:' "$log"
+if [ "$status" != 0 ]; then
+  echo "FAIL: with the shim the program exits $status"
+  cat "$log"
+  exit 1
+fi
+fail=0
+for want in 'ncclAllReduce count 4096 float sum out-of-place 2 ranks 16 KiB -> braid ring_allreduce_n2' \
+            'ncclAllReduce count 4096 float sum in-place 2 ranks 16 KiB -> braid ring_allreduce_n2' \
+            'ncclAllReduce count 1000 float avg out-of-place 2 ranks 4000 B -> braid ring_allreduce_n2' \
+            'ncclAllGather count 4096 float out-of-place 2 ranks 32 KiB -> braid ring_allgather_n2' \
+            'ncclReduceScatter count 4096 float sum out-of-place 2 ranks 32 KiB -> NCCL (no Braid algorithm'; do
+  if ! grep -qF "$want" "$log"; then
+    echo "FAIL: no shim line '$want' (on every rank)"
+    fail=1
+  fi
+done
+if grep -q 'shim: .*Braid failed\|shim: .*could not be set up' "$log"; then
+  echo "FAIL: Braid fell back to NCCL (above)"
+  fail=1
+fi
+[ "$fail" = 0 ] && echo "PASS: correct results with and without the shim; Braid ran the calls it has algorithms for"
+exit "$fail"
