@@ -11,10 +11,11 @@
 //
 // An all-to-all of S bytes per peer moves each peer's block in chunks of --chunk bytes (default 512 KiB: NCCL's
 // Simple step, NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8) with at most --window chunks (default 8, NCCL_STEPS) in flight
-// per peer and direction (NETNS_CHUNK and NETNS_WINDOW set the defaults: run.sh's policies are environments), re-posting as chunks complete; peers are served starting from the next rank, as NCCL's
-// p2p schedule staggers them. Every iteration starts after a bootstrap barrier, sends data that depends on
-// (iteration, sender, receiver, position) and checks every received byte. A rank's time runs from the barrier to
-// its last completion; an iteration's completion time is the slowest rank's.
+// per peer and direction (NETNS_CHUNK and NETNS_WINDOW set the defaults: run.sh's policies are environments),
+// re-posting as chunks complete; peers are served starting from the next rank, as NCCL's p2p schedule staggers them.
+// Every iteration starts after a bootstrap barrier, sends data that depends on (iteration, sender, receiver, position)
+// and checks every received byte. A rank's time runs from the barrier to its last completion; an iteration's completion
+// time is the slowest rank's.
 //
 // Rank 0 prints, as netns_alltoall does:
 //   SAMPLE <label> <size> <iteration> <completion_us>
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "braid/bootstrap.h"
+#include "common/env.h"
 #include "nccl/abi/net_abi.h"
 #include "netns_flags.h"
 
@@ -72,9 +74,9 @@ std::string defaultPluginPath() {
 struct Flow {
   void* comm = nullptr;
   void* mhandle = nullptr;
-  char* base = nullptr;   // the peer's block in the send or receive buffer
-  uint64_t posted = 0;    // bytes posted so far
-  uint64_t done = 0;      // bytes completed so far
+  char* base = nullptr;  // the peer's block in the send or receive buffer
+  uint64_t posted = 0;   // bytes posted so far
+  uint64_t done = 0;     // bytes completed so far
   std::vector<void*> requests;
   std::vector<uint64_t> request_bytes;
 };
@@ -172,7 +174,8 @@ class PluginAllToAll {
         for (bool sending : {true, false}) {
           Flow& f = sending ? sends_[p] : recvs_[p];
           const std::string error = progress(f, sending, bytes);
-          if (!error.empty()) return (sending ? "send to rank " : "receive from rank ") + std::to_string(p) + ": " + error;
+          if (!error.empty())
+            return (sending ? "send to rank " : "receive from rank ") + std::to_string(p) + ": " + error;
           busy = busy || f.done < bytes;
         }
       }
@@ -262,8 +265,10 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
-  const char* socket_if = std::getenv("BRAID_SOCKET_IFNAME");
-  if (std::getenv("NCCL_SOCKET_IFNAME") == nullptr && socket_if != nullptr) setenv("NCCL_SOCKET_IFNAME", socket_if, 1);
+  const std::string socket_if = braid::envString("BRAID_SOCKET_IFNAME");
+  if (std::getenv("NCCL_SOCKET_IFNAME") == nullptr && !socket_if.empty()) {
+    setenv("NCCL_SOCKET_IFNAME", socket_if.c_str(), 1);
+  }
   const char* plugin_env = std::getenv("NETNS_NET_PLUGIN");
   const std::string plugin = plugin_env != nullptr ? plugin_env : defaultPluginPath();
   void* lib = dlopen(plugin.c_str(), RTLD_NOW | RTLD_LOCAL);
