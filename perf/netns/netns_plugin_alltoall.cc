@@ -265,6 +265,15 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stderr);
     return 2;
   }
+  // The plugin has no congestion policy of its own: a run labelled adaptive would measure the same thing twice.
+  const std::string policy = braid::envString("BRAID_CC_POLICY");
+  if (!policy.empty() && policy != "fixed") {
+    std::fprintf(stderr,
+                 "netns_plugin_alltoall: BRAID_CC_POLICY=%s: the net plugin has no congestion policy (it always sends "
+                 "as NCCL's proxy posts); compare chunkings with run.sh --policy 'LABEL:NETNS_CHUNK=...'\n",
+                 policy.c_str());
+    return 2;
+  }
   const std::string socket_if = braid::envString("BRAID_SOCKET_IFNAME");
   if (std::getenv("NCCL_SOCKET_IFNAME") == nullptr && !socket_if.empty()) {
     setenv("NCCL_SOCKET_IFNAME", socket_if.c_str(), 1);

@@ -23,7 +23,9 @@
 #                          [--iters 20] [--warmup 2] [--rounds 2] [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
 #                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR]
 #   --policy  a policy to compare, named LABEL, with its environment (default: 'fixed:BRAID_CC_POLICY=fixed' and
-#             'adaptive:BRAID_CC_POLICY=adaptive'); repeat for more (e.g. 'credits2:BRAID_CC_CREDITS=2').
+#             'adaptive:BRAID_CC_POLICY=adaptive'; with the net plugin's driver netns_plugin_alltoall, which has no
+#             congestion policy, 'chunk512K:NETNS_CHUNK=512K' and 'chunk128K:NETNS_CHUNK=128K'); repeat for more
+#             (e.g. 'credits2:BRAID_CC_CREDITS=2').
 #             NETNS_DRIVER=PATH among the variables runs that driver for this policy (e.g. netns_plugin_alltoall).
 #   --env     environment of every rank of every policy (repeatable).
 #   --program a second program run instead of the driver in every namespace, with the same environment
@@ -32,7 +34,8 @@
 #             addresses, comma-separated); rank 0 must print `SAMPLE <label> <size> <iter> <us>` per timed
 #             iteration and `CHECK <label> <size> <wrong bytes>` per size (as netns_alltoall does).
 #   --delay   one-way delay added on every host's uplink (netem, e.g. 50us): a longer base RTT.
-#   --smoke   CI mode: 4 hosts, sizes 256K,1M, 5 iterations, 1 warm-up, 1 round (well under a minute).
+#   --smoke   CI mode: 4 hosts, sizes 256K,1M, 5 iterations, 1 warm-up, 1 round (well under a minute); flags given
+#             beside it win, in any order.
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -49,34 +52,57 @@ program=""
 keep_logs=""
 policies=()
 extra_env=()
+smoke=0
+given=""
 
 die() { echo "netns: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --smoke) sizes=256K,1M; iters=5; warmup=1; rounds=1; shift ;;
+    --hosts | --rate | --queue | --delay | --sizes | --iters | --warmup | --rounds | --policy | --env | --driver | \
+      --program | --keep-logs)
+      [[ $# -ge 2 && $2 != --* ]] || die "$1 needs a value (see --help)" ;;
+  esac
+  case "$1" in
+    --smoke) smoke=1; shift ;;
     --hosts) hosts=$2; shift 2 ;;
     --rate) rate=$2; shift 2 ;;
     --queue) queue=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
-    --sizes) sizes=$2; shift 2 ;;
-    --iters) iters=$2; shift 2 ;;
-    --warmup) warmup=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
+    --sizes) sizes=$2; given+=" sizes"; shift 2 ;;
+    --iters) iters=$2; given+=" iters"; shift 2 ;;
+    --warmup) warmup=$2; given+=" warmup"; shift 2 ;;
+    --rounds) rounds=$2; given+=" rounds"; shift 2 ;;
     --policy) policies+=("$2"); shift 2 ;;
     --env) extra_env+=("$2"); shift 2 ;;
     --driver) driver=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
     --keep-logs) keep_logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see --help)" ;;
   esac
 done
+# --smoke sets what the command line did not, in any order.
+if [[ $smoke -eq 1 ]]; then
+  [[ $given == *" sizes"* ]] || sizes=256K,1M
+  [[ $given == *" iters"* ]] || iters=5
+  [[ $given == *" warmup"* ]] || warmup=1
+  [[ $given == *" rounds"* ]] || rounds=1
+fi
 [[ $hosts =~ ^[0-9]+$ && $hosts -ge 2 && $hosts -le 200 ]] || die "--hosts $hosts: a number in 2..200"
 [[ $queue =~ ^[0-9]+$ && $queue -ge 1 ]] || die "--queue $queue: packets, at least 1"
 [[ ${rate,,} =~ ^[0-9]+(\.[0-9]+)?[kmg]?(bit|bps)$ ]] || die "--rate $rate: tc's rate syntax (100mbit, 1gbit, 12.5mbps)"
 [[ $iters =~ ^[0-9]+$ && $iters -ge 1 ]] || die "--iters $iters: at least 1"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || die "--rounds $rounds: at least 1"
-[[ ${#policies[@]} -gt 0 ]] || policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
+[[ $warmup =~ ^[0-9]+$ ]] || die "--warmup $warmup: a number, 0 or more"
+[[ $sizes =~ ^[1-9][0-9]*[KMG]?(,[1-9][0-9]*[KMG]?)*$ ]] || die "--sizes $sizes: bytes per peer, comma-separated (256K,1M,4M)"
+if [[ ${#policies[@]} -eq 0 ]]; then
+  # The net plugin's driver has no congestion policy: its runs compare chunkings.
+  if [[ -z $program && $(basename "$driver") == netns_plugin_alltoall ]]; then
+    policies=("chunk512K:NETNS_CHUNK=512K" "chunk128K:NETNS_CHUNK=128K")
+  else
+    policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
+  fi
+fi
 if [[ -z $program && ! -x $driver ]]; then
   die "no driver at $driver (build the netns_alltoall target, or pass --driver / --program)"
 fi
