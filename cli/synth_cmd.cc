@@ -237,14 +237,23 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   if (!(opt.time_limit_s > 0))
     throw CmdError(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
   std::error_code ec;
-  if (!opt.out.empty() && !std::filesystem::is_directory(opt.out, ec))
-    throw CmdError(kFailure, fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
+  // A missing -o directory is created when the set is written (its parent must exist); anything else there is an
+  // error before synthesis starts.
+  bool create_out = false;
+  if (!opt.out.empty() && !std::filesystem::is_directory(opt.out, ec)) {
+    if (std::filesystem::exists(opt.out, ec))
+      throw CmdError(kFailure, fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
+    const std::filesystem::path parent = std::filesystem::path(opt.out).parent_path();
+    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
+      throw CmdError(kFailure, fmt::format("-o {}: its parent directory {} does not exist", opt.out, parent.string()));
+    create_out = true;
+  }
   if (!opt.json.empty() && opt.json != "-") {
     if (std::optional<std::string> error = outputDirectoryError(opt.json)) throw CmdError(kFailure, *error);
   }
   const Topology topology = loadSynthTopology(opt, std::nullopt);
   const std::string prefix = fmt::format("{}-{}-", collectiveName(collective), topology.name);
-  if (!opt.out.empty()) {
+  if (!opt.out.empty() && !create_out) {
     // Another set's files beside this one would give a loader overlapping windows.
     for (const auto& entry : std::filesystem::directory_iterator(opt.out, ec)) {
       const std::string name = entry.path().filename().string();
@@ -271,15 +280,18 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Every file is written whole; if one fails, those already written are removed (none or all of the set).
   std::vector<std::string> files(set->windows.size()), written;
-  auto write = [&written](const std::string& path, const std::string& text) {
+  auto write = [&written, &opt, create_out](const std::string& path, const std::string& text) {
     Status status = writeFileAtomic(path, text);
     if (!status) {
       std::error_code ignored;
       for (const std::string& f : written) std::filesystem::remove(f, ignored);
+      if (create_out) std::filesystem::remove(opt.out, ignored);  // the directory this run created, empty again
       throw CmdError(kFailure, status.message());
     }
     written.push_back(path);
   };
+  if (create_out && !std::filesystem::create_directory(opt.out, ec) && ec)
+    throw CmdError(kFailure, fmt::format("-o {}: cannot create the directory: {}", opt.out, ec.message()));
   for (size_t i = 0; i < set->windows.size() && !opt.out.empty(); ++i) {
     const ParetoWindow& w = set->windows[i];
     if (w.nccl || w.candidate.algorithm.num_ranks == 0) continue;

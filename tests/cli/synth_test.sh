@@ -346,6 +346,13 @@ expect_rc 1 "Pareto set into a directory holding another set" -- "$braid" synth 
   --sizes 1K:1M --time-limit 8 -o "$tmp/set"
 grep -q "already holds allreduce-dgx-h100-x1-" "$tmp/err" && ok || fail "stale set files: $(head -2 "$tmp/err")"
 [ "$(ls "$tmp/set" | wc -l)" = "$before" ] && ok || fail "a refused Pareto set changed its directory"
+expect_rc 1 "Pareto set into a directory whose parent is missing" -- "$braid" synth -t dgx-h100-x1 -c allreduce \
+  --sizes 1K:1M -o "$tmp/missing/set"
+grep -q "parent directory .* does not exist" "$tmp/err" && ok || fail "missing parent: $(head -2 "$tmp/err")"
+[ ! -e "$tmp/missing" ] && ok || fail "a refused Pareto set created a directory"
+expect_rc 0 "Pareto set into a new directory" -- "$braid" synth -t dgx-h100-x1 -c allgather --sizes 1K:64K \
+  --time-limit 8 -o "$tmp/newset"
+[ "$(ls "$tmp"/newset/allgather-dgx-h100-x1-*.xml | wc -l)" -ge 1 ] && ok || fail "new -o directory holds no window"
 mkdir -p "$tmp/set2"
 expect_rc 1 "Pareto set with an unwritable report" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M \
   --time-limit 8 -o "$tmp/set2" --json "$tmp/nodir/set.json"
