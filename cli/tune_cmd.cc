@@ -13,6 +13,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,13 @@ int runTuneFromLogs(const TuneOptions& opt) {
   if (!table) {
     std::cerr << "braid tune: " << table.status().toString() << "\n";
     return kUsageError;
+  }
+  std::set<std::string> settings;
+  for (const auto& m : logs) settings.insert(m.nccl_default ? "default" : m.label());
+  if (settings.size() == 1) {
+    std::cerr << "braid tune: warning: every log measures one setting (" << *settings.begin()
+              << "): the rules pin it at every size with nothing compared; give one log per NCCL_ALGO/NCCL_PROTO "
+                 "setting (and NCCL's default run) to choose between them\n";
   }
   return writeRulesAndPrint(
       opt.output, table->rules,

@@ -69,6 +69,7 @@ PY
   grep -v '^#\|Collective test\|all_reduce' "$h100" >"$tmp/measurements.txt"
   expect_rc 0 "tune from logs" -- "$braid" tune --nccl-tests-log "$h100=default" \
     --nccl-tests-log "$tmp/ar_ring_ll_all_reduce.txt=Ring/LL" -o "$tmp/measured.conf"
+  grep -q 'warning' "$tmp/err" && fail "two settings compared, yet a warning: $(head -1 "$tmp/err")" || ok
   grep -q '^AllReduce  *65536 Ring/LL ' "$tmp/out" && ok || fail "Ring/LL chosen at 64 KiB"
   grep -q '^AllReduce  *131072 NCCL default ' "$tmp/out" && ok || fail "NCCL's own choice kept at 128 KiB"
   grep -Eq ' 1\.2(4[89]|5[0-2])x' "$tmp/out" && ok || fail "the speedup over NCCL's own choice is printed (1/0.8)"
@@ -84,6 +85,7 @@ PY
   expect_rc 0 "--ranks 16 on a 16-rank log" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" --ranks 16 \
     -o "$tmp/agreed.conf"
   [ "$(grep -v '^#' "$tmp/agreed.conf" | cut -d, -f8 | sort -u)" = 16 ] && ok || fail "--ranks 16: rules for 16 ranks"
+  grep -q 'warning: every log measures one setting (Ring/LL)' "$tmp/err" && ok || fail "one setting: no warning"
   expect_rc 0 "--ranks 8 on a log without rank lines" -- "$braid" tune --nccl-tests-log "$tmp/measurements.txt=Ring/LL" \
     --coll allreduce --ranks 8 -o "$tmp/unlisted.conf"
   [ "$(grep -v '^#' "$tmp/unlisted.conf" | cut -d, -f8 | sort -u)" = 8 ] && ok || fail "--ranks 8: rules for 8 ranks"
