@@ -139,8 +139,9 @@ int runDemo(const DemoOptions& opt) {
   }
   if (!blocks.empty()) {
     std::cout << fmt::format(
-        "\nSimulated on {} (Braid's simulator; float, out-of-place). NCCL = NCCL's own choice (its tuning model), "
-        "NCCL ring = NCCL's ring with its best protocol; vs = NCCL time / Braid time; Braid/cut and Braid/routed = "
+        "\nSimulated on {} (Braid's simulator; float, out-of-place). NCCL = the algorithm and protocol NCCL's "
+        "tuning model picks, simulated (often its ring); NCCL ring = NCCL's ring with its best protocol; vs = NCCL "
+        "time / Braid time; Braid/cut and Braid/routed = "
         "Braid time / that bound:\n",
         topo->name);
     const bool any_all_reduce = std::any_of(outcomes.begin(), outcomes.end(), [](const Outcome& o) {

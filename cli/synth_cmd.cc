@@ -242,7 +242,8 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   bool create_out = false;
   if (!opt.out.empty() && !std::filesystem::is_directory(opt.out, ec)) {
     if (std::filesystem::exists(opt.out, ec))
-      throw CmdError(kFailure, fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
+      throw CmdError(kFailure,
+                     fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
     const std::filesystem::path parent = std::filesystem::path(opt.out).parent_path();
     if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
       throw CmdError(kFailure, fmt::format("-o {}: its parent directory {} does not exist", opt.out, parent.string()));
