@@ -771,10 +771,12 @@ Status checkSameCatalog(Bootstrap& bootstrap, const std::string& digest) {
 
 }  // namespace
 
-Result<std::vector<LoadedAlgorithm>> loadAlgorithmDir(const std::string& dir) {
+Result<std::vector<std::string>> listAlgorithmDir(const std::string& dir) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return notFound(fmt::format("{}: not a directory", dir));
+  const fs::file_status status = fs::status(dir, ec);
+  if (!fs::exists(status)) return notFound(fmt::format("{}: no such directory", dir));
+  if (!fs::is_directory(status)) return invalidArgument(fmt::format("{}: not a directory", dir));
   std::vector<std::string> files;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     if (!entry.is_regular_file()) continue;
@@ -783,6 +785,11 @@ Result<std::vector<LoadedAlgorithm>> loadAlgorithmDir(const std::string& dir) {
   }
   if (ec) return Status(StatusCode::kSystemError, fmt::format("{}: {}", dir, ec.message()));
   std::sort(files.begin(), files.end());
+  return files;
+}
+
+Result<std::vector<LoadedAlgorithm>> loadAlgorithmDir(const std::string& dir) {
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::string> files, listAlgorithmDir(dir));
   std::vector<LoadedAlgorithm> out;
   for (const std::string& file : files) {
     BRAID_ASSIGN_OR_RETURN(Algorithm algorithm, loadAlgorithm(file));

@@ -137,5 +137,9 @@ struct LoadedAlgorithm {
   std::string file;
 };
 Result<std::vector<LoadedAlgorithm>> loadAlgorithmDir(const std::string& dir);
+/// The paths of the files loadAlgorithmDir reads in `dir` (regular files ending in .xml / .json, any case), sorted.
+/// Errors: kNotFound when `dir` does not exist, kInvalidArgument when it is not a directory ("<dir>: not a
+/// directory"), kSystemError when it cannot be listed.
+Result<std::vector<std::string>> listAlgorithmDir(const std::string& dir);
 
 }  // namespace braid

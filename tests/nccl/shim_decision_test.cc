@@ -55,10 +55,8 @@ class ShimDecision : public ::testing::Test {
     gather_.out_of_place = false;
     gather_file_ = (root_ / "gather.xml").string();
     writeFile(gather_file_, writeMscclXml(gather_));
-    Result<std::unique_ptr<ShimAlgorithms>> loaded =
-        ShimAlgorithms::load((root_ / "dir").string(), " ," + gather_file_ + ":");
-    ASSERT_TRUE(loaded.isOk()) << loaded.status().toString();
-    algorithms_ = std::move(loaded).value();
+    algorithms_ = ShimAlgorithms::load((root_ / "dir").string(), " ," + gather_file_ + ":");
+    ASSERT_TRUE(algorithms_->warnings().empty()) << algorithms_->warnings().front();
   }
   void TearDown() override { fs::remove_all(root_); }
 
@@ -117,16 +115,74 @@ TEST_F(ShimDecision, LoadsBothSources) {
   EXPECT_NE(summary.find("MSCCL_XML_FILES allgather 2 ranks"), std::string::npos) << summary;
 }
 
-TEST_F(ShimDecision, LoadErrorsNameTheVariable) {
-  Result<std::unique_ptr<ShimAlgorithms>> bad_dir = ShimAlgorithms::load((root_ / "missing").string(), "");
-  ASSERT_FALSE(bad_dir.isOk());
-  EXPECT_NE(bad_dir.status().message().find("BRAID_ALGO_DIR"), std::string::npos) << bad_dir.status().toString();
-  Result<std::unique_ptr<ShimAlgorithms>> bad_file = ShimAlgorithms::load("", (root_ / "nothing.xml").string());
-  ASSERT_FALSE(bad_file.isOk());
-  EXPECT_NE(bad_file.status().message().find("MSCCL_XML_FILES"), std::string::npos) << bad_file.status().toString();
-  Result<std::unique_ptr<ShimAlgorithms>> empty = ShimAlgorithms::load("", "");
-  ASSERT_TRUE(empty.isOk());
-  EXPECT_EQ((*empty)->size(), 0u);
+// True when `text` contains every one of `parts`.
+bool hasAll(const std::string& text, const std::vector<std::string>& parts) {
+  for (const std::string& part : parts) {
+    if (text.find(part) == std::string::npos) return false;
+  }
+  return true;
+}
+
+TEST_F(ShimDecision, BadFilesAreSkippedOneWarningEach) {
+  // The ring next to a truncated MSCCL XML and the summary JSON `braid synth --json` writes: the ring loads, each
+  // bad file is one line naming it, in file-name order (a_corrupt.xml, ring.json, set.json).
+  const fs::path dir = root_ / "mixed";
+  fs::create_directories(dir);
+  fs::copy_file(ring_file_, dir / "ring.json");
+  const std::string xml = writeMscclXml(gather_);
+  writeFile(dir / "a_corrupt.xml", xml.substr(0, xml.size() / 2));
+  writeFile(dir / "set.json", "{\"candidates\": [{\"name\": \"ring\", \"file\": \"ring.json\"}]}\n");
+  writeFile(dir / "notes.txt", "not an algorithm file: not read");
+  const std::string missing = (root_ / "nothing.xml").string();
+  for (int round = 0; round < 2; ++round) {  // the same files give the same set and lines (every rank)
+    std::unique_ptr<ShimAlgorithms> loaded = ShimAlgorithms::load(dir.string(), missing + "," + gather_file_);
+    EXPECT_EQ(loaded->size(), 2u) << loaded->summary();
+    EXPECT_TRUE(loaded->servesRanks(4));
+    EXPECT_TRUE(loaded->servesRanks(2));
+    const std::vector<std::string>& warnings = loaded->warnings();
+    ASSERT_EQ(warnings.size(), 3u);
+    EXPECT_TRUE(hasAll(warnings[0], {"BRAID_ALGO_DIR: ", (dir / "a_corrupt.xml").string() + " skipped: "}))
+        << warnings[0];
+    EXPECT_TRUE(hasAll(warnings[1], {"BRAID_ALGO_DIR: ", (dir / "set.json").string() + " skipped: "})) << warnings[1];
+    EXPECT_TRUE(hasAll(warnings[2], {"MSCCL_XML_FILES: ", missing + " skipped: "})) << warnings[2];
+    for (const std::string& line : warnings) {
+      EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+      EXPECT_LE(line.size(), 300u + 200u) << line;
+      EXPECT_EQ(line.find("every call goes to NCCL"), std::string::npos) << line;
+    }
+  }
+}
+
+TEST_F(ShimDecision, NothingLoadedIsOneWarning) {
+  // An empty folder: no file skipped, one line.
+  fs::create_directories(root_ / "empty");
+  std::unique_ptr<ShimAlgorithms> empty = ShimAlgorithms::load((root_ / "empty").string(), "");
+  EXPECT_EQ(empty->size(), 0u);
+  ASSERT_EQ(empty->warnings().size(), 1u);
+  EXPECT_EQ(empty->warnings()[0],
+            "BRAID_ALGO_DIR=" + (root_ / "empty").string() +
+                " holds no algorithm the shim can run (0 files skipped); every call goes to NCCL");
+  // Every file bad, in both variables: one line per file, then the summary.
+  fs::create_directories(root_ / "bad");
+  writeFile(root_ / "bad" / "set.json", "[]");
+  const std::string missing = (root_ / "nothing.xml").string();
+  std::unique_ptr<ShimAlgorithms> bad = ShimAlgorithms::load((root_ / "bad").string(), missing);
+  EXPECT_EQ(bad->size(), 0u);
+  ASSERT_EQ(bad->warnings().size(), 3u);
+  EXPECT_EQ(bad->warnings()[2], "BRAID_ALGO_DIR=" + (root_ / "bad").string() + " and MSCCL_XML_FILES=" + missing +
+                                    " hold no algorithm the shim can run (2 files skipped); every call goes to NCCL");
+  // A folder that is a file or is missing: one line saying which, without "not found".
+  std::unique_ptr<ShimAlgorithms> file = ShimAlgorithms::load(ring_file_, "");
+  ASSERT_EQ(file->warnings().size(), 1u);
+  EXPECT_EQ(file->warnings()[0], "BRAID_ALGO_DIR=" + ring_file_ + " is not a directory; every call goes to NCCL");
+  std::unique_ptr<ShimAlgorithms> gone = ShimAlgorithms::load((root_ / "missing").string(), gather_file_);
+  EXPECT_EQ(gone->size(), 1u);
+  ASSERT_EQ(gone->warnings().size(), 1u);
+  EXPECT_EQ(gone->warnings()[0], "BRAID_ALGO_DIR=" + (root_ / "missing").string() + " does not exist");
+  // Nothing set: nothing to say.
+  std::unique_ptr<ShimAlgorithms> none = ShimAlgorithms::load("", "");
+  EXPECT_EQ(none->size(), 0u);
+  EXPECT_TRUE(none->warnings().empty());
 }
 
 TEST_F(ShimDecision, MatchingAllReduceRunsBraid) {

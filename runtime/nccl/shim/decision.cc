@@ -87,27 +87,86 @@ std::optional<CollectiveKind> collectiveOf(ShimCall call) {
 ShimAlgorithms::ShimAlgorithms() = default;
 ShimAlgorithms::~ShimAlgorithms() = default;
 
-Result<std::unique_ptr<ShimAlgorithms>> ShimAlgorithms::load(const std::string& algo_dir,
-                                                             const std::string& msccl_files) {
-  auto out = std::make_unique<ShimAlgorithms>();
-  if (!algo_dir.empty()) {
-    Result<std::vector<LoadedAlgorithm>> loaded = loadAlgorithmDir(algo_dir);
-    if (!loaded.isOk()) {
-      return Status(loaded.status().code(), fmt::format("BRAID_ALGO_DIR: {}", loaded.status().message()));
+namespace {
+
+// The first line of a loader's message, at most 300 characters: one concise warning line per file.
+std::string firstLine(const std::string& text) {
+  constexpr size_t kMax = 300;
+  std::string line = text.substr(0, text.find('\n'));
+  if (line.size() > kMax) line = line.substr(0, kMax - 3) + "...";
+  return line;
+}
+
+// `file` loaded and verified; otherwise the first line of why not, without the file name the loader's message
+// starts with ("/d/a.xml:12: ..." -> "line 12: ...").
+Result<Algorithm> loadVerified(const std::string& file) {
+  Result<Algorithm> algorithm = loadAlgorithm(file);
+  if (!algorithm.isOk()) {
+    std::string why = algorithm.status().message();
+    if (why.rfind(file + ":", 0) == 0) {
+      why = why.substr(file.size() + 1);
+      if (!why.empty() && why[0] >= '0' && why[0] <= '9') {
+        why = "line " + why;
+      } else if (!why.empty() && why[0] == ' ') {
+        why = why.substr(1);
+      }
     }
-    for (LoadedAlgorithm& a : loaded.value()) out->loaded_.push_back(Loaded{std::move(a), "BRAID_ALGO_DIR"});
+    return Status(algorithm.status().code(), firstLine(why));
   }
-  for (const std::string& file : splitFileList(msccl_files)) {
-    Result<Algorithm> algorithm = loadAlgorithm(file);
-    if (!algorithm.isOk()) {
-      return Status(algorithm.status().code(), fmt::format("MSCCL_XML_FILES: {}", algorithm.status().message()));
+  const VerifyReport report = verify(*algorithm);
+  if (!report.ok) {
+    return invalidArgument(
+        firstLine(fmt::format("algorithm '{}' does not verify: {}", algorithm->name, report.toString())));
+  }
+  return algorithm;
+}
+
+}  // namespace
+
+std::unique_ptr<ShimAlgorithms> ShimAlgorithms::load(const std::string& algo_dir, const std::string& msccl_files) {
+  auto out = std::make_unique<ShimAlgorithms>();
+  size_t skipped = 0;
+  bool dir_listed = false;
+  if (!algo_dir.empty()) {
+    Result<std::vector<std::string>> files = listAlgorithmDir(algo_dir);
+    if (!files.isOk()) {
+      const std::string why = files.status().code() == StatusCode::kNotFound ? "does not exist"
+                              : files.status().code() == StatusCode::kInvalidArgument
+                                  ? "is not a directory"
+                                  : "cannot be read (" + files.status().message() + ")";
+      out->warnings_.push_back(fmt::format("BRAID_ALGO_DIR={} {}", algo_dir, why));
+    } else {
+      dir_listed = true;
+      for (const std::string& file : files.value()) {
+        Result<Algorithm> algorithm = loadVerified(file);
+        if (!algorithm.isOk()) {
+          ++skipped;
+          out->warnings_.push_back(fmt::format("BRAID_ALGO_DIR: {} skipped: {}", file, algorithm.status().message()));
+          continue;
+        }
+        out->loaded_.push_back(Loaded{LoadedAlgorithm{std::move(algorithm).value(), file}, "BRAID_ALGO_DIR"});
+      }
     }
-    const VerifyReport report = verify(*algorithm);
-    if (!report.ok) {
-      return invalidArgument(fmt::format("MSCCL_XML_FILES: {}: algorithm '{}' does not verify: {}", file,
-                                         algorithm->name, report.toString()));
+  }
+  const std::vector<std::string> msccl = splitFileList(msccl_files);
+  for (const std::string& file : msccl) {
+    Result<Algorithm> algorithm = loadVerified(file);
+    if (!algorithm.isOk()) {
+      ++skipped;
+      out->warnings_.push_back(fmt::format("MSCCL_XML_FILES: {} skipped: {}", file, algorithm.status().message()));
+      continue;
     }
     out->loaded_.push_back(Loaded{LoadedAlgorithm{std::move(algorithm).value(), file}, "MSCCL_XML_FILES"});
+  }
+  if (out->loaded_.empty() && !dir_listed && msccl.empty()) {
+    if (!out->warnings_.empty()) out->warnings_.back() += "; every call goes to NCCL";
+  } else if (out->loaded_.empty()) {
+    std::string sources = dir_listed ? "BRAID_ALGO_DIR=" + algo_dir : "";
+    if (!msccl.empty()) sources += (sources.empty() ? "" : " and ") + ("MSCCL_XML_FILES=" + msccl_files);
+    out->warnings_.push_back(
+        fmt::format("{} {} no algorithm the shim can run ({} file{} skipped); every call goes "
+                    "to NCCL",
+                    sources, dir_listed && !msccl.empty() ? "hold" : "holds", skipped, skipped == 1 ? "" : "s"));
   }
   return out;
 }

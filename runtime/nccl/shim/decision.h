@@ -1,9 +1,10 @@
 // The NCCL-API shim's decisions (shim/README.md, docs/nccl.md "NCCL-API shim"), without CUDA or NCCL headers so
 // that the tests run them on any machine:
-//   * ShimAlgorithms: the algorithms of BRAID_ALGO_DIR (a folder of MSCCL XML / Braid JSON, read as the
-//     communicator reads it: loadAlgorithmDir) and MSCCL_XML_FILES (MSCCL's list of XML files), matched as the
-//     communicator matches (comm/selection.h AlgorithmCatalog: collective, rank count, [min, max] window in bytes,
-//     in-place mode, root), and their plans (lowerAlgorithm for the size and datatype, cached);
+//   * ShimAlgorithms: the algorithms of BRAID_ALGO_DIR (a folder of MSCCL XML / Braid JSON: the files the
+//     communicator reads, listAlgorithmDir, but a file that does not load is skipped) and MSCCL_XML_FILES (MSCCL's list
+//     of XML files), matched as the communicator matches (comm/selection.h AlgorithmCatalog: collective, rank count,
+//     [min, max] window in bytes, in-place mode, root), and their plans (lowerAlgorithm for the size and datatype,
+//     cached);
 //   * decide(): Braid or NCCL for one call, with the reason when NCCL;
 //   * logText(): the BRAID_DEBUG=INFO line of a decision.
 // Numbering: datatypes and reduction ops are NCCL's ncclDataType_t / ncclRedOp_t values (nccl.h 2.28: int8 0 ..
@@ -86,11 +87,13 @@ struct Decision {
 
 class ShimAlgorithms {
  public:
-  /// Loads `algo_dir` (empty: none; loadAlgorithmDir: every .xml / .json, name order, each verified) and the files
-  /// of `msccl_files` (MSCCL_XML_FILES syntax; each loaded and verified). Directory candidates come first.
-  /// Errors: kNotFound for a folder that is not one; kParseError / kInvalidArgument naming the file that does not
-  /// load or verify.
-  static Result<std::unique_ptr<ShimAlgorithms>> load(const std::string& algo_dir, const std::string& msccl_files);
+  /// Loads the files of `algo_dir` (empty: none; listAlgorithmDir: every .xml / .json, name order) and of
+  /// `msccl_files` (MSCCL_XML_FILES syntax), each loaded and verified on its own. Directory candidates come first.
+  /// Never fails: a file that does not load or verify is skipped with one line in warnings() ("BRAID_ALGO_DIR:
+  /// /d/set.json skipped: <first line of the reason>"); a folder that does not exist, is not one or cannot be
+  /// listed is one line; when a variable is set and nothing loads, a last line says every call goes to NCCL. The
+  /// same files give the same algorithms and lines on every rank.
+  static std::unique_ptr<ShimAlgorithms> load(const std::string& algo_dir, const std::string& msccl_files);
 
   ShimAlgorithms();
   ~ShimAlgorithms();
@@ -98,6 +101,8 @@ class ShimAlgorithms {
   /// Number of algorithms loaded; whether any is for `nranks` ranks.
   size_t size() const { return loaded_.size(); }
   bool servesRanks(int nranks) const;
+  /// What load() could not use, one line each (without the "shim: " prefix), in load order.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   /// "2 algorithms (BRAID_ALGO_DIR /x: allreduce 4 ranks ring, ...)": what was loaded, for the log.
   std::string summary() const;
 
@@ -117,6 +122,7 @@ class ShimAlgorithms {
   comm::AlgorithmCatalog& catalog(int nranks);
 
   std::vector<Loaded> loaded_;
+  std::vector<std::string> warnings_;
   std::mutex mu_;
   std::map<int, std::unique_ptr<comm::AlgorithmCatalog>> catalogs_;
   std::map<std::tuple<const ParetoCandidate*, uint64_t, bool, uint64_t>, std::unique_ptr<Plan>> plans_;

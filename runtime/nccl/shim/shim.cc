@@ -148,12 +148,8 @@ Shim& shim() {
     const std::string dir = envString("BRAID_ALGO_DIR");
     const char* files = std::getenv("MSCCL_XML_FILES");
     try {
-      Result<std::unique_ptr<ShimAlgorithms>> loaded = ShimAlgorithms::load(dir, files != nullptr ? files : "");
-      if (loaded.isOk()) {
-        s->algorithms = std::move(loaded).value();
-      } else {
-        warn(loaded.status().toString() + "; every call goes to NCCL");
-      }
+      s->algorithms = ShimAlgorithms::load(dir, files != nullptr ? files : "");
+      for (const std::string& line : s->algorithms->warnings()) warn(line);
     } catch (const std::exception& e) {
       warn(std::string("loading algorithms: ") + e.what() + "; every call goes to NCCL");
     }
