@@ -51,7 +51,12 @@ while [ $# -gt 0 ]; do
     --cpu-check) cpu_check=1 ;;
     --no-build) no_build=1 ;;
     --parts | --build-dir | --lib-dir | --timeout | --out)
-      if [ $# -lt 2 ]; then echo "run.sh: $1 needs a value" >&2; usage >&2; exit 2; fi
+      if [ $# -lt 2 ] || [ -z "$2" ]; then echo "run.sh: $1 needs a value" >&2; usage >&2; exit 2; fi
+      if [[ "$2" == --* ]]; then
+        echo "run.sh: $1 needs a value, got the option '$2' (a value may not start with --)" >&2
+        usage >&2
+        exit 2
+      fi
       case "$1" in
         --parts) parts=$2 ;;
         --build-dir) build_dir=$2 ;;

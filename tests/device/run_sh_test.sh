@@ -2,7 +2,9 @@
 # shellcheck disable=SC2015  # "cond && ok || fail": ok never fails
 # perf/device/run.sh on this build: argument handling (exit 2 naming the argument), and --cpu-check with --no-build
 # (the plugins' exports and their loading by NCCL's names, the drivers' argument handling and no-GPU exit): exit 0,
-# every GPU part reported as skipped with the reason, results under $OUT.
+# every GPU part reported as skipped with the reason, results under $OUT. pack.sh: its arguments (exit 2, checked
+# before anything is written), a non-empty --dest it did not write refused and left as it was, an earlier pack
+# replaced, and the pack itself.
 # usage: run_sh_test.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=$1
@@ -22,7 +24,7 @@ expect_rc() {
   shift 3
   local rc=0
   timeout 100 "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  if [ "$rc" = "$want" ]; then ok; else fail "$label: exit $rc, expected $want; $(tail -5 "$tmp/err" "$tmp/out")"; fi
+  if [ "$rc" = "$want" ]; then ok; else fail "$label: exit $rc, expected $want; $(tail -n 5 "$tmp/err" "$tmp/out")"; fi
 }
 
 expect_rc 0 "--help" -- bash "$script" --help
@@ -35,6 +37,18 @@ grep -q "unknown part 'x'" "$tmp/err" && ok || fail "bad part message: $(cat "$t
 expect_rc 2 "bad timeout" -- bash "$script" --timeout soon --out "$tmp/o"
 grep -q "timeout must be a whole number" "$tmp/err" && ok || fail "bad timeout message: $(cat "$tmp/err")"
 expect_rc 2 "missing value" -- bash "$script" --parts
+grep -q "^run.sh: --parts needs a value$" "$tmp/err" && ok || fail "missing value message: $(cat "$tmp/err")"
+# The next option is not taken as a value (no CMake tree in ./--no-build, no "unknown argument 'X'").
+mkdir -p "$tmp/cwd"
+# shellcheck disable=SC2016  # $0 and $@ are the inner shell's
+expect_rc 2 "--build-dir --no-build" -- bash -c 'cd "$0" && exec bash "$@"' "$tmp/cwd" "$script" --build-dir --no-build \
+  --timeout 10 --out "$tmp/o"
+grep -q "^run.sh: --build-dir needs a value, got the option '--no-build'" "$tmp/err" && ok ||
+  fail "--build-dir --no-build message: $(cat "$tmp/err")"
+[ -z "$(ls -A "$tmp/cwd")" ] && ok || fail "--build-dir --no-build wrote into the working folder: $(ls -A "$tmp/cwd")"
+expect_rc 2 "--parts --out X" -- bash "$script" --parts --out "$tmp/o"
+grep -q "^run.sh: --parts needs a value, got the option '--out'" "$tmp/err" && ok ||
+  fail "--parts --out message: $(cat "$tmp/err")"
 expect_rc 2 "--no-build without a build" -- bash "$script" --no-build --build-dir "$tmp/none" --out "$tmp/o"
 grep -q "build folder $tmp/none does not exist" "$tmp/err" && ok || fail "--no-build message: $(cat "$tmp/err")"
 
@@ -71,6 +85,24 @@ expect_rc 1 "empty build" -- bash "$script" --cpu-check --no-build --build-dir "
 grep -q "^plugins: FAIL (not built: .*libnccl-net-braid.so" "$tmp/e/summary.txt" && ok ||
   fail "empty build: $(cat "$tmp/e/summary.txt")"
 
+# pack.sh's arguments: checked before anything is written; a folder it did not write is never emptied.
+pack="$src/perf/device/pack.sh"
+mkdir -p "$tmp/precious"
+echo "not pack.sh's" >"$tmp/precious/file"
+expect_rc 2 "pack.sh --max-mib abc" -- bash "$pack" --build-dir "$build" --dest "$tmp/pm" --max-mib abc
+grep -q "^pack.sh: --max-mib must be a whole number of MiB >= 1, got 'abc'$" "$tmp/err" && ok ||
+  fail "pack.sh --max-mib message: $(cat "$tmp/err")"
+[ ! -e "$tmp/pm" ] && ok || fail "pack.sh --max-mib abc created its --dest"
+expect_rc 2 "pack.sh --max-mib without a value" -- bash "$pack" --max-mib
+expect_rc 2 "pack.sh --dest --max-mib" -- bash "$pack" --dest --max-mib 5
+grep -q "^pack.sh: --dest needs a value, got the option '--max-mib'" "$tmp/err" && ok ||
+  fail "pack.sh --dest --max-mib message: $(cat "$tmp/err")"
+expect_rc 2 "pack.sh missing build folder" -- bash "$pack" --build-dir "$tmp/none" --dest "$tmp/precious"
+grep -q "^pack.sh: --build-dir $tmp/none is not a folder$" "$tmp/err" && ok ||
+  fail "pack.sh missing build message: $(cat "$tmp/err")"
+[ "$(cat "$tmp/precious/file" 2>/dev/null)" = "not pack.sh's" ] && ok ||
+  fail "pack.sh with a missing build folder touched --dest: $(ls -A "$tmp/precious")"
+
 # pack.sh: the programs, the plugins and their non-system libraries in one folder (not the C/C++ runtime, CUDA's
 # or NCCL's), under the size limit; run.sh --cpu-check runs from it with --lib-dir.
 if [ -e "$build/bin/cuda_tests" ] && [ -e "$build/bin/transport_tests" ] && [ -e "$build/bin/braid_cuda_benchmark" ]; then
@@ -81,6 +113,17 @@ if [ -e "$build/bin/cuda_tests" ] && [ -e "$build/bin/transport_tests" ] && [ -e
   done
   find "$tmp/pack/deps" -name 'libc.so*' -o -name 'libstdc++*' -o -name 'libcudart*' -o -name 'libnccl.so*' |
     grep -q . && fail "pack.sh carried a system, CUDA or NCCL library: $(ls "$tmp/pack/deps")" || ok
+  expect_rc 2 "pack.sh into a foreign folder" -- bash "$pack" --build-dir "$build" --dest "$tmp/precious"
+  grep -q "^pack.sh: --dest $tmp/precious is a non-empty folder that pack.sh did not write" "$tmp/err" && ok ||
+    fail "pack.sh foreign --dest message: $(cat "$tmp/err")"
+  [ "$(ls -A "$tmp/precious")" = "file" ] && [ "$(cat "$tmp/precious/file")" = "not pack.sh's" ] && ok ||
+    fail "pack.sh changed a foreign --dest: $(ls -A "$tmp/precious")"
+  # An earlier pack (its marker) is replaced: a stale program goes, a file beside bin/lib/deps stays.
+  [ -e "$tmp/pack/.braid-device-pack" ] && ok || fail "pack.sh wrote no .braid-device-pack"
+  touch "$tmp/pack/bin/stale" "$tmp/pack/notes"
+  expect_rc 0 "pack.sh over an earlier pack" -- bash "$pack" --build-dir "$build" --dest "$tmp/pack"
+  [ ! -e "$tmp/pack/bin/stale" ] && [ -e "$tmp/pack/notes" ] && [ -e "$tmp/pack/bin/braid_nccl_ranks" ] && ok ||
+    fail "pack.sh over an earlier pack: $(ls -A "$tmp/pack" "$tmp/pack/bin")"
   expect_rc 1 "pack.sh over --max-mib" -- bash "$src/perf/device/pack.sh" --build-dir "$build" --dest "$tmp/pack2" \
     --max-mib 1
   grep -q "over --max-mib 1" "$tmp/err" && ok || fail "size limit message: $(cat "$tmp/err")"
