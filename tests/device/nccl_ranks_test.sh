@@ -11,23 +11,8 @@
 set -uo pipefail
 bin=$1
 fake_so=$2
-tmp=$(mktemp -d /tmp/braid-nccl-ranks-test.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
-# expect_rc CODE LABEL -- CMD...: CMD's exit status is CODE; stdout in $tmp/out, stderr in $tmp/err.
-expect_rc() {
-  local want=$1 label=$2
-  shift 3
-  local rc=0
-  timeout 60 "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  if [ "$rc" = "$want" ]; then ok; else fail "$label: exit $rc, expected $want; stderr: $(head -3 "$tmp/err")"; fi
-}
+# shellcheck source=tests/device/lib.sh
+source "$(dirname "$0")/lib.sh" nccl-ranks-test
 fake_run=(env LD_PRELOAD="$fake_so" FAKE_NCCL_DIR="$tmp/x")
 
 # --- Arguments.
@@ -110,5 +95,4 @@ grep -q "no usable GPU: cudaGetDeviceCount found 0 devices" "$tmp/err" && ok || 
 expect_rc 2 "-d 1 of 1" -- "${fake_run[@]}" "$bin" -d 1
 grep -q -- "-d 1, but CUDA sees 1 device(s)" "$tmp/err" && ok || fail "-d message: $(cat "$tmp/err")"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

@@ -10,15 +10,8 @@ set -uo pipefail
 src=$1
 build=$2
 shim_standin=$3
-tmp=$(mktemp -d /tmp/braid-run-sh-gpu-test.XXXXXX)
-trap '[ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
+# shellcheck source=tests/device/lib.sh
+source "$(dirname "$0")/lib.sh" run-sh-gpu-test
 
 fake="$tmp/build"
 mkdir -p "$fake/bin" "$fake/lib" "$tmp/path"
@@ -125,5 +118,4 @@ done
 grep -q "Loaded net plugin Braid" "$tmp/o/b.log" && ok || fail "b.log does not keep NCCL's plugin lines"
 [ "$(find "$tmp/o" -type f | wc -l)" -le 8 ] && ok || fail "more than 8 files in \$OUT (the device machine returns 8)"
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish

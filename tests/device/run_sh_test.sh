@@ -10,22 +10,9 @@ set -uo pipefail
 src=$1
 build=$2
 script="$src/perf/device/run.sh"
-tmp=$(mktemp -d /tmp/braid-run-sh-test.XXXXXX)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
-expect_rc() {
-  local want=$1 label=$2
-  shift 3
-  local rc=0
-  timeout 100 "$@" >"$tmp/out" 2>"$tmp/err" || rc=$?
-  if [ "$rc" = "$want" ]; then ok; else fail "$label: exit $rc, expected $want; $(tail -n 5 "$tmp/err" "$tmp/out")"; fi
-}
+EXPECT_TIMEOUT=100
+# shellcheck source=tests/device/lib.sh
+source "$(dirname "$0")/lib.sh" run-sh-test
 
 expect_rc 0 "--help" -- bash "$script" --help
 grep -q "^usage: perf/device/run.sh" "$tmp/out" && ok || fail "--help prints no usage"
@@ -132,5 +119,4 @@ if [ -e "$build/bin/cuda_tests" ] && [ -e "$build/bin/transport_tests" ] && [ -e
   grep -q "^plugin exports: ok" "$tmp/p/summary.txt" && ok || fail "pack: $(cat "$tmp/p/summary.txt")"
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
