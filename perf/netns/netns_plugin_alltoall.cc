@@ -74,9 +74,8 @@ std::string defaultPluginPath() {
 struct Flow {
   void* comm = nullptr;
   void* mhandle = nullptr;
-  char* base = nullptr;  // the peer's block in the send or receive buffer
-  uint64_t posted = 0;   // bytes posted so far
-  uint64_t done = 0;     // bytes completed so far
+  uint64_t posted = 0;  // bytes posted so far
+  uint64_t done = 0;    // bytes completed so far
   std::vector<void*> requests;
   std::vector<uint64_t> request_bytes;
 };
@@ -134,8 +133,6 @@ class PluginAllToAll {
     recv_.assign(bytes_per_peer / 8 * n_, 0);
     for (int p = 0; p < n_; ++p) {
       if (p == rank_) continue;
-      sends_[p].base = reinterpret_cast<char*>(send_.data()) + bytes_per_peer * p;
-      recvs_[p].base = reinterpret_cast<char*>(recv_.data()) + bytes_per_peer * p;
       if (net_->regMr(sends_[p].comm, send_.data(), send_.size() * 8, abi::kPtrHost, &sends_[p].mhandle) != 0 ||
           net_->regMr(recvs_[p].comm, recv_.data(), recv_.size() * 8, abi::kPtrHost, &recvs_[p].mhandle) != 0) {
         return "regMr failed";
@@ -147,15 +144,6 @@ class PluginAllToAll {
   uint64_t* sendBlock(int peer, uint64_t bytes) { return send_.data() + bytes / 8 * peer; }
   const uint64_t* recvBlock(int peer, uint64_t bytes) const { return recv_.data() + bytes / 8 * peer; }
   void clearReceived(uint64_t bytes) { std::memset(recv_.data(), 0, bytes * n_); }
-
-  /// Re-bases every flow on blocks of `bytes` per peer (the buffers hold the largest size).
-  void setSize(uint64_t bytes) {
-    for (int p = 0; p < n_; ++p) {
-      if (p == rank_) continue;
-      sends_[p].base = reinterpret_cast<char*>(send_.data()) + bytes * p;
-      recvs_[p].base = reinterpret_cast<char*>(recv_.data()) + bytes * p;
-    }
-  }
 
   /// One all-to-all of `bytes` per peer; "" when every chunk completed with its full size.
   std::string run(uint64_t bytes) {
@@ -173,7 +161,8 @@ class PluginAllToAll {
         const int p = (rank_ + k) % n_;
         for (bool sending : {true, false}) {
           Flow& f = sending ? sends_[p] : recvs_[p];
-          const std::string error = progress(f, sending, bytes);
+          char* block = reinterpret_cast<char*>(sending ? send_.data() : recv_.data()) + bytes * p;
+          const std::string error = progress(f, sending, block, bytes);
           if (!error.empty())
             return (sending ? "send to rank " : "receive from rank ") + std::to_string(p) + ": " + error;
           busy = busy || f.done < bytes;
@@ -184,11 +173,12 @@ class PluginAllToAll {
   }
 
  private:
-  std::string progress(Flow& f, bool sending, uint64_t bytes) {
+  /// Posts and tests the chunks of one flow whose peer block (of `bytes`) starts at `block`.
+  std::string progress(Flow& f, bool sending, char* block, uint64_t bytes) {
     for (int w = 0; w < options_.window; ++w) {
       if (f.requests[w] == nullptr && f.posted < bytes) {
         const uint64_t len = std::min<uint64_t>(options_.chunk, bytes - f.posted);
-        void* data = f.base + f.posted;
+        void* data = block + f.posted;
         int rc;
         if (sending) {
           rc = net_->isend(f.comm, data, len, 0, f.mhandle, nullptr, &f.requests[w]);
@@ -299,7 +289,6 @@ int main(int argc, char** argv) {
     if (!error.empty()) return fail(rank, error);
     for (const uint64_t size : flags.sizes) {
       const uint64_t words = size / 8;
-      a2a.setSize(size);
       std::vector<double> times(flags.iters, 0.0);
       uint64_t wrong = 0;
       for (int it = -flags.warmup; it < flags.iters; ++it) {
