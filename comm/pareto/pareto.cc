@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -31,12 +32,26 @@ void say(const ParetoOptions& options, const std::string& line) {
   if (options.progress) options.progress(line);
 }
 
+/// kTimeout naming `stage` once options.deadline has passed; ok otherwise (and without a deadline).
+Status checkDeadline(const ParetoOptions& options, CollectiveKind kind, const std::string& stage) {
+  if (!options.deadline || std::chrono::steady_clock::now() < *options.deadline) return Status::ok();
+  return Status(StatusCode::kTimeout,
+                fmt::format("Pareto set for {}: the deadline passed before {}", collectiveName(kind), stage));
+}
+
+/// options.time_limit_s, cut to the seconds left before options.deadline.
+double timeLimitLeft(const ParetoOptions& options) {
+  if (!options.deadline) return options.time_limit_s;
+  const double left = std::chrono::duration<double>(*options.deadline - std::chrono::steady_clock::now()).count();
+  return std::min(options.time_limit_s, std::max(left, 1e-3));
+}
+
 /// The synthesized algorithms (TACCL pipeline; the forest method: tree packing for all-gather, reduce-scatter and
 /// all-reduce, the max-concurrent flow for all-to-all) when
 /// synthesis succeeds, and the classical ones that apply for `kind`.
-std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& topology,
-                                           const std::string& topology_name, const ParetoOptions& options,
-                                           CollectiveParetoSet* set) {
+Result<std::vector<ParetoCandidate>> candidatesFor(CollectiveKind kind, const Topology& topology,
+                                                   const std::string& topology_name, const ParetoOptions& options,
+                                                   CollectiveParetoSet* set) {
   std::vector<std::string>* notes = &set->notes;
   std::vector<ParetoCandidate> out;
   // SCCL's search for single nodes only (its model: one lane of the fastest GPU link as the unit), both objectives.
@@ -57,13 +72,15 @@ std::vector<ParetoCandidate> candidatesFor(CollectiveKind kind, const Topology& 
             ? (objective == ScclObjective::kLatency ? "sccl least-steps" : "sccl least-rounds-per-chunk")
         : kind == CollectiveKind::kAllToAll ? "max-concurrent flow"
                                             : "tree packing";
-    say(options, fmt::format("{}: {} (time limit {:g} s)", collectiveName(kind), what, options.time_limit_s));
+    BRAID_RETURN_IF_ERROR(checkDeadline(options, kind, what));
+    const double time_limit_s = timeLimitLeft(options);
+    say(options, fmt::format("{}: {} (time limit {:g} s)", collectiveName(kind), what, time_limit_s));
     SynthesisRequest request;
     request.topology = &topology;
     request.collective = kind;
     request.method = method;
     request.sccl_objective = objective;
-    request.time_limit_s = options.time_limit_s;
+    request.time_limit_s = time_limit_s;
     request.budget_units = options.budget_units;
     if (method == SynthesisMethod::kForest) {
       // The tree method's candidates (pieces, tree counts) are chosen by the simulator at its costing size.
@@ -156,12 +173,15 @@ std::optional<Variant> instanceVariant(const ParetoCandidate& candidate, const V
   return v;
 }
 
-std::vector<Variant> scoreVariants(const std::vector<ParetoCandidate>& candidates, const Topology& topology,
-                                   const std::vector<uint64_t>& sizes, const ParetoOptions& options) {
+Result<std::vector<Variant>> scoreVariants(const std::vector<ParetoCandidate>& candidates, const Topology& topology,
+                                           const std::vector<uint64_t>& sizes, const ParetoOptions& options,
+                                           CollectiveKind kind) {
   const auto scorer = simulatedScore(topology);
   std::vector<Variant> out;
   for (size_t c = 0; c < candidates.size(); ++c) {
     for (Protocol protocol : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
+      BRAID_RETURN_IF_ERROR(checkDeadline(
+          options, kind, fmt::format("simulating {} / {}", candidates[c].source, protocolName(protocol))));
       say(options, fmt::format("simulating {} / {} ({} of {})", candidates[c].source, protocolName(protocol),
                                out.size() + 1, candidates.size() * 3));
       Variant v;
@@ -192,6 +212,8 @@ std::vector<Variant> scoreVariants(const std::vector<ParetoCandidate>& candidate
     std::vector<Variant> more;
     for (int k : kInstanceCounts) {
       if (static_cast<long long>(candidates[c].algorithm.num_channels) * k > kMaxInstances) break;
+      BRAID_RETURN_IF_ERROR(checkDeadline(
+          options, kind, fmt::format("simulating {} / Simple with {} instances", candidates[c].source, k)));
       say(options, fmt::format("simulating {} / Simple with {} instances", candidates[c].source, k));
       std::optional<Variant> v = instanceVariant(candidates[c], out[simple], fewer, k, topology, sizes);
       if (!v) break;
@@ -259,7 +281,8 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
 
   CollectiveParetoSet set;
   set.collective = collective;
-  std::vector<ParetoCandidate> candidates = candidatesFor(collective, topology, topology_name, options, &set);
+  BRAID_ASSIGN_OR_RETURN(std::vector<ParetoCandidate> candidates,
+                         candidatesFor(collective, topology, topology_name, options, &set));
   if (!set.clock_cuts.empty()) {
     set.notes.push_back(
         fmt::format("the wall-clock limit of {:g} s ended {} before the budget: another run may give "
@@ -271,6 +294,7 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
         fmt::format("Pareto set: no {} candidate could be built for {}", collectiveName(collective), topology_name));
   }
   // NCCL's choice and the bounds per size, once (they do not depend on the candidate).
+  BRAID_RETURN_IF_ERROR(checkDeadline(options, collective, "NCCL's reference"));
   say(options,
       fmt::format("{}: NCCL's choice and the bounds at {} sizes", collectiveName(collective), requested.size()));
   BRAID_ASSIGN_OR_RETURN(Comparison reference,
@@ -280,7 +304,8 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
   for (const SizeComparison& row : reference.sizes) sizes.push_back(row.size_bytes);
   say(options, fmt::format("{}: {} candidates x 3 protocols simulated at {} sizes", collectiveName(collective),
                            candidates.size(), sizes.size()));
-  const std::vector<Variant> variants = scoreVariants(candidates, topology, sizes, options);
+  BRAID_ASSIGN_OR_RETURN(const std::vector<Variant> variants,
+                         scoreVariants(candidates, topology, sizes, options, collective));
   const std::vector<Winner> won = winners(variants, reference);
 
   size_t i = 0;

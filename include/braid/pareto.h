@@ -12,6 +12,7 @@
 #include "braid/braid.h"
 
 #ifdef __cplusplus
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -64,6 +65,11 @@ struct ParetoOptions {
   uint64_t budget_units = 0;  // per synthesis (SynthesisRequest::budget_units; 0 = from the time limit)
   /// Progress lines ("synthesizing allreduce: tree packing", ...); may be empty.
   std::function<void(const std::string&)> progress;
+  /// Wall-clock end of the whole computation (steady clock); nullopt: none. Each synthesis's time limit is cut to
+  /// the time left, and the deadline is checked before every synthesis, before NCCL's reference and before every
+  /// simulated candidate x protocol: once it has passed, the call returns kTimeout naming the stage it reached.
+  /// Past the deadline the call runs at most one simulated candidate x protocol (or one instance count) more.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
 /// The Pareto set of `collective` (allgather, reducescatter, allreduce, alltoall) on `topology`. Candidates: the
@@ -78,7 +84,7 @@ struct ParetoOptions {
 /// second there; its `candidate` is the fastest at the window's first size). LL and LL128 stop being simulated for
 /// a candidate after two sizes in a row at 1.5x its Simple time or more. A candidate that fails to synthesize is left
 /// out with a note. Errors: kInvalidArgument (no GPUs, another collective, no usable size), kUnsupported when no
-/// candidate can be built.
+/// candidate can be built, kTimeout when options.deadline passes before the set is complete.
 Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
                                                           CollectiveKind collective, const ParetoOptions& options = {});
 

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -106,6 +107,32 @@ TEST(ParetoSet, AllToAllAndBadRequests) {
   ASSERT_TRUE(topology.isOk());
   EXPECT_EQ(synthesizeCollectiveParetoSet(*topology, "pcie-2s4g", CollectiveKind::kBroadcast).status().code(),
             StatusCode::kInvalidArgument);
+}
+
+// ParetoOptions::deadline: one already passed ends the call before its first synthesis; one a second away, on a set
+// that takes several seconds (dgx-a100-x2's all-reduce), ends it within about a second (each synthesis's limit is cut
+// to the time left; past the deadline at most one simulated candidate runs), naming the stage it reached.
+TEST(ParetoSet, TheDeadlineEndsTheWork) {
+  Result<Topology> topology = loadTopologyOrShipped("dgx-a100-x2");
+  ASSERT_TRUE(topology.isOk()) << topology.status().message();
+  ParetoOptions options;
+  options.deadline = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  Result<CollectiveParetoSet> set =
+      synthesizeCollectiveParetoSet(*topology, "dgx-a100-x2", CollectiveKind::kAllReduce, options);
+  ASSERT_FALSE(set.isOk());
+  EXPECT_EQ(set.status().code(), StatusCode::kTimeout);
+  EXPECT_EQ(set.status().message(), "Pareto set for allreduce: the deadline passed before synthesized");
+
+  const auto start = std::chrono::steady_clock::now();
+  options.deadline = start + std::chrono::seconds(1);
+  set = synthesizeCollectiveParetoSet(*topology, "dgx-a100-x2", CollectiveKind::kAllReduce, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 1.0 + 5.0);
+  if (!set.isOk()) {
+    EXPECT_EQ(set.status().code(), StatusCode::kTimeout) << set.status().toString();
+    EXPECT_EQ(set.status().message().rfind("Pareto set for allreduce: the deadline passed before ", 0), 0u)
+        << set.status().message();
+  }
 }
 
 // On dgx-h100-x1 at 256 MiB one MSCCL instance of every candidate is 1.06x the max-concurrent flow or more; the set's
