@@ -3,13 +3,16 @@
 
 The layers, bottom to top (ARCHITECTURE.md §2; each folder's README says the same):
 
-  common < topology < ir < algos < cost < {synthesizer, runtime < comm < nccl} < pareto < report < {cli, perf}
+  common < topology < ir < algos < cost < {synthesizer, runtime < comm < nccl} < pareto < nccl_pareto < report
+  < {cli, perf}
 
 synthesizer sits beside runtime and comm: neither side includes the other (they meet at the IR); nccl is
 runtime/nccl, the plugins NCCL loads and the NCCL-API shim (they use the cost model, the runtime and the
 communicator's selection, never the synthesizer); pareto
-(comm/pareto, synthesizing a Pareto set at communicator init) is the first layer above both. report is
-cli/report (braid_report), shared by the CLI and the benchmarks. Two rules:
+(comm/pareto, synthesizing a Pareto set at communicator init) is the first layer above both. nccl_pareto is
+runtime/nccl/shim/pareto, the shim's companion library libbraid_nccl_pareto.so (the Pareto set for BRAID_TOPOLOGY,
+dlopened by the shim only when needed): the one part of runtime/nccl that may use pareto and so the synthesizer.
+report is cli/report (braid_report), shared by the CLI and the benchmarks. Two rules:
 
 1. Direction. A file may include a public header (include/braid/*.h) only of its own layer or one below it.
    Every public header belongs to one layer (PUBLIC_HEADERS below); a public header missing from that table is
@@ -29,7 +32,8 @@ import re
 import sys
 
 ORDER = [
-    "common", "topology", "ir", "algos", "cost", "synthesizer", "runtime", "comm", "nccl", "pareto", "report", "cli", "perf"
+    "common", "topology", "ir", "algos", "cost", "synthesizer", "runtime", "comm", "nccl", "pareto", "nccl_pareto",
+    "report", "cli", "perf"
 ]
 RANK = {name: i for i, name in enumerate(ORDER)}
 # Pairs of layers that sit side by side: neither may include the other.
@@ -41,7 +45,8 @@ SIDE_BY_SIDE = {
     frozenset(("nccl", "pareto")),
 }
 
-LAYERS_TEXT = "common < topology < ir < algos < cost < {synthesizer | runtime < comm < nccl} < pareto < report < {cli | perf}"
+LAYERS_TEXT = ("common < topology < ir < algos < cost < {synthesizer | runtime < comm < nccl} < pareto < nccl_pareto < "
+               "report < {cli | perf}")
 
 # Source folder -> layer (longest prefix wins).
 FOLDERS = {
@@ -53,6 +58,7 @@ FOLDERS = {
     "synthesizer": "synthesizer",
     "runtime": "runtime",
     "runtime/nccl": "nccl",
+    "runtime/nccl/shim/pareto": "nccl_pareto",
     "comm/pareto": "pareto",
     "comm": "comm",
     "cli/report": "report",

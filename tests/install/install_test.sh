@@ -134,4 +134,16 @@ if [ -f "$build_dir/lib/libbraid_nccl.so" ]; then
     exit 1
   fi
 fi
+# The shim's companion (every build): in the same lib dir, where the installed shim looks for it; one versioned
+# function exported.
+pareto="$libdir/libbraid_nccl_pareto.so"
+if [ ! -f "$pareto" ]; then
+  echo "FAIL: libbraid_nccl_pareto.so is not installed in $libdir" >&2
+  exit 1
+fi
+exported=$(nm -D --defined-only "$pareto" | awk '{print $NF}' | LC_ALL=C sort | tr '\n' ' ')
+if [ "$exported" != "BRAID_NCCL_PARETO_1 braidNcclParetoSet_v1@@BRAID_NCCL_PARETO_1 " ]; then
+  echo "FAIL: libbraid_nccl_pareto.so exports more or less than braidNcclParetoSet_v1: $exported" >&2
+  exit 1
+fi
 echo "install test passed"

@@ -272,7 +272,7 @@ TEST_F(ShimDecision, EveryRuleForwardsWithItsReason) {
   // No algorithms at all.
   ShimAlgorithms none;
   const Decision d = decide(&none, {ShimCall::kAllReduce, a, b, 256, 7, 0, -1}, comm(0, 4), 0);
-  EXPECT_EQ(d.reason, "no Braid algorithms loaded (BRAID_ALGO_DIR, MSCCL_XML_FILES)");
+  EXPECT_EQ(d.reason, "no Braid algorithms loaded (BRAID_ALGO_DIR, MSCCL_XML_FILES, BRAID_TOPOLOGY)");
 }
 
 TEST_F(ShimDecision, InPlaceLayouts) {

@@ -47,5 +47,15 @@ check "private header named with file:line" grep -q '^runtime/executor/executor.
 check "synthesizer -> runtime named with file:line" grep -q '^synthesizer/routing.cc:1: .*synthesizer may not include runtime' <<<"$out"
 check "unmapped public header named" grep -q '^include/braid/new_thing.h:1: public header without a layer' <<<"$out"
 
-echo "$((7 - fails)) passed, $fails failed"
+# The NCCL-API shim's companion (runtime/nccl/shim/pareto, layer nccl_pareto) may use the Pareto set; the shim may not.
+mkdir -p "$tmp/runtime/nccl/shim/pareto"
+printf '#pragma once\n' >"$tmp/include/braid/pareto.h"
+printf '#include "braid/pareto.h"\n' >"$tmp/runtime/nccl/shim/pareto/companion.cc"
+out=$(python3 "$script" --root "$tmp" runtime/nccl/shim/pareto/companion.cc 2>&1)
+check "the shim's companion may include pareto.h" test $? -eq 0
+printf '#include "braid/pareto.h"\n' >"$tmp/runtime/nccl/shim/shim.cc"
+out=$(python3 "$script" --root "$tmp" runtime/nccl/shim/shim.cc 2>&1)
+check "the shim itself may not" grep -q '^runtime/nccl/shim/shim.cc:1: .*nccl may not include pareto' <<<"$out"
+
+echo "$((9 - fails)) passed, $fails failed"
 [ "$fails" -eq 0 ]

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "comm/selection.h"
 
@@ -171,6 +172,102 @@ std::unique_ptr<ShimAlgorithms> ShimAlgorithms::load(const std::string& algo_dir
   return out;
 }
 
+namespace {
+
+constexpr const char* kParetoFormat = "braid-nccl-pareto-set/1";
+
+// "[0 B, 131071 B]", "[32 MiB, unlimited]": a window for the log.
+std::string windowText(uint64_t min_bytes, uint64_t max_bytes) {
+  return fmt::format("[{}, {}]", formatBytes(min_bytes),
+                     max_bytes == kUnlimitedBytes ? std::string("unlimited") : formatBytes(max_bytes));
+}
+
+}  // namespace
+
+std::unique_ptr<ShimAlgorithms> ShimAlgorithms::fromParetoSet(const std::string& text) {
+  auto out = std::make_unique<ShimAlgorithms>();
+  const nlohmann::json set = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto malformed = [&](const std::string& what) {
+    out->warnings_.push_back(fmt::format("BRAID_TOPOLOGY: the Pareto set is not {} JSON: {}", kParetoFormat, what));
+  };
+  if (set.is_discarded() || !set.is_object()) {
+    malformed("not a JSON object");
+    return out;
+  }
+  const auto format = set.find("format");
+  if (format == set.end() || !format->is_string() || format->get<std::string>() != kParetoFormat) {
+    malformed("\"format\" is missing or another");
+    return out;
+  }
+  const auto collectives = set.find("collectives");
+  if (collectives == set.end() || !collectives->is_array()) {
+    malformed("\"collectives\" is not an array");
+    return out;
+  }
+  for (const nlohmann::json& c : *collectives) {
+    const auto name = c.find("collective");
+    const auto windows = c.find("windows");
+    if (!c.is_object() || name == c.end() || !name->is_string() || windows == c.end() || !windows->is_array()) {
+      malformed("a collective without \"collective\" or \"windows\"");
+      continue;
+    }
+    const std::string collective = name->get<std::string>();
+    for (const nlohmann::json& w : *windows) {
+      const auto min_bytes = w.find("min_bytes");
+      const auto max_bytes = w.find("max_bytes");
+      const auto nccl = w.find("nccl");
+      if (!w.is_object() || min_bytes == w.end() || !min_bytes->is_number_unsigned() || max_bytes == w.end() ||
+          !max_bytes->is_number_unsigned() || nccl == w.end() || !nccl->is_boolean()) {
+        malformed(
+            fmt::format("a {} window without unsigned \"min_bytes\" / \"max_bytes\" or boolean \"nccl\"", collective));
+        continue;
+      }
+      const uint64_t lo = min_bytes->get<uint64_t>();
+      const uint64_t hi = max_bytes->get<uint64_t>();
+      const std::string window = windowText(lo, hi);
+      const auto source_field = w.find("source");
+      const std::string source =
+          source_field != w.end() && source_field->is_string() ? source_field->get<std::string>() : "-";
+      if (nccl->get<bool>()) {
+        out->notes_.push_back(
+            fmt::format("BRAID_TOPOLOGY: {} {} left to NCCL (its own choice is predicted faster)", collective, window));
+        continue;
+      }
+      const auto xml = w.find("msccl_xml");
+      if (xml == w.end() || !xml->is_string()) {
+        malformed(fmt::format("the {} window {} has no \"msccl_xml\"", collective, window));
+        continue;
+      }
+      Result<Algorithm> algorithm = readMscclXml(xml->get<std::string>(), "msccl_xml");
+      if (algorithm.isOk()) {
+        const VerifyReport report = verify(*algorithm);
+        if (!report.ok) {
+          algorithm =
+              invalidArgument(fmt::format("algorithm '{}' does not verify: {}", algorithm->name, report.toString()));
+        } else if (collectiveName(algorithm->collective) != collective || algorithm->min_bytes != lo ||
+                   algorithm->max_bytes != hi) {
+          algorithm = invalidArgument(fmt::format("algorithm '{}' is {} for {}, not its window's", algorithm->name,
+                                                  collectiveName(algorithm->collective),
+                                                  windowText(algorithm->min_bytes, algorithm->max_bytes)));
+        }
+      }
+      if (!algorithm.isOk()) {
+        out->warnings_.push_back(fmt::format("BRAID_TOPOLOGY: {} {} ({}) skipped: {}", collective, window, source,
+                                             firstLine(algorithm.status().message())));
+        continue;
+      }
+      out->loaded_.push_back(Loaded{LoadedAlgorithm{std::move(algorithm).value(), source}, "BRAID_TOPOLOGY"});
+    }
+  }
+  const auto skipped = set.find("skipped");
+  if (skipped != set.end() && skipped->is_array()) {
+    for (const nlohmann::json& why : *skipped) {
+      if (why.is_string()) out->notes_.push_back("BRAID_TOPOLOGY: no Pareto set for " + why.get<std::string>());
+    }
+  }
+  return out;
+}
+
 bool ShimAlgorithms::servesRanks(int nranks) const {
   return std::any_of(loaded_.begin(), loaded_.end(),
                      [&](const Loaded& l) { return l.algorithm.algorithm.num_ranks == nranks; });
@@ -244,8 +341,10 @@ Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView
   if (group_depth > 0) return toNccl(d, "inside ncclGroupStart/ncclGroupEnd");
   if (!comm.known) return toNccl(d, "communicator not created through the shim's init calls");
   if (!comm.forward_only.empty()) return toNccl(d, comm.forward_only);
-  if (algorithms == nullptr || algorithms->size() == 0) {
-    return toNccl(d, "no Braid algorithms loaded (BRAID_ALGO_DIR, MSCCL_XML_FILES)");
+  const bool have_files = algorithms != nullptr && algorithms->size() > 0;
+  const bool have_pareto = comm.pareto != nullptr && comm.pareto->size() > 0;
+  if (!have_files && !have_pareto) {
+    return toNccl(d, "no Braid algorithms loaded (BRAID_ALGO_DIR, MSCCL_XML_FILES, BRAID_TOPOLOGY)");
   }
   const std::optional<DataType> type = braidDataType(args.nccl_type);
   if (!type) return toNccl(d, fmt::format("Braid has no {}", ncclTypeName(args.nccl_type)));
@@ -295,12 +394,19 @@ Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView
   if (!d.in_place && send != 0 && recv != 0 && overlaps(send, in_bytes, recv, out_bytes)) {
     return toNccl(d, "buffers overlap outside NCCL's in-place layout");
   }
-  Result<const ParetoCandidate*> match = algorithms->match(*collective, n, d.bytes, d.in_place, rooted ? args.root : 0);
+  // BRAID_ALGO_DIR / MSCCL_XML_FILES first, then the communicator's Pareto set.
+  ShimAlgorithms* owner = have_files ? algorithms : comm.pareto;
+  const int root = rooted ? args.root : 0;
+  Result<const ParetoCandidate*> match = owner->match(*collective, n, d.bytes, d.in_place, root);
+  if (!match.isOk() && have_files && have_pareto) {
+    owner = comm.pareto;
+    match = owner->match(*collective, n, d.bytes, d.in_place, root);
+  }
   if (!match.isOk()) {
     return toNccl(d, fmt::format("no Braid algorithm for {} ranks at {} {}", n, formatBytes(d.bytes),
                                  d.in_place ? "in-place" : "out-of-place"));
   }
-  Result<const Plan*> plan = algorithms->plan(**match, d.bytes, d.in_place, element);
+  Result<const Plan*> plan = owner->plan(**match, d.bytes, d.in_place, element);
   if (!plan.isOk()) {
     return toNccl(d, fmt::format("{} cannot run {}: {}", (*match)->algorithm.name, formatBytes(d.bytes),
                                  plan.status().message()));

@@ -2,9 +2,9 @@
 // that the tests run them on any machine:
 //   * ShimAlgorithms: the algorithms of BRAID_ALGO_DIR (a folder of MSCCL XML / Braid JSON: the files the
 //     communicator reads, listAlgorithmDir, but a file that does not load is skipped) and MSCCL_XML_FILES (MSCCL's list
-//     of XML files), matched as the communicator matches (comm/selection.h AlgorithmCatalog: collective, rank count,
-//     [min, max] window in bytes, in-place mode, root), and their plans (lowerAlgorithm for the size and datatype,
-//     cached);
+//     of XML files), or of a Pareto set for BRAID_TOPOLOGY (the companion's text, shim/pareto_abi.h), matched as the
+//     communicator matches (comm/selection.h AlgorithmCatalog: collective, rank count, [min, max] window in bytes,
+//     in-place mode, root), and their plans (lowerAlgorithm for the size and datatype, cached);
 //   * decide(): Braid or NCCL for one call, with the reason when NCCL;
 //   * logText(): the BRAID_DEBUG=INFO line of a decision.
 // Numbering: datatypes and reduction ops are NCCL's ncclDataType_t / ncclRedOp_t values (nccl.h 2.28: int8 0 ..
@@ -68,11 +68,15 @@ struct CallArgs {
 };
 
 /// What the shim knows about the call's communicator.
+class ShimAlgorithms;
+
 struct CommView {
   bool known = false;        // created through the shim's init entry points and recorded
   int rank = -1;             // this process's rank in it (known only)
   int nranks = 0;            // its size (known only)
   std::string forward_only;  // non-empty: why Braid does not run on it (non-blocking, setup failed, ...)
+  /// BRAID_TOPOLOGY's Pareto set as rank 0 of this communicator sent it (the same on every rank); null: none.
+  ShimAlgorithms* pareto = nullptr;
 };
 
 /// Where a call goes.
@@ -94,6 +98,14 @@ class ShimAlgorithms {
   /// listed is one line; when a variable is set and nothing loads, a last line says every call goes to NCCL. The
   /// same files give the same algorithms and lines on every rank.
   static std::unique_ptr<ShimAlgorithms> load(const std::string& algo_dir, const std::string& msccl_files);
+  /// The algorithms of a Pareto set as the companion returns it (shim/pareto_abi.h: JSON, one MSCCL XML algorithm
+  /// per window Braid serves), each loaded and verified, with origin "BRAID_TOPOLOGY" and the window's source as its
+  /// file ("synthesized dgx-a100-x1 / LL"); the algorithm's minBytes / maxBytes are the window. Windows left to NCCL
+  /// load nothing (those sizes go to NCCL) and give one line in notes(); so does each collective the set skipped.
+  /// Never fails: text that is not such a set is one line in warnings() ("BRAID_TOPOLOGY: the Pareto set is not
+  /// braid-nccl-pareto-set/1 JSON: ..."), a window whose algorithm does not load or verify is skipped with one line.
+  /// The same text gives the same algorithms and lines.
+  static std::unique_ptr<ShimAlgorithms> fromParetoSet(const std::string& text);
 
   ShimAlgorithms();
   ~ShimAlgorithms();
@@ -103,6 +115,8 @@ class ShimAlgorithms {
   bool servesRanks(int nranks) const;
   /// What load() could not use, one line each (without the "shim: " prefix), in load order.
   const std::vector<std::string>& warnings() const { return warnings_; }
+  /// What a Pareto set leaves to NCCL (windows, skipped collectives), one line each (fromParetoSet only).
+  const std::vector<std::string>& notes() const { return notes_; }
   /// "2 algorithms (BRAID_ALGO_DIR /x: allreduce 4 ranks ring, ...)": what was loaded, for the log.
   std::string summary() const;
 
@@ -117,12 +131,13 @@ class ShimAlgorithms {
  private:
   struct Loaded {
     LoadedAlgorithm algorithm;
-    std::string origin;  // "BRAID_ALGO_DIR" or "MSCCL_XML_FILES"
+    std::string origin;  // "BRAID_ALGO_DIR", "MSCCL_XML_FILES" or "BRAID_TOPOLOGY"
   };
   comm::AlgorithmCatalog& catalog(int nranks);
 
   std::vector<Loaded> loaded_;
   std::vector<std::string> warnings_;
+  std::vector<std::string> notes_;
   std::mutex mu_;
   std::map<int, std::unique_ptr<comm::AlgorithmCatalog>> catalogs_;
   std::map<std::tuple<const ParetoCandidate*, uint64_t, bool, uint64_t>, std::unique_ptr<Plan>> plans_;
@@ -134,10 +149,12 @@ std::optional<CollectiveKind> collectiveOf(ShimCall call);
 
 /// Braid or NCCL for `args` on `comm`, `group_depth` being the calling thread's ncclGroupStart nesting. Rules, in
 /// order (each NCCL answer names its rule): point-to-point calls, calls inside a group, a communicator the shim
-/// does not track or that is forward-only, a datatype Braid lacks, an op that is not NCCL's built-in (PreMulSum),
-/// count 0, a null buffer, a root out of range, buffers that overlap outside NCCL's in-place layout, then
-/// match() (no algorithm for the rank count, size window and mode) and plan() (a count that does not split into
-/// the algorithm's chunks) go to NCCL; otherwise Braid with the candidate and its plan. In-place per NCCL's
+/// does not track or that is forward-only, no algorithm loaded (neither `algorithms` nor comm.pareto), a datatype
+/// Braid lacks, an op that is not NCCL's built-in (PreMulSum), count 0, a null buffer, a root out of range, buffers
+/// that overlap outside NCCL's in-place layout, then match() (no algorithm for the rank count, size window and
+/// mode: `algorithms` first, then comm.pareto, as the communicator searches BRAID_ALGO_DIR before the Pareto set)
+/// and plan() (a count that does not split into the matched algorithm's chunks) go to NCCL; otherwise Braid with the
+/// candidate and its plan. In-place per NCCL's
 /// layouts: all-gather send == recv + rank * count, reduce-scatter recv == send + rank * count (elements),
 /// otherwise send == recv. Bytes per nccl-tests (plan.h).
 Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView& comm, int group_depth);
