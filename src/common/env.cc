@@ -131,8 +131,21 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_TOPOLOGY", "",
        "NCCL tuner plugin: the machine NCCL runs on, a topology file (Braid YAML, NCCL topology XML, `nvidia-smi "
        "topo -m`, TACCL JSON) or a shipped name (`dgx-h100-x2`); unset: NCCL_TOPO_DUMP_FILE's XML, else the tuner "
-       "leaves NCCL's table as it is (docs/nccl.md). The NCCL-API shim does not synthesize for it: when set, it "
-       "logs once that it runs offline sets only (BRAID_ALGO_DIR)."},
+       "leaves NCCL's table as it is (docs/nccl.md). NCCL-API shim: rank 0 of each communicator with the "
+       "topology's GPU count synthesizes its Pareto set at init (libbraid_nccl_pareto.so) and sends it to the "
+       "other ranks; its windows serve the calls BRAID_ALGO_DIR / MSCCL_XML_FILES do not."},
+      {"BRAID_NCCL_PARETO_COLLS", "allreduce,allgather,reducescatter,alltoall",
+       "NCCL-API shim with BRAID_TOPOLOGY: the collectives whose Pareto set rank 0 synthesizes, in order, "
+       "separated by `,`; the others go to NCCL (or BRAID_ALGO_DIR). A name that is not one of these four is a "
+       "warning and no set."},
+      {"BRAID_NCCL_PARETO_TIME_LIMIT", "60",
+       "NCCL-API shim with BRAID_TOPOLOGY: seconds rank 0 may spend on the Pareto set at communicator init, all "
+       "collectives together (each gets an equal share of the time left, a quarter of it per synthesis); a "
+       "collective not finished by then goes to NCCL. The other ranks wait that long plus 120 s when this is more "
+       "than BRAID_TIMEOUT. Not a positive number: a warning and the default."},
+      {"BRAID_NCCL_PARETO_LIB", "",
+       "NCCL-API shim with BRAID_TOPOLOGY: path of libbraid_nccl_pareto.so (the synthesizer, Z3); unset: the "
+       "file beside libbraid_nccl.so, else the loader's search path. Missing: a warning and no Pareto set."},
       {"BRAID_TUNER_RULES", "",
        "NCCL tuner plugin: rules file in NCCL's example-tuner CSV format that overrides Braid's model (first "
        "matching line wins); unset: NCCL_TUNER_CONFIG_FILE, else no rules (docs/nccl.md)."},

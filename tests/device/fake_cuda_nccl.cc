@@ -1,8 +1,11 @@
 // A stand-in for the CUDA runtime and NCCL, preloaded (LD_PRELOAD) into braid_nccl_ranks by
 // tests/device/nccl_ranks_test.sh so that the driver's launcher, rank processes, checks and table run on a machine
-// without a GPU. "Device" memory is host memory; a communicator's ranks exchange each collective's contributions as
-// files in FAKE_NCCL_DIR (one file per rank and call, renamed into place when complete; a rank waits until all it
-// needs exist). Collectives compute what NCCL's do: all-reduce float sum, all-gather, grouped send/recv.
+// without a GPU, and behind the NCCL-API shim by tests/nccl/shim_pareto_fake_test.sh (the shim's setup up to the GPU
+// executor: the id broadcast, the bootstrap, the Pareto set's exchange). "Device" memory is host memory; a
+// communicator's ranks exchange each collective's contributions as files in FAKE_NCCL_DIR (one file per rank and
+// call, renamed into place when complete; a rank waits until all it needs exist). Collectives compute what NCCL's
+// do: all-reduce float sum, all-gather, broadcast, grouped send/recv; the communicator queries answer rank, size and
+// device 0.
 //
 // Test knobs: FAKE_GPU_COUNT (default 1) is what cudaGetDeviceCount reports; FAKE_NCCL_CORRUPT=1 makes rank 1 write
 // one wrong element into each all-reduce result; FAKE_NCCL_HANG_RANK=r makes rank r wait forever in
@@ -85,6 +88,11 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int) {
   return cudaSuccess;
 }
 cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t) { return cudaSuccess; }
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int) {
   *stream = reinterpret_cast<cudaStream_t>(0x1);
   return cudaSuccess;
@@ -136,6 +144,18 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int n, ncclUniqueId id, int rank
   *comm = new ncclComm{n, rank, dirOf() + "/" + std::string(id.internal), 0};
   return ncclSuccess;
 }
+ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  *count = comm->n;
+  return ncclSuccess;
+}
+ncclResult_t ncclCommCuDevice(const ncclComm_t, int* device) {
+  *device = 0;
+  return ncclSuccess;
+}
 ncclResult_t ncclCommGetAsyncError(ncclComm_t, ncclResult_t* result) {
   *result = ncclSuccess;
   return ncclSuccess;
@@ -175,6 +195,29 @@ ncclResult_t ncclAllGather(const void* send, void* recv, size_t count, ncclDataT
     if (!readFile(base + std::to_string(r), static_cast<char*>(recv) + r * bytes, bytes)) return ncclSystemError;
   }
   return ncclSuccess;
+}
+
+ncclResult_t ncclBroadcast(const void* send, void* recv, size_t count, ncclDataType_t type, int root, ncclComm_t comm,
+                           cudaStream_t) {
+  size_t element = 0;
+  switch (type) {
+    case ncclInt8:
+    case ncclUint8: element = 1; break;
+    case ncclFloat32:
+    case ncclInt32:
+    case ncclUint32: element = 4; break;
+    default: return ncclInvalidArgument;
+  }
+  if (root < 0 || root >= comm->n) return ncclInvalidArgument;
+  const long seq = comm->seq++;
+  const size_t bytes = count * element;
+  const std::string file = comm->prefix + "." + std::to_string(seq) + ".root";
+  if (comm->rank == root) {
+    if (!writeFile(file, send, bytes)) return ncclSystemError;
+    if (recv != send) std::memmove(recv, send, bytes);
+    return ncclSuccess;
+  }
+  return readFile(file, recv, bytes) ? ncclSuccess : ncclSystemError;
 }
 
 ncclResult_t ncclGroupStart() {

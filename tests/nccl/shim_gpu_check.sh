@@ -2,7 +2,10 @@
 # The NCCL-API shim on a GPU: shim_gpu_check (an NCCL program, 2 ranks as processes) runs first with NCCL alone, then
 # with LD_PRELOAD=libbraid_nccl.so and BRAID_ALGO_DIR=tests/data/shim (a 2-rank ring all-reduce and all-gather, as
 # `braid algo ring --coll C -n 2` writes them). Both runs must give correct results; the preloaded one must say that
-# the all-reduce and all-gather ran in Braid and the reduce-scatter (no algorithm) in NCCL.
+# the all-reduce and all-gather ran in Braid and the reduce-scatter (no algorithm) in NCCL. A third run has no files
+# but BRAID_TOPOLOGY=ALGO_DIR/nvlink-2g.yaml: rank 0 synthesizes the Pareto set (libbraid_nccl_pareto.so beside the
+# shim), both ranks must hold the same set, results must be right and the 16 KiB all-reduce must run one of its
+# algorithms.
 # Usage: shim_gpu_check.sh LIBBRAID_NCCL CHECK_BINARY ALGO_DIR. Exit 0 pass, 1 fail, 77 skipped (no GPU; says why).
 set -uo pipefail
 shim=$1
@@ -45,5 +48,28 @@ if grep -q 'shim: .*Braid failed\|shim: .*could not be set up' "$log"; then
   echo "FAIL: Braid fell back to NCCL (above)"
   fail=1
 fi
-[ "$fail" = 0 ] && echo "PASS: correct results with and without the shim; Braid ran the calls it has algorithms for"
+
+# BRAID_TOPOLOGY: the Pareto set synthesized on rank 0 and sent to rank 1.
+LD_PRELOAD=$shim BRAID_TOPOLOGY=$algos/nvlink-2g.yaml BRAID_DEBUG=INFO "$check" 2 2>"$log"
+status=$?
+grep 'shim:' "$log"
+if [ "$status" != 0 ]; then
+  echo "FAIL: with the shim and BRAID_TOPOLOGY the program exits $status"
+  cat "$log"
+  exit 1
+fi
+sets=$(grep -o 'Pareto set from rank 0: [1-9][0-9]* algorithms (digest [0-9a-f]*)' "$log")
+if [ "$(echo "$sets" | grep -c .)" != 2 ] || [ "$(echo "$sets" | sort -u | wc -l)" != 1 ]; then
+  echo "FAIL: the two ranks do not log one and the same Pareto set: $sets"
+  fail=1
+fi
+if ! grep -q 'ncclAllReduce count 4096 float sum out-of-place 2 ranks 16 KiB -> braid .* (BRAID_TOPOLOGY ' "$log"; then
+  echo "FAIL: the 16 KiB all-reduce did not run an algorithm of the Pareto set"
+  fail=1
+fi
+if grep -q 'shim: .*Braid failed\|shim: .*could not be set up\|no Pareto set' "$log"; then
+  echo "FAIL: Braid fell back to NCCL with BRAID_TOPOLOGY (above)"
+  fail=1
+fi
+[ "$fail" = 0 ] && echo "PASS: correct results with and without the shim; Braid ran the calls it has algorithms for, from files and from BRAID_TOPOLOGY's Pareto set"
 exit "$fail"

@@ -1,7 +1,8 @@
 // libbraid_nccl.so as a library: it exports exactly the NCCL entry points it defines, needs neither libnccl nor Z3,
 // and, preloaded into a program built against nccl.h and linked with the real libnccl (shim_app.c), changes no
 // return code while logging where each call went (BRAID_DEBUG=INFO). Skipped, naming why, in a build without the
-// shim (no CUDA or nccl.h) or where the program cannot start.
+// shim (no CUDA or nccl.h) or where the program cannot start. Its companion libbraid_nccl_pareto.so (every build)
+// exports one versioned function and is where Z3 is needed.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -26,6 +27,7 @@ namespace fs = std::filesystem;
 
 const std::string kLibrary = BRAID_SHIM_LIBRARY;  // "" when not built
 const std::string kApp = BRAID_SHIM_APP;          // "" when not built
+const std::string kCompanion = BRAID_PARETO_COMPANION;
 
 using braid::test::runCommand;
 
@@ -97,6 +99,37 @@ TEST(ShimLibrary, NeedsNeitherNcclNorZ3) {
   EXPECT_EQ(out.find("libz3"), std::string::npos) << out;
 }
 
+TEST(ShimLibrary, CompanionExportsOneVersionedFunction) {
+  int status = 0;
+  runCommand("command -v nm >/dev/null 2>&1", &status);
+  if (status != 0) GTEST_SKIP() << "nm is not installed";
+  const std::string out = runCommand("nm -D --defined-only " + kCompanion + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << out;
+  std::set<std::string> exported;
+  const std::regex symbol(R"(^\S+ [A-Za-z] (\S+)$)");
+  for (const std::string& line : lines(out)) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(line, m, symbol)) << line;
+    exported.insert(m[1]);
+  }
+  // The function with its version as the default, and the version node itself (an absolute symbol).
+  const std::set<std::string> expected = {"braidNcclParetoSet_v1@@BRAID_NCCL_PARETO_1", "BRAID_NCCL_PARETO_1"};
+  EXPECT_EQ(exported, expected) << out;
+}
+
+// Z3 is the companion's dependency (the check above for libbraid_nccl.so is not vacuous), never libnccl or CUDA's.
+TEST(ShimLibrary, CompanionNeedsZ3ButNotNcclOrCuda) {
+  int status = 0;
+  runCommand("command -v readelf >/dev/null 2>&1", &status);
+  if (status != 0) GTEST_SKIP() << "readelf is not installed";
+  const std::string out = runCommand("readelf -d " + kCompanion + " 2>&1", &status);
+  ASSERT_EQ(status, 0) << out;
+  EXPECT_NE(out.find("libz3"), std::string::npos) << out;
+  EXPECT_EQ(out.find("libnccl"), std::string::npos) << out;
+  EXPECT_EQ(out.find("libcuda"), std::string::npos) << out;
+  EXPECT_EQ(out.find("libbraid_nccl.so"), std::string::npos) << out;
+}
+
 // Runs shim_app without and with the shim: the same return codes, and one shim line per intercepted call.
 TEST(ShimLibrary, PreloadedCallsReachNccl) {
   if (kLibrary.empty() || kApp.empty()) GTEST_SKIP() << "libbraid_nccl.so or shim_app is not built";
@@ -134,8 +167,13 @@ TEST(ShimLibrary, PreloadedCallsReachNccl) {
   EXPECT_NE(log.find("shim: 2 algorithms: BRAID_ALGO_DIR allreduce 2 ranks ring_allreduce_n2"), std::string::npos)
       << log;
   EXPECT_NE(log.find("; MSCCL_XML_FILES allreduce 2 ranks ring_allreduce_n2"), std::string::npos) << log;
-  EXPECT_NE(log.find("shim: BRAID_TOPOLOGY=dgx1-v100: the shim runs offline algorithm sets only"), std::string::npos)
+  // BRAID_TOPOLOGY is read and its topology loaded; no communicator of 8 ranks was made, so the companion was not
+  // needed (shim_pareto_fake_test.sh runs the exchange).
+  EXPECT_NE(log.find("shim: BRAID_TOPOLOGY=dgx1-v100 (8 GPUs): rank 0 of each 8-rank communicator synthesizes its "
+                     "Pareto set (allreduce,allgather,reducescatter,alltoall) within 60 s"),
+            std::string::npos)
       << log;
+  EXPECT_EQ(log.find("Pareto set for 8 ranks synthesized"), std::string::npos) << log;
   const std::vector<std::string> log_lines = lines(log);
   for (const std::string& call : lines(plain)) {
     const std::string entry = call.substr(0, call.find(' '));

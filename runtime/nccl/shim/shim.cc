@@ -1,6 +1,9 @@
 // libbraid_nccl.so: NCCL's entry points for LD_PRELOAD (shim/README.md, docs/nccl.md "NCCL-API shim"). Each
 // defined entry point either runs a Braid algorithm (a data call decide() gives to Braid, on a communicator whose
 // Braid state is set up) or forwards to the real NCCL: dlsym(RTLD_NEXT, name), else dlopen("libnccl.so.2").
+// With BRAID_TOPOLOGY, rank 0 of a communicator with the topology's GPU count gets the topology's Pareto set from
+// the companion libbraid_nccl_pareto.so (dlopened then, shim/pareto_abi.h) and sends it to the other ranks over
+// Braid's bootstrap.
 // No exception leaves an entry point and nothing aborts: Braid's failures become a warning and the call goes to
 // NCCL; a missing NCCL is ncclSystemError with a message.
 #include <cuda_runtime.h>
@@ -9,10 +12,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
+#include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -23,10 +30,12 @@
 
 #include "braid/bootstrap.h"
 #include "braid/cuda.h"
+#include "braid/topology.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/plugin_log.h"
 #include "shim/decision.h"
+#include "shim/pareto_abi.h"
 
 #define BRAID_SHIM_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -118,6 +127,8 @@ struct CommState {
   std::string forward_only;  // non-empty: why Braid does not run on it
   std::mutex mu;             // one call at a time on this state
   std::unique_ptr<Bootstrap> bootstrap;
+  std::unique_ptr<ShimAlgorithms> pareto;    // BRAID_TOPOLOGY's Pareto set from rank 0; kept until destruction
+  uint64_t pareto_digest = 0;                // textDigest of its text
   std::unique_ptr<DeviceExecutor> executor;  // every rank on this host
   std::unique_ptr<DataTransport> transport;  // ranks on several hosts: executeOnStream
   std::map<const Plan*, int> handles;        // executor's prepared plans
@@ -132,13 +143,138 @@ struct CommState {
   }
 };
 
+// BRAID_TOPOLOGY's Pareto set (docs/nccl.md): the topology, the request for the companion, and the set this
+// process computed as rank 0 of some communicator (once per process: every later communicator's rank 0 in this
+// process sends the same text).
+struct ParetoSource {
+  std::string topology;  // BRAID_TOPOLOGY; empty: unset
+  int gpus = 0;          // its GPU count; 0: unset or not loaded
+  std::string collectives;
+  double time_limit_s = 0;
+  std::mutex mu;
+  bool computed = false;
+  std::string text;  // the set's JSON; empty: none
+  std::string why;   // why none
+};
+
 struct Shim {
   std::unique_ptr<ShimAlgorithms> algorithms;
+  ParetoSource pareto;
   std::mutex mu;
   std::unordered_map<ncclComm_t, std::shared_ptr<CommState>> comms;
   std::mutex log_mu;
   std::unordered_set<std::string> logged;
 };
+
+// Reads BRAID_TOPOLOGY and the BRAID_NCCL_PARETO_* variables; loads the topology for its GPU count (every rank does,
+// so every rank knows which communicators take part in the exchange). One line either way.
+void configurePareto(ParetoSource& p) {
+  p.topology = envString("BRAID_TOPOLOGY");
+  if (p.topology.empty()) return;
+  p.collectives = envString("BRAID_NCCL_PARETO_COLLS");
+  const Result<double> limit = envDouble("BRAID_NCCL_PARETO_TIME_LIMIT");
+  if (limit.isOk() && std::isfinite(*limit) && *limit > 0) {
+    p.time_limit_s = *limit;
+  } else {
+    for (const EnvParam& param : envParams()) {
+      if (std::strcmp(param.name, "BRAID_NCCL_PARETO_TIME_LIMIT") == 0) {
+        p.time_limit_s = std::strtod(param.default_value, nullptr);
+      }
+    }
+    warn(fmt::format("BRAID_NCCL_PARETO_TIME_LIMIT={}: not a positive number of seconds; {:g} s used",
+                     envString("BRAID_NCCL_PARETO_TIME_LIMIT"), p.time_limit_s));
+  }
+  Result<Topology> topology = loadTopologyOrShipped(p.topology);
+  if (!topology.isOk()) {
+    warn("BRAID_TOPOLOGY=" + p.topology + ": " + topology.status().message() + "; no Pareto set");
+    return;
+  }
+  p.gpus = topology->numGpus();
+  if (p.gpus <= 0) {
+    warn("BRAID_TOPOLOGY=" + p.topology + ": the topology has no GPUs; no Pareto set");
+    p.gpus = 0;
+    return;
+  }
+  nccl_plugin::log(nccl_abi::kLogInfo, nccl_abi::kSubsysInit,
+                   fmt::format("shim: BRAID_TOPOLOGY={} ({} GPUs): rank 0 of each {}-rank communicator synthesizes its "
+                               "Pareto set ({}) within {:g} s (BRAID_NCCL_PARETO_TIME_LIMIT) with {} and sends it to "
+                               "the other ranks",
+                               p.topology, p.gpus, p.gpus, p.collectives, p.time_limit_s, BRAID_NCCL_PARETO_LIBRARY));
+}
+
+// The companion's path: BRAID_NCCL_PARETO_LIB, else beside this library (dladdr), else its bare name for the
+// loader's search path.
+std::string companionPath() {
+  std::string path = envString("BRAID_NCCL_PARETO_LIB");
+  if (!path.empty()) return path;
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&companionPath), &info) != 0 && info.dli_fname != nullptr) {
+    const std::filesystem::path beside =
+        std::filesystem::path(info.dli_fname).parent_path() / BRAID_NCCL_PARETO_LIBRARY;
+    std::error_code ec;
+    if (std::filesystem::exists(beside, ec)) return beside.string();
+  }
+  return BRAID_NCCL_PARETO_LIBRARY;
+}
+
+// Asks the companion for the set (dlopened on first use, kept for the process's life). Errors name the library.
+Result<std::string> runCompanion(const ParetoSource& p) {
+  const std::string path = companionPath();
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    return Status(StatusCode::kNotFound, "dlopen(" + path + ") failed: " + (why != nullptr ? why : "unknown error") +
+                                             " (set BRAID_NCCL_PARETO_LIB to its path)");
+  }
+  auto fn =
+      reinterpret_cast<braidNcclParetoSet_v1_fn>(dlvsym(handle, BRAID_NCCL_PARETO_SYMBOL, BRAID_NCCL_PARETO_VERSION));
+  if (fn == nullptr) {
+    return Status(StatusCode::kNotFound, path + " has no " + BRAID_NCCL_PARETO_SYMBOL + "@" +
+                                             BRAID_NCCL_PARETO_VERSION +
+                                             " (not Braid's companion, or another version)");
+  }
+  braidNcclParetoRequest_v1 request{p.topology.c_str(), p.gpus, p.collectives.c_str(), p.time_limit_s};
+  char* text = nullptr;
+  char* error = nullptr;
+  const int code = fn(&request, &text, &error);
+  std::string out = text != nullptr ? text : "";
+  std::string why = error != nullptr ? error : "no message";
+  std::free(text);
+  std::free(error);
+  if (code != 0) return Status(static_cast<StatusCode>(code), why);
+  if (out.empty()) return internalError(path + " returned no text");
+  return out;
+}
+
+// Rank 0's set: computed on the first call in this process (warning once when there is none), the same text after.
+void paretoOnRankZero(ParetoSource& p, std::string* text, std::string* why) {
+  std::lock_guard<std::mutex> lock(p.mu);
+  if (!p.computed) {
+    p.computed = true;
+    const auto start = std::chrono::steady_clock::now();
+    Result<std::string> set = internalError("no result");
+    try {
+      set = runCompanion(p);
+    } catch (const std::exception& e) {
+      set = internalError(e.what());
+    }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (set.isOk()) {
+      p.text = std::move(set).value();
+      nccl_plugin::log(nccl_abi::kLogInfo, nccl_abi::kSubsysInit,
+                       fmt::format("shim: BRAID_TOPOLOGY={}: Pareto set for {} ranks synthesized in {:.1f} s",
+                                   p.topology, p.gpus, seconds));
+    } else {
+      p.why = set.status().toString();
+      warn(
+          fmt::format("BRAID_TOPOLOGY={}: no Pareto set ({:.1f} s): {}; calls go to NCCL unless BRAID_ALGO_DIR / "
+                      "MSCCL_XML_FILES serve them",
+                      p.topology, seconds, p.why));
+    }
+  }
+  *text = p.text;
+  *why = p.why;
+}
 
 Shim& shim() {
   // Never destroyed: entry points may run from other libraries' destructors at exit.
@@ -154,14 +290,11 @@ Shim& shim() {
       warn(std::string("loading algorithms: ") + e.what() + "; every call goes to NCCL");
     }
     if (!s->algorithms) s->algorithms = std::make_unique<ShimAlgorithms>();
-    const std::string topology = envString("BRAID_TOPOLOGY");
-    if (!topology.empty()) {
-      const std::string text = "shim: BRAID_TOPOLOGY=" + topology +
-                               ": the shim runs offline algorithm sets only (no synthesis in-process); make one with "
-                               "`braid synth --topology " +
-                               topology + " --coll <collective> --sizes 1K:1G -o <dir>` and set BRAID_ALGO_DIR=<dir>";
-      nccl_plugin::log(s->algorithms->size() == 0 ? nccl_abi::kLogWarn : nccl_abi::kLogInfo, nccl_abi::kSubsysInit,
-                       text);
+    try {
+      configurePareto(s->pareto);
+    } catch (const std::exception& e) {
+      s->pareto.gpus = 0;
+      warn(std::string("BRAID_TOPOLOGY: ") + e.what() + "; no Pareto set");
     }
     if (logEnabled(LogLevel::kInfo)) {
       nccl_plugin::log(nccl_abi::kLogInfo, nccl_abi::kSubsysInit, "shim: " + s->algorithms->summary());
@@ -286,7 +419,65 @@ Status agree(CommState& state, const Status& mine, const char* what) {
   return Status::ok();
 }
 
-Status setUpBraid(ncclComm_t comm, CommState& state) {
+constexpr int kParetoTag = 0x5053;                       // "PS": the Pareto set on the shim's bootstrap
+constexpr uint64_t kMaxParetoBytes = uint64_t{1} << 30;  // larger is not a set rank 0 sent
+constexpr double kParetoWaitMarginS = 120;               // the other ranks' wait beyond rank 0's budget
+
+// FNV-1a (64 bits) of the set's text: every rank's communicator line shows it, so the logs show that the ranks hold
+// the same set.
+uint64_t textDigest(const std::string& text) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return h;
+}
+
+// Rank 0 sends BRAID_TOPOLOGY's Pareto set (or why it has none) to every other rank over the bootstrap; every rank
+// loads it into state.pareto and the ranks agree that all did, so the set is the same on every rank. `why` receives
+// rank 0's reason when it has no set. Returns bootstrap errors and a failed load anywhere.
+Status exchangePareto(CommState& state, std::string* why) {
+  Shim& s = shim();
+  Bootstrap& bootstrap = *state.bootstrap;
+  std::string text;
+  if (state.rank == 0) {
+    paretoOnRankZero(s.pareto, &text, why);
+    const uint64_t lengths[2] = {text.size(), why->size()};
+    for (int peer = 1; peer < state.nranks; ++peer) {
+      BRAID_RETURN_IF_ERROR(bootstrap.send(peer, kParetoTag, lengths, sizeof(lengths)));
+      if (!text.empty()) BRAID_RETURN_IF_ERROR(bootstrap.send(peer, kParetoTag, text.data(), text.size()));
+      if (!why->empty()) BRAID_RETURN_IF_ERROR(bootstrap.send(peer, kParetoTag, why->data(), why->size()));
+    }
+  } else {
+    uint64_t lengths[2] = {0, 0};
+    BRAID_RETURN_IF_ERROR(bootstrap.recv(0, kParetoTag, lengths, sizeof(lengths)));
+    if (lengths[0] > kMaxParetoBytes || lengths[1] > kMaxParetoBytes) {
+      return Status(StatusCode::kRemoteError, "rank 0 announced a Pareto set of " + std::to_string(lengths[0]) +
+                                                  " bytes and a reason of " + std::to_string(lengths[1]));
+    }
+    text.resize(lengths[0]);
+    why->resize(lengths[1]);
+    if (!text.empty()) BRAID_RETURN_IF_ERROR(bootstrap.recv(0, kParetoTag, text.data(), text.size()));
+    if (!why->empty()) BRAID_RETURN_IF_ERROR(bootstrap.recv(0, kParetoTag, why->data(), why->size()));
+  }
+  Status loaded = Status::ok();
+  try {
+    if (!text.empty()) state.pareto = ShimAlgorithms::fromParetoSet(text);
+  } catch (const std::exception& e) {
+    state.pareto.reset();
+    loaded = internalError(std::string("loading the Pareto set: ") + e.what());
+  }
+  BRAID_RETURN_IF_ERROR(agree(state, loaded, "load the Pareto set"));
+  if (state.pareto) {
+    state.pareto_digest = textDigest(text);
+    if (state.rank == 0) {
+      for (const std::string& line : state.pareto->warnings()) warn(line);
+      for (const std::string& line : state.pareto->notes()) logChoice("shim: " + line);
+      logChoice("shim: BRAID_TOPOLOGY=" + s.pareto.topology + ": Pareto set of " + state.pareto->summary());
+    }
+  }
+  return Status::ok();
+}
+
+Status setUpBraid(ncclComm_t comm, CommState& state, bool exchange_pareto) {
   int previous = -1;
   BRAID_CUDA_OK(cudaGetDevice(&previous));
   BRAID_CUDA_OK(cudaSetDevice(state.device));
@@ -296,7 +487,29 @@ Status setUpBraid(ncclComm_t comm, CommState& state) {
   } restore{previous};
   UniqueId id;
   BRAID_RETURN_IF_ERROR(shareUniqueId(comm, state, &id));
-  BRAID_ASSIGN_OR_RETURN(state.bootstrap, connectBootstrap(id, state.rank, state.nranks));
+  BootstrapOptions bootstrap_options;
+  if (exchange_pareto) {
+    // The other ranks wait for rank 0's synthesis in the bootstrap: its budget and a margin, when longer than
+    // BRAID_TIMEOUT (an invalid BRAID_TIMEOUT is connectBootstrap's error).
+    const Result<double> timeout = runtimeTimeoutSeconds();
+    if (timeout.isOk())
+      bootstrap_options.timeout_s = std::max(*timeout, shim().pareto.time_limit_s + kParetoWaitMarginS);
+  }
+  BRAID_ASSIGN_OR_RETURN(state.bootstrap, connectBootstrap(id, state.rank, state.nranks, bootstrap_options));
+  if (exchange_pareto) {
+    std::string why;
+    BRAID_RETURN_IF_ERROR(exchangePareto(state, &why));
+    // The same text on every rank, so the same outcome: no algorithm for this rank count anywhere means NCCL.
+    if (!shim().algorithms->servesRanks(state.nranks) && !(state.pareto && state.pareto->servesRanks(state.nranks))) {
+      state.forward_only =
+          "no Braid algorithm for " + std::to_string(state.nranks) +
+          " ranks (BRAID_TOPOLOGY=" + shim().pareto.topology + ": " +
+          (state.pareto ? std::string("the Pareto set from rank 0 serves no size; rank 0's log says why")
+                        : "rank 0 has no Pareto set: " + why) +
+          ")";
+      return Status::ok();
+    }
+  }
   const std::vector<std::string>& hosts = state.bootstrap->hostNames();
   const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
   Status made = Status::ok();
@@ -343,14 +556,20 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
   if (state->forward_only.empty() && !why_not.empty()) state->forward_only = std::move(why_not);
   if (state->forward_only.empty() && !blocking) state->forward_only = "non-blocking communicator";
   Shim& s = shim();
-  if (state->forward_only.empty() && !s.algorithms->servesRanks(state->nranks)) {
+  // BRAID_TOPOLOGY's set is for communicators with its GPU count (every rank loaded the same topology).
+  const bool exchange_pareto = s.pareto.gpus > 0 && s.pareto.gpus == state->nranks;
+  if (state->forward_only.empty() && !s.algorithms->servesRanks(state->nranks) && !exchange_pareto) {
     state->forward_only = "no Braid algorithm for " + std::to_string(state->nranks) + " ranks";
+    if (s.pareto.gpus > 0) {
+      state->forward_only += " (BRAID_TOPOLOGY=" + s.pareto.topology + " has " + std::to_string(s.pareto.gpus) +
+                             " GPUs: its Pareto set is for " + std::to_string(s.pareto.gpus) + "-rank communicators)";
+    }
   }
   if (state->forward_only.empty()) {
     InsideBraid inside;
     Status status = Status::ok();
     try {
-      status = setUpBraid(comm, *state);
+      status = setUpBraid(comm, *state, exchange_pareto);
     } catch (const std::exception& e) {
       status = Status(StatusCode::kInternalError, e.what());
     }
@@ -359,16 +578,24 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
            std::to_string(state->rank) + " of " + std::to_string(state->nranks) + "): " + status.toString() +
            "; its calls go to NCCL");
       state->forward_only = "Braid setup failed: " + status.message();
+    }
+    if (!state->forward_only.empty()) {
       state->executor.reset();
       state->transport.reset();
       state->bootstrap.reset();
     }
   }
+  std::string pareto_text;
+  if (state->pareto) {
+    pareto_text = fmt::format("; Pareto set from rank 0: {} algorithm{} (digest {:016x})", state->pareto->size(),
+                              state->pareto->size() == 1 ? "" : "s", state->pareto_digest);
+  }
   logChoice("shim: communicator of " + std::string(entry) + ", rank " + std::to_string(state->rank) + " of " +
             std::to_string(state->nranks) + " device " + std::to_string(state->device) + ": " +
             (state->forward_only.empty() ? std::string(state->executor ? "Braid ready (device-resident executor)"
                                                                        : "Braid ready (host-driven CUDA transport)")
-                                         : "calls go to NCCL (" + state->forward_only + ")"));
+                                         : "calls go to NCCL (" + state->forward_only + ")") +
+            pareto_text);
   std::lock_guard<std::mutex> lock(s.mu);
   s.comms[comm] = std::move(state);
 }
@@ -447,6 +674,7 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
       view.rank = state->rank;
       view.nranks = state->nranks;
       view.forward_only = state->forward_only;
+      view.pareto = state->pareto.get();
     }
     Decision d = decide(shim().algorithms.get(), args, view, t_group_depth);
     // Braid's first call of a plan allocates and exchanges over the bootstrap, which a CUDA graph cannot capture:
