@@ -60,6 +60,9 @@ Result<ConnectionOptions> readOptions() {
                               envString("BRAID_NET_IDLE_TIMEOUT")));
   }
   options.idle_timeout_s = std::min(*idle, kMaxTimeoutSeconds);
+  Result<congestion::Config> cc = congestion::Config::fromEnvironment();
+  if (!cc.isOk()) return Status(StatusCode::kInvalidUsage, "NET/Braid: " + cc.status().message());
+  options.cc = *cc;
   if (options.transport == NetTransport::kUcx) {
     BRAID_ASSIGN_OR_RETURN(options.ucx, acquireUcxContext());
   }
@@ -78,13 +81,20 @@ Result<NetContext*> makeContext(uint64_t comm_id, const nccl_abi::NetCommConfig*
     const char* tls = std::getenv("UCX_TLS");
     BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet,
                      "NET/Braid: init comm {:#x}: {} devices, data over UCX (UCX_TLS={}), a worker per connection, "
-                     "timeout {:g} s",
-                     comm_id, devices->size(), tls != nullptr ? tls : "unset", options.timeout_s);
+                     "timeout {:g} s{}",
+                     comm_id, devices->size(), tls != nullptr ? tls : "unset", options.timeout_s,
+                     options.cc.receiverCredits() > 0 ? "; BRAID_CC_POLICY=adaptive applies to the TCP data path "
+                                                        "only: UCX receivers admit every sender"
+                                                      : "");
   } else {
     BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet,
                      "NET/Braid: init comm {:#x}: {} devices, data over TCP: {} data sockets over {} helper threads "
-                     "per connection, timeout {:g} s",
-                     comm_id, devices->size(), options.nsocks, options.nthreads, options.timeout_s);
+                     "per connection, timeout {:g} s, congestion control {}",
+                     comm_id, devices->size(), options.nsocks, options.nthreads, options.timeout_s,
+                     options.cc.receiverCredits() > 0
+                         ? fmt::format("adaptive (receivers admit senders: at least {}, grants of {})",
+                                       options.cc.credits, congestion::byteText(options.cc.grant_bytes))
+                         : std::string("fixed (every sender at once)"));
   }
   return ctx.release();
 }
