@@ -19,7 +19,7 @@
 # when the emulation cannot be built here (not root, no `ip`/`tc`/`unshare`/`python3`, no namespace, bridge, veth
 # or htb support), with a line saying why.
 #
-# usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 100mbit] [--queue 32] [--delay 0] [--tcp-cc NAME]
+# usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 100mbit] [--queue 32] [--delay 0]
 #                          [--sizes 1M,4M,16M] [--iters 20] [--warmup 2] [--rounds 2]
 #                          [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
 #                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR]
@@ -34,8 +34,6 @@
 #             addresses, comma-separated); rank 0 must print `SAMPLE <label> <size> <iter> <us>` per timed
 #             iteration and `CHECK <label> <size> <wrong bytes>` per size (as netns_alltoall does).
 #   --delay   one-way delay added on every host's uplink (netem, e.g. 50us): a longer base RTT.
-#   --tcp-cc  TCP congestion control of every host namespace (net.ipv4.tcp_congestion_control there, e.g. cubic):
-#             every socket of every driver, the net plugin's included; default: the system's.
 #   --smoke   CI mode: 4 hosts, sizes 256K,1M, 5 iterations, 1 warm-up, 1 round (well under a minute); flags given
 #             beside it win, in any order.
 set -uo pipefail
@@ -45,7 +43,6 @@ hosts=4
 rate=100mbit
 queue=32
 delay=0
-tcp_cc=""
 sizes=1M,4M,16M
 iters=20
 warmup=2
@@ -62,7 +59,7 @@ die() { echo "netns: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --hosts | --rate | --queue | --delay | --sizes | --iters | --warmup | --rounds | --policy | --env | --driver | \
-      --program | --keep-logs | --tcp-cc)
+      --program | --keep-logs)
       [[ $# -ge 2 && $2 != --* ]] || die "$1 needs a value (see --help)" ;;
   esac
   case "$1" in
@@ -71,7 +68,6 @@ while [[ $# -gt 0 ]]; do
     --rate) rate=$2; shift 2 ;;
     --queue) queue=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
-    --tcp-cc) tcp_cc=$2; shift 2 ;;
     --sizes) sizes=$2; given+=" sizes"; shift 2 ;;
     --iters) iters=$2; given+=" iters"; shift 2 ;;
     --warmup) warmup=$2; given+=" warmup"; shift 2 ;;
@@ -81,7 +77,7 @@ while [[ $# -gt 0 ]]; do
     --driver) driver=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
     --keep-logs) keep_logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see --help)" ;;
   esac
 done
@@ -98,11 +94,6 @@ fi
 [[ $iters =~ ^[0-9]+$ && $iters -ge 1 ]] || die "--iters $iters: at least 1"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || die "--rounds $rounds: at least 1"
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup $warmup: a number, 0 or more"
-if [[ -n $tcp_cc ]]; then
-  [[ $tcp_cc =~ ^[a-z0-9_]+$ ]] || die "--tcp-cc $tcp_cc: a TCP congestion control's name (cubic, bbr, reno)"
-  grep -qw -- "$tcp_cc" /proc/sys/net/ipv4/tcp_available_congestion_control 2> /dev/null ||
-    die "--tcp-cc $tcp_cc: not in net.ipv4.tcp_available_congestion_control ($(cat /proc/sys/net/ipv4/tcp_available_congestion_control 2> /dev/null))"
-fi
 [[ $sizes =~ ^[1-9][0-9]*[KMG]?(,[1-9][0-9]*[KMG]?)*$ ]] || die "--sizes $sizes: bytes per peer, comma-separated (256K,1M,4M)"
 if [[ ${#policies[@]} -eq 0 ]]; then
   policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
@@ -157,10 +148,6 @@ for ((k = 0; k < hosts; k++)); do
   addresses+=("$addr")
   ip netns add "$h" || skip "cannot create namespace $h"
   ip -n "$h" link set lo up
-  if [[ -n $tcp_cc ]]; then
-    ip netns exec "$h" sysctl -qw net.ipv4.tcp_congestion_control="$tcp_cc" ||
-      skip "cannot set net.ipv4.tcp_congestion_control=$tcp_cc in a namespace here"
-  fi
   ip link add eth0 netns "$h" type veth peer name "p$k" netns "$sw" || skip "cannot create veth pairs here"
   ip -n "$h" addr add "$addr/24" dev eth0
   ip -n "$h" link set eth0 up
@@ -185,7 +172,7 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 
-echo "# netns all-to-all: $hosts hosts, downlinks $rate with a pfifo of $queue packets, uplink delay $delay, TCP congestion control ${tcp_cc:-$(cat /proc/sys/net/ipv4/tcp_congestion_control 2> /dev/null) (the system's)}"
+echo "# netns all-to-all: $hosts hosts, downlinks $rate with a pfifo of $queue packets, uplink delay $delay, system TCP congestion control $(cat /proc/sys/net/ipv4/tcp_congestion_control 2> /dev/null) (BRAID_TCP_CONGESTION overrides it per socket)"
 echo "# sizes $sizes per peer, $iters timed + $warmup warm-up iterations per size, $rounds round(s) per policy"
 echo "# program: ${program:-$driver}"
 [[ ${#extra_env[@]} -gt 0 ]] && echo "# env for every rank: ${extra_env[*]}"

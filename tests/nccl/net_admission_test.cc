@@ -115,7 +115,7 @@ void captureLog(int, unsigned long, const char*, int, const char* fmt, ...) {
 
 // Rank 0 receives from ranks 1..3 (8 receives in flight per sender, all polled); each sender sends kMessages
 // messages of the sizes below with 8 in flight. The receiver starts gated at one sender (BRAID_CC_ADMIT=1) with
-// 256 KiB grants, so large messages travel on credit until admission opens.
+// 256 KiB grants, so large messages travel on credit until admission opens. The data sockets use TCP reno.
 TEST(NetAdmission, IncastIntoAGatedReceiverEveryByteRight) {
   constexpr int kRanks = 4;
   constexpr int kMessages = 24;
@@ -131,6 +131,7 @@ TEST(NetAdmission, IncastIntoAGatedReceiverEveryByteRight) {
         setenv("BRAID_CC_ADMIT", "1", 1);
         setenv("BRAID_CC_CREDITS", "1", 1);
         setenv("BRAID_CC_GRANT", "256K", 1);
+        setenv("BRAID_TCP_CONGESTION", "reno", 1);  // every kernel has it: the data sockets' setsockopt path
         LoadedNetPlugin p = openNetPlugin(pluginPath(), 11);
         BRAID_CHILD_CHECK(p.version == 11);
         NetApi api(p.version, p.table);

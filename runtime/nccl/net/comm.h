@@ -72,6 +72,7 @@ struct DataPathOptions {
   double idle_timeout_s = 0;        // see BRAID_NET_IDLE_TIMEOUT; 0 = never
   std::shared_ptr<UcxContext> ucx;  // UCX: the process's context
   congestion::Config cc;            // BRAID_CC_*: adaptive receivers of the TCP data path admit senders
+  std::string tcp_congestion;       // BRAID_TCP_CONGESTION: the data sockets' TCP congestion control ("": the system's)
 };
 
 /// The payload mover of one comm, and the comm's failure state. Implementations: TcpDataPath (net/tcp_path.h),

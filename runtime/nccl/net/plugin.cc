@@ -1,6 +1,11 @@
 #include "net/plugin.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -31,6 +36,19 @@ NetContext* g_legacy = nullptr;
 
 int fail(const Status& status, const char* what) { return report(status, kSubsysNet, what); }
 Status invalid(const std::string& text) { return Status(StatusCode::kInvalidArgument, text); }
+
+// Whether this kernel lets a socket use TCP congestion control `name` (a throwaway socket tries it).
+Status checkTcpCongestion(const std::string& name) {
+  net::Fd probe(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return Status(StatusCode::kSystemError, "NET/Braid: socket(): " + net::errnoText(errno));
+  if (setsockopt(probe.get(), IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) != 0) {
+    return Status(StatusCode::kInvalidUsage,
+                  fmt::format("NET/Braid: BRAID_TCP_CONGESTION={}: {} (net.ipv4.tcp_available_congestion_control "
+                              "lists what this kernel has)",
+                              name, net::errnoText(errno)));
+  }
+  return Status::ok();
+}
 
 // BRAID_NET_TRANSPORT / BRAID_NET_NSOCKS / BRAID_NET_NTHREADS / BRAID_TIMEOUT / BRAID_NET_IDLE_TIMEOUT.
 Result<ConnectionOptions> readOptions() {
@@ -63,6 +81,8 @@ Result<ConnectionOptions> readOptions() {
   Result<congestion::Config> cc = congestion::Config::fromEnvironment();
   if (!cc.isOk()) return Status(StatusCode::kInvalidUsage, "NET/Braid: " + cc.status().message());
   options.cc = *cc;
+  options.tcp_congestion = envString("BRAID_TCP_CONGESTION");
+  if (!options.tcp_congestion.empty()) BRAID_RETURN_IF_ERROR(checkTcpCongestion(options.tcp_congestion));
   if (options.transport == NetTransport::kUcx) {
     BRAID_ASSIGN_OR_RETURN(options.ucx, acquireUcxContext());
   }

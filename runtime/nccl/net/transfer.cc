@@ -433,6 +433,16 @@ Result<std::unique_ptr<Comm>> makeComm(bool sending, std::vector<net::Fd> socket
                                        std::string peer) {
   auto comm = std::make_unique<Comm>();
   for (const net::Fd& s : sockets) setKeepAlive(s.get());
+  if (!options.tcp_congestion.empty()) {
+    for (size_t i = 1; i < sockets.size(); ++i) {
+      const std::string& name = options.tcp_congestion;
+      if (setsockopt(sockets[i].get(), IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) !=
+          0) {
+        return Status(StatusCode::kInvalidUsage,
+                      "NET/Braid: BRAID_TCP_CONGESTION=" + name + " on a data socket: " + net::errnoText(errno));
+      }
+    }
+  }
   comm->control = std::move(sockets[0]);
   comm->peer = std::move(peer);
   if (options.transport == NetTransport::kUcx) {
