@@ -13,6 +13,8 @@
 // Simple step, NCCL_BUFFSIZE 4 MiB / NCCL_STEPS 8) with at most --window chunks (default 8, NCCL_STEPS) in flight
 // per peer and direction (NETNS_CHUNK and NETNS_WINDOW set the defaults: run.sh's policies are environments),
 // re-posting as chunks complete; peers are served starting from the next rank, as NCCL's p2p schedule staggers them.
+// The plugin's congestion policy is its own (BRAID_CC_POLICY and the other BRAID_CC_* variables, read at init:
+// adaptive receivers admit senders, runtime/nccl/net/admission.h); the driver only posts as NCCL's proxy does.
 // Every iteration starts after a bootstrap barrier, sends data that depends on (iteration, sender, receiver, position)
 // and checks every received byte. A rank's time runs from the barrier to its last completion; an iteration's completion
 // time is the slowest rank's.
@@ -253,15 +255,6 @@ int main(int argc, char** argv) {
   });
   if (!ok) {
     std::fputs(kUsage, stderr);
-    return 2;
-  }
-  // The plugin has no congestion policy of its own: a run labelled adaptive would measure the same thing twice.
-  const std::string policy = braid::envString("BRAID_CC_POLICY");
-  if (!policy.empty() && policy != "fixed") {
-    std::fprintf(stderr,
-                 "netns_plugin_alltoall: BRAID_CC_POLICY=%s: the net plugin has no congestion policy (it always sends "
-                 "as NCCL's proxy posts); compare chunkings with run.sh --policy 'LABEL:NETNS_CHUNK=...'\n",
-                 policy.c_str());
     return 2;
   }
   const std::string socket_if = braid::envString("BRAID_SOCKET_IFNAME");

@@ -19,13 +19,13 @@
 # when the emulation cannot be built here (not root, no `ip`/`tc`/`unshare`/`python3`, no namespace, bridge, veth
 # or htb support), with a line saying why.
 #
-# usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 100mbit] [--queue 32] [--delay 0] [--sizes 1M,4M,16M]
-#                          [--iters 20] [--warmup 2] [--rounds 2] [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
+# usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 100mbit] [--queue 32] [--delay 0]
+#                          [--sizes 1M,4M,16M] [--iters 20] [--warmup 2] [--rounds 2]
+#                          [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
 #                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR]
 #   --policy  a policy to compare, named LABEL, with its environment (default: 'fixed:BRAID_CC_POLICY=fixed' and
-#             'adaptive:BRAID_CC_POLICY=adaptive'; with the net plugin's driver netns_plugin_alltoall, which has no
-#             congestion policy, 'chunk512K:NETNS_CHUNK=512K' and 'chunk128K:NETNS_CHUNK=128K'); repeat for more
-#             (e.g. 'credits2:BRAID_CC_CREDITS=2').
+#             'adaptive:BRAID_CC_POLICY=adaptive', for the TCP transport's driver and the net plugin's alike);
+#             repeat for more (e.g. 'credits2:BRAID_CC_CREDITS=2', 'chunk128K:NETNS_CHUNK=128K' for the plugin's).
 #             NETNS_DRIVER=PATH among the variables runs that driver for this policy (e.g. netns_plugin_alltoall).
 #   --env     environment of every rank of every policy (repeatable).
 #   --program a second program run instead of the driver in every namespace, with the same environment
@@ -96,12 +96,7 @@ fi
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup $warmup: a number, 0 or more"
 [[ $sizes =~ ^[1-9][0-9]*[KMG]?(,[1-9][0-9]*[KMG]?)*$ ]] || die "--sizes $sizes: bytes per peer, comma-separated (256K,1M,4M)"
 if [[ ${#policies[@]} -eq 0 ]]; then
-  # The net plugin's driver has no congestion policy: its runs compare chunkings.
-  if [[ -z $program && $(basename "$driver") == netns_plugin_alltoall ]]; then
-    policies=("chunk512K:NETNS_CHUNK=512K" "chunk128K:NETNS_CHUNK=128K")
-  else
-    policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
-  fi
+  policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
 fi
 if [[ -z $program && ! -x $driver ]]; then
   die "no driver at $driver (build the netns_alltoall target, or pass --driver / --program)"
@@ -177,7 +172,7 @@ for _ in $(seq 1 50); do
   sleep 0.1
 done
 
-echo "# netns all-to-all: $hosts hosts, downlinks $rate with a pfifo of $queue packets, uplink delay $delay"
+echo "# netns all-to-all: $hosts hosts, downlinks $rate with a pfifo of $queue packets, uplink delay $delay, system TCP congestion control $(cat /proc/sys/net/ipv4/tcp_congestion_control 2> /dev/null) (BRAID_TCP_CONGESTION overrides it per socket)"
 echo "# sizes $sizes per peer, $iters timed + $warmup warm-up iterations per size, $rounds round(s) per policy"
 echo "# program: ${program:-$driver}"
 [[ ${#extra_env[@]} -gt 0 ]] && echo "# env for every rank: ${extra_env[*]}"

@@ -2,7 +2,7 @@
 // into chunks and how many bytes it keeps unacknowledged per peer (SenderControl), how a receiver admits senders
 // (CreditGranter: receiver-driven clear-to-send, incast control) and how many peers a sender feeds at once
 // (PeerScheduler: staggered all-to-all). The TCP transport (runtime/transport/tcp/) drives them; the NCCL net
-// plugin's TCP data path can drive the same objects (README.md, "Using it from another transport").
+// plugin's TCP data path drives CreditGranter and the reports (README.md, "Using it from another transport").
 //
 // Two policies (Config::policy, BRAID_CC_POLICY):
 //   - fixed: NCCL's Simple protocol over the network — NCCL_BUFFSIZE 4 MiB in NCCL_STEPS = 8 slots, so 512 KiB

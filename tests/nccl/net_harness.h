@@ -80,13 +80,14 @@ class NetApi {
   NetApi(int version, const void* table) : version_(version), table_(table) {}
   int version() const { return version_; }
 
-  int init(uint64_t comm_id) {
+  /// `logger`: NCCL's log function as the plugin receives it (NULL: none).
+  int init(uint64_t comm_id, abi::Logger logger = nullptr) {
     if (version_ == 11) {
       abi::NetCommConfig config{abi::kNetTrafficClassUndef};
-      return v11()->init(&ctx_, comm_id, &config, nullptr, nullptr);
+      return v11()->init(&ctx_, comm_id, &config, logger, nullptr);
     }
-    if (version_ == 8) return v8()->init(nullptr);
-    return v6()->init(nullptr);
+    if (version_ == 8) return v8()->init(logger);
+    return v6()->init(logger);
   }
   int finalize() { return version_ == 11 ? v11()->finalize(ctx_) : 0; }
   int devices(int* n) {

@@ -780,6 +780,35 @@ TEST(NetPlugin, TransportVariableIsChecked) {
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
+// BRAID_TCP_CONGESTION and BRAID_CC_*: a name the kernel lacks and a policy that does not exist fail init with
+// ncclInvalidUsage naming the variable; reno (built into every kernel) with the adaptive policy initialises and
+// says so.
+TEST(NetPlugin, CongestionVariablesAreChecked) {
+  ForkResult r = runForked(
+      1,
+      [&](int) {
+        const abi::NetV11* net = childTableV11("lo");
+        BRAID_CHILD_CHECK(net != nullptr);
+        setenv("BRAID_NET_TRANSPORT", "tcp", 1);
+        void* ctx = nullptr;
+        setenv("BRAID_TCP_CONGESTION", "no_such_cc", 1);
+        BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, &captureLog, nullptr) == abi::kInvalidUsage && ctx == nullptr);
+        BRAID_CHILD_CHECK(g_logged.find("BRAID_TCP_CONGESTION=no_such_cc") != std::string::npos);
+        setenv("BRAID_TCP_CONGESTION", "reno", 1);
+        setenv("BRAID_CC_POLICY", "sometimes", 1);
+        BRAID_CHILD_CHECK(net->init(&ctx, 2, nullptr, &captureLog, nullptr) == abi::kInvalidUsage && ctx == nullptr);
+        BRAID_CHILD_CHECK(g_logged.find("BRAID_CC_POLICY=sometimes") != std::string::npos);
+        g_logged.clear();
+        setenv("BRAID_CC_POLICY", "adaptive", 1);
+        BRAID_CHILD_CHECK(net->init(&ctx, 3, nullptr, &captureLog, nullptr) == abi::kSuccess && ctx != nullptr);
+        BRAID_CHILD_CHECK(g_logged.find("congestion control adaptive") != std::string::npos);
+        BRAID_CHILD_CHECK(net->finalize(ctx) == abi::kSuccess);
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
 // Ranks that disagree on BRAID_NET_TRANSPORT: connect to a listener of the other data path is ncclInvalidUsage
 // naming the variable, not a hang or garbage on the wire.
 TEST(NetPlugin, MismatchedTransportsAreAUsageError) {

@@ -35,6 +35,7 @@
 
 #include "abi/net_abi.h"
 #include "braid/status.h"
+#include "congestion/congestion.h"
 #include "net/devices.h"
 #include "net/handle.h"
 #include "socket/socket.h"
@@ -61,13 +62,17 @@ inline constexpr double kPeerCloseGraceS = 1.0;
 inline constexpr double kCloseDrainS = 2.0;
 
 class UcxContext;
+class Admission;
 
-/// How a comm's data path is built (from BRAID_NET_TRANSPORT, BRAID_NET_NTHREADS, BRAID_NET_IDLE_TIMEOUT).
+/// How a comm's data path is built (from BRAID_NET_TRANSPORT, BRAID_NET_NTHREADS, BRAID_NET_IDLE_TIMEOUT,
+/// BRAID_CC_*).
 struct DataPathOptions {
   NetTransport transport = NetTransport::kTcp;
   int nthreads = 2;                 // TCP: helper threads
   double idle_timeout_s = 0;        // see BRAID_NET_IDLE_TIMEOUT; 0 = never
   std::shared_ptr<UcxContext> ucx;  // UCX: the process's context
+  congestion::Config cc;            // BRAID_CC_*: adaptive receivers of the TCP data path admit senders
+  std::string tcp_congestion;       // BRAID_TCP_CONGESTION: the data sockets' TCP congestion control ("": the system's)
 };
 
 /// The payload mover of one comm, and the comm's failure state. Implementations: TcpDataPath (net/tcp_path.h),
@@ -171,7 +176,28 @@ struct CommBase {
   Request* allocate(Request::Type type);
 };
 
+/// A message of a send comm whose payload is not handed to the data path yet (net/admission.h): it waits for
+/// credit, or behind one that does.
+struct HeldSend {
+  uint64_t seq = 0;
+  char* data = nullptr;
+  size_t size = 0;
+  size_t part = 0;  // bytes per part
+  size_t next = 0;  // parts handed over so far
+  bool credited = false;
+  std::atomic<int>* pending = nullptr;
+};
+
 struct SendComm : CommBase {
+  congestion::Config cc;
+  // The receiver's admission (its kAdmitMagic records).
+  bool peer_admits = false;
+  bool peer_open = true;
+  uint64_t peer_grant = 0;     // its grant size
+  uint64_t credit = 0;         // granted, not spent
+  uint64_t credit_wanted = 0;  // credited bytes announced and not yet covered by grants
+  std::deque<HeldSend> held;
+  std::vector<congestion::SenderControl> reporters;  // per data socket: TCP_INFO -> retransmission timeouts
   SendComm() : CommBase(ObjectKind::kSend, static_cast<size_t>(nccl_abi::kNetMaxRequests) * kNetMaxRecvs) {}
 };
 
@@ -179,7 +205,14 @@ struct RecvComm : CommBase {
   std::deque<Request*> unassigned;    // posted receives still waiting for some of their messages
   std::deque<MessageHeader> headers;  // headers read but not yet matched to a buffer
   uint64_t announced = 0;             // headers read in all
+  // Admission (net/admission.h), when this receiver admits senders.
+  std::shared_ptr<Admission> admission;
+  int sender = -1;                            // this comm's number in the admission
+  uint64_t mode_epoch = 0;                    // the admission's mode as last told to the sender
+  std::atomic<uint64_t> credited_arrived{0};  // credited bytes the data path read
+  uint64_t credited_counted = 0;              // ... of which the admission was told
   RecvComm() : CommBase(ObjectKind::kRecv, nccl_abi::kNetMaxRequests + 1) {}  // + 1: an iflush slot
+  ~RecvComm();
 };
 
 /// Builds a comm over connected sockets (`sockets[0]` control, the rest TCP data sockets; UCX: the control socket

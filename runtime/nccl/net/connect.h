@@ -13,7 +13,7 @@
 namespace braid::nccl_plugin {
 
 /// Per-connection parameters chosen at init (BRAID_NET_TRANSPORT, BRAID_NET_NSOCKS x BRAID_NET_NTHREADS sockets,
-/// BRAID_TIMEOUT, BRAID_NET_IDLE_TIMEOUT).
+/// BRAID_TIMEOUT, BRAID_NET_IDLE_TIMEOUT, BRAID_CC_*, BRAID_TCP_CONGESTION).
 struct ConnectionOptions {
   NetTransport transport = NetTransport::kTcp;
   int nsocks = 2;  // TCP: data sockets per connection (threads x sockets per thread)
@@ -21,8 +21,12 @@ struct ConnectionOptions {
   double timeout_s = 300;           // connect: how long the listener may stay unreachable
   double idle_timeout_s = 0;        // a pending request with no byte moving fails after this; 0 = never
   std::shared_ptr<UcxContext> ucx;  // UCX: the process's context (net/ucx_path.h)
+  congestion::Config cc;            // BRAID_CC_*: receiver admission on the TCP data path (net/admission.h)
+  std::string tcp_congestion;       // BRAID_TCP_CONGESTION
   /// What a comm's data path is built from.
-  DataPathOptions dataPath() const { return DataPathOptions{transport, nthreads, idle_timeout_s, ucx}; }
+  DataPathOptions dataPath() const {
+    return DataPathOptions{transport, nthreads, idle_timeout_s, ucx, cc, tcp_congestion};
+  }
 };
 
 /// The receiving end before accept(): a listening socket and the sockets that arrived so far.

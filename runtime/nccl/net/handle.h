@@ -13,6 +13,12 @@
 //   kGoodbyeMagic  either way, last: the writer closes the comm on purpose (a sender: every message it announced
 //                  was delivered; `size` = the messages it announced / received). EOF without it is a peer
 //                  that died (net/comm.h, "Failures").
+// and, with a receiver that admits senders (BRAID_CC_POLICY=adaptive, TCP data path; net/admission.h):
+//   kAdmitMagic    receiver -> sender, first and at each change: `tag` 1 = every sender admitted, 0 = gated;
+//                  `size` = the receiver's grant size;
+//   kCreditedMagic sender -> receiver, instead of kHandleMagic: a message whose payload waits for credit;
+//   kGrantMagic    receiver -> sender: `size` bytes of credit;
+//   kReportMagic   sender -> receiver: `size` retransmission timeouts on the data sockets since the last report.
 //
 // connect() keeps its progress between calls the way NCCL's socket plugin does: a pointer to the in-progress
 // state lives in the sender's copy of the handle (bytes kConnectStateOffset..+8, zero as listen() wrote them).
@@ -26,10 +32,14 @@
 
 namespace braid::nccl_plugin {
 
-inline constexpr uint32_t kHandleMagic = 0x42524e54;   // "BRNT"
-inline constexpr uint32_t kAddressMagic = 0x42524144;  // "BRAD"
-inline constexpr uint32_t kGoodbyeMagic = 0x42524259;  // "BRBY"
-inline constexpr uint16_t kHandleVersion = 2;
+inline constexpr uint32_t kHandleMagic = 0x42524e54;    // "BRNT"
+inline constexpr uint32_t kAddressMagic = 0x42524144;   // "BRAD"
+inline constexpr uint32_t kGoodbyeMagic = 0x42524259;   // "BRBY"
+inline constexpr uint32_t kAdmitMagic = 0x4252414d;     // "BRAM"
+inline constexpr uint32_t kCreditedMagic = 0x42524352;  // "BRCR"
+inline constexpr uint32_t kGrantMagic = 0x42524752;     // "BRGR"
+inline constexpr uint32_t kReportMagic = 0x42525250;    // "BRRP"
+inline constexpr uint16_t kHandleVersion = 3;
 /// Longest UCX worker address the sender accepts on the control connection, bytes.
 inline constexpr size_t kMaxAddressBytes = 64 << 10;
 /// Most sockets (data connections) one comm may use, and threads driving them (NCCL_SOCKET_NTHREADS' limit).

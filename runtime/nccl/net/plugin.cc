@@ -1,6 +1,11 @@
 #include "net/plugin.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <mutex>
@@ -32,6 +37,19 @@ NetContext* g_legacy = nullptr;
 int fail(const Status& status, const char* what) { return report(status, kSubsysNet, what); }
 Status invalid(const std::string& text) { return Status(StatusCode::kInvalidArgument, text); }
 
+// Whether this kernel lets a socket use TCP congestion control `name` (a throwaway socket tries it).
+Status checkTcpCongestion(const std::string& name) {
+  net::Fd probe(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!probe.valid()) return Status(StatusCode::kSystemError, "NET/Braid: socket(): " + net::errnoText(errno));
+  if (setsockopt(probe.get(), IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) != 0) {
+    return Status(StatusCode::kInvalidUsage,
+                  fmt::format("NET/Braid: BRAID_TCP_CONGESTION={}: {} (net.ipv4.tcp_available_congestion_control "
+                              "lists what this kernel has)",
+                              name, net::errnoText(errno)));
+  }
+  return Status::ok();
+}
+
 // BRAID_NET_TRANSPORT / BRAID_NET_NSOCKS / BRAID_NET_NTHREADS / BRAID_TIMEOUT / BRAID_NET_IDLE_TIMEOUT.
 Result<ConnectionOptions> readOptions() {
   ConnectionOptions options;
@@ -60,6 +78,11 @@ Result<ConnectionOptions> readOptions() {
                               envString("BRAID_NET_IDLE_TIMEOUT")));
   }
   options.idle_timeout_s = std::min(*idle, kMaxTimeoutSeconds);
+  Result<congestion::Config> cc = congestion::Config::fromEnvironment();
+  if (!cc.isOk()) return Status(StatusCode::kInvalidUsage, "NET/Braid: " + cc.status().message());
+  options.cc = *cc;
+  options.tcp_congestion = envString("BRAID_TCP_CONGESTION");
+  if (!options.tcp_congestion.empty()) BRAID_RETURN_IF_ERROR(checkTcpCongestion(options.tcp_congestion));
   if (options.transport == NetTransport::kUcx) {
     BRAID_ASSIGN_OR_RETURN(options.ucx, acquireUcxContext());
   }
@@ -78,13 +101,20 @@ Result<NetContext*> makeContext(uint64_t comm_id, const nccl_abi::NetCommConfig*
     const char* tls = std::getenv("UCX_TLS");
     BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet,
                      "NET/Braid: init comm {:#x}: {} devices, data over UCX (UCX_TLS={}), a worker per connection, "
-                     "timeout {:g} s",
-                     comm_id, devices->size(), tls != nullptr ? tls : "unset", options.timeout_s);
+                     "timeout {:g} s{}",
+                     comm_id, devices->size(), tls != nullptr ? tls : "unset", options.timeout_s,
+                     options.cc.receiverCredits() > 0 ? "; BRAID_CC_POLICY=adaptive applies to the TCP data path "
+                                                        "only: UCX receivers admit every sender"
+                                                      : "");
   } else {
     BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet,
                      "NET/Braid: init comm {:#x}: {} devices, data over TCP: {} data sockets over {} helper threads "
-                     "per connection, timeout {:g} s",
-                     comm_id, devices->size(), options.nsocks, options.nthreads, options.timeout_s);
+                     "per connection, timeout {:g} s, congestion control {}",
+                     comm_id, devices->size(), options.nsocks, options.nthreads, options.timeout_s,
+                     options.cc.receiverCredits() > 0
+                         ? fmt::format("adaptive (receivers admit senders: at least {}, grants of {})",
+                                       options.cc.credits, congestion::byteText(options.cc.grant_bytes))
+                         : std::string("fixed (every sender at once)"));
   }
   return ctx.release();
 }

@@ -87,6 +87,7 @@ bool SocketWorker::progress(size_t q, size_t* budget) {
     }
     return false;
   }
+  if (task->arrived != nullptr) task->arrived->fetch_add(task->bytes, std::memory_order_acq_rel);
   task->pending->fetch_sub(1, std::memory_order_acq_rel);
   std::lock_guard<std::mutex> lock(mutex_);
   queues_[q].pop_front();
@@ -161,13 +162,19 @@ void TcpDataPath::shutdown() {
 void TcpDataPath::post(uint64_t seq, char* data, size_t size, std::atomic<int>* pending) {
   if (size == 0 || workers_.empty()) return;
   const size_t chunk = chunkBytes(size, nsocks());
-  const int count = static_cast<int>((size + chunk - 1) / chunk);
-  pending->fetch_add(count, std::memory_order_acq_rel);
-  for (int c = 0; c < count; ++c) {
-    const size_t offset = static_cast<size_t>(c) * chunk;
-    const size_t bytes = std::min(chunk, size - offset);
-    const int socket = static_cast<int>((seq + static_cast<uint64_t>(c)) % static_cast<uint64_t>(nsocks()));
-    workers_[socket % nthreads_]->enqueue(socket, ChunkTask{data + offset, bytes, 0, pending});
+  const size_t count = partCount(size, chunk);
+  pending->fetch_add(static_cast<int>(count), std::memory_order_acq_rel);
+  postParts(seq, data, size, chunk, 0, count, pending, nullptr);
+}
+
+void TcpDataPath::postParts(uint64_t seq, char* data, size_t size, size_t part, size_t first, size_t end,
+                            std::atomic<int>* pending, std::atomic<uint64_t>* arrived) {
+  if (workers_.empty()) return;
+  for (size_t c = first; c < end; ++c) {
+    const size_t offset = c * part;
+    const size_t bytes = std::min(part, size - offset);
+    const int socket = static_cast<int>((seq + c) % static_cast<uint64_t>(nsocks()));
+    workers_[socket % nthreads_]->enqueue(socket, ChunkTask{data + offset, bytes, 0, pending, arrived});
   }
 }
 

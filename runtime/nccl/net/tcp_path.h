@@ -28,7 +28,8 @@ struct ChunkTask {
   char* data = nullptr;
   size_t bytes = 0;
   size_t moved = 0;
-  std::atomic<int>* pending = nullptr;  // decremented when the chunk is done
+  std::atomic<int>* pending = nullptr;       // decremented when the chunk is done
+  std::atomic<uint64_t>* arrived = nullptr;  // receiver, credited messages: grows by `bytes` when the chunk is done
 };
 
 class TcpDataPath;
@@ -77,6 +78,13 @@ class TcpDataPath final : public DataPath {
   int fd(int socket) const { return sockets_[socket].get(); }
   /// Splits the message into chunks on their sockets (see above).
   void post(uint64_t seq, char* data, size_t size, std::atomic<int>* pending) override;
+  /// Parts of `part` bytes a message of `size` bytes is cut into.
+  static size_t partCount(size_t size, size_t part) { return (size + part - 1) / part; }
+  /// Queues parts [first, end) of message `seq` cut into parts of `part` bytes (part c on socket (seq + c) %
+  /// nsocks, as post() does with part = chunkBytes(size, nsocks)); the caller raised *pending by the message's
+  /// part count. `arrived` (receiver; may be NULL) grows by each part's bytes as it completes.
+  void postParts(uint64_t seq, char* data, size_t size, size_t part, size_t first, size_t end,
+                 std::atomic<int>* pending, std::atomic<uint64_t>* arrived);
   /// Moves up to kHelpBudgetBytes from the calling thread (SocketWorker::help).
   bool progress() override;
   /// Bytes a finished send wrote are in the kernel, which delivers them after close: nothing to wait for.

@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "common/plugin_log.h"
+#include "net/admission.h"
 #include "net/comm.h"
 #include "net/tcp_path.h"
 #include "net/ucx_path.h"
@@ -130,23 +131,61 @@ void flushControl(CommBase* comm) {
   }
 }
 
-// One complete record from the peer (net/handle.h): a receiver takes headers and the goodbye, a sender the UCX
-// address announcement and the goodbye.
+// A record of an admitting receiver (net/admission.h) at its sender.
+void onAdmissionRecord(SendComm* comm, const MessageHeader& record) {
+  if (record.magic == kAdmitMagic) {
+    if (record.size == 0 || (record.tag != 0 && record.tag != 1) || comm->path->failed()) {
+      comm->path->fail(StatusCode::kSystemError, "NET/Braid: corrupt admission record from " + comm->peer);
+      return;
+    }
+    auto* tcp = dynamic_cast<TcpDataPath*>(comm->path.get());
+    if (!comm->peer_admits && tcp != nullptr) {
+      comm->reporters.assign(static_cast<size_t>(tcp->nsocks()), congestion::SenderControl(comm->cc));
+    }
+    comm->peer_admits = true;
+    comm->peer_open = record.tag == 1;
+    comm->peer_grant = record.size;
+    return;
+  }
+  // kGrantMagic: never more than the credited messages announced still need.
+  if (!comm->peer_admits || record.size == 0 || record.size > comm->credit_wanted) {
+    comm->path->fail(StatusCode::kSystemError,
+                     fmt::format("NET/Braid: {} granted {} B of credit with {} B announced and not granted", comm->peer,
+                                 record.size, comm->credit_wanted));
+    return;
+  }
+  comm->credit += record.size;
+  comm->credit_wanted -= record.size;
+}
+
+// One complete record from the peer (net/handle.h): a receiver takes headers, reports and the goodbye, a sender the
+// UCX address announcement, admission records and the goodbye.
 void onRecord(CommBase* comm, const MessageHeader& record) {
   if (record.magic == kGoodbyeMagic) {
     comm->goodbye = true;
     return;
   }
-  if (comm->kind == ObjectKind::kRecv && record.magic == kHandleMagic && !comm->goodbye) {
+  if (comm->kind == ObjectKind::kRecv) {
     auto* recv = static_cast<RecvComm*>(comm);
-    recv->headers.push_back(record);
-    ++recv->announced;
-    return;
+    const bool credited = record.magic == kCreditedMagic && recv->admission != nullptr;
+    if ((record.magic == kHandleMagic || credited) && !comm->goodbye) {
+      recv->headers.push_back(record);
+      ++recv->announced;
+      return;
+    }
+    if (record.magic == kReportMagic && recv->admission != nullptr) {
+      recv->admission->report(recv->sender, record.size);
+      return;
+    }
   }
   if (comm->kind == ObjectKind::kSend && record.magic == kAddressMagic && record.size > 0 &&
       record.size <= kMaxAddressBytes && comm->payload.empty()) {
     comm->payload.assign(record.size, '\0');
     comm->payload_want = record.size;
+    return;
+  }
+  if (comm->kind == ObjectKind::kSend && (record.magic == kAdmitMagic || record.magic == kGrantMagic)) {
+    onAdmissionRecord(static_cast<SendComm*>(comm), record);
     return;
   }
   comm->path->fail(StatusCode::kSystemError, "NET/Braid: corrupt record on the control connection with " + comm->peer);
@@ -223,8 +262,99 @@ void assignHeader(RecvComm* comm, const MessageHeader& header) {
   r->sizes[slot] = header.size;
   ++r->assigned_count;
   const uint64_t seq = comm->next_seq++;
-  if (header.size > 0) comm->path->post(seq, r->data[slot], header.size, &r->pending);
+  auto* tcp = dynamic_cast<TcpDataPath*>(comm->path.get());
+  if (header.magic == kCreditedMagic && tcp != nullptr && header.size > 0) {
+    // A credited message: its parts are read as they come; its sender gets credit for it now that it has a buffer.
+    const size_t part = creditedPartBytes(header.size, tcp->nsocks(), comm->admission->grantBytes());
+    const size_t count = TcpDataPath::partCount(header.size, part);
+    r->pending.fetch_add(static_cast<int>(count), std::memory_order_acq_rel);
+    tcp->postParts(seq, r->data[slot], header.size, part, 0, count, &r->pending, &comm->credited_arrived);
+    comm->admission->request(comm->sender, header.size);
+  } else if (header.size > 0) {
+    comm->path->post(seq, r->data[slot], header.size, &r->pending);
+  }
   if (r->assigned_count == r->n) comm->unassigned.pop_front();
+}
+
+// An admitting receiver: tells the admission what credited data arrived, and writes its sender's grants and, when
+// it changed, the mode.
+void pumpAdmission(RecvComm* comm) {
+  if (comm->admission == nullptr || comm->path->failed()) return;
+  const uint64_t arrived = comm->credited_arrived.load(std::memory_order_acquire);
+  if (arrived > comm->credited_counted) {
+    const Status credited = comm->admission->received(comm->sender, arrived - comm->credited_counted);
+    comm->credited_counted = arrived;
+    if (!credited.isOk()) {
+      comm->path->fail(StatusCode::kSystemError,
+                       "NET/Braid: credited data from " + comm->peer + ": " + credited.message());
+      return;
+    }
+  }
+  const Admission::Mail mail = comm->admission->take(comm->sender, &comm->mode_epoch);
+  for (uint64_t bytes : mail.grants) {
+    MessageHeader record;
+    record.size = bytes;
+    record.magic = kGrantMagic;
+    queueRecord(comm, record);
+  }
+  if (mail.mode_changed) {
+    MessageHeader record;
+    record.size = comm->admission->grantBytes();
+    record.tag = mail.open ? 1 : 0;
+    record.magic = kAdmitMagic;
+    queueRecord(comm, record);
+    BRAID_PLUGIN_LOG(kLogInfo, kSubsysNet, "NET/Braid: admission for {}: {}", comm->peer, comm->admission->describe());
+  }
+  if (!mail.grants.empty() || mail.mode_changed) flushControl(comm);
+}
+
+// A sender: hands held messages to the data path in order, credited parts as far as the credit covers them.
+void pumpHeld(SendComm* comm) {
+  auto* tcp = dynamic_cast<TcpDataPath*>(comm->path.get());
+  while (!comm->held.empty() && tcp != nullptr && !comm->path->failed()) {
+    HeldSend& h = comm->held.front();
+    const size_t count = TcpDataPath::partCount(h.size, h.part);
+    size_t end = count;
+    if (h.credited) {
+      end = h.next;
+      while (end < count) {
+        const uint64_t bytes = std::min(h.part, h.size - end * h.part);
+        if (bytes > comm->credit) break;
+        comm->credit -= bytes;
+        ++end;
+      }
+    }
+    if (end > h.next) {
+      tcp->postParts(h.seq, h.data, h.size, h.part, h.next, end, h.pending, nullptr);
+      h.next = end;
+      comm->path->touch();
+    }
+    if (h.next < count) return;
+    comm->held.pop_front();
+  }
+}
+
+// A sender to an admitting receiver: reads TCP_INFO of the data sockets (at most once per ms each) and reports
+// retransmission timeouts.
+void reportTimeouts(SendComm* comm) {
+  auto* tcp = dynamic_cast<TcpDataPath*>(comm->path.get());
+  if (!comm->peer_admits || tcp == nullptr || comm->path->failed()) return;
+  const double now_us = static_cast<double>(DataPath::nowNs()) * 1e-3;
+  uint64_t timeouts = 0;
+  for (size_t i = 0; i < comm->reporters.size(); ++i) {
+    congestion::SenderControl& reporter = comm->reporters[i];
+    if (!reporter.tcpSignalsDue(now_us)) continue;
+    Result<congestion::TcpSignals> signals = congestion::readTcpSignals(tcp->fd(static_cast<int>(i)));
+    if (!signals.isOk()) continue;
+    reporter.onTcpSignals(*signals, now_us);
+    timeouts += reporter.takeReport().timeouts;
+  }
+  if (timeouts == 0) return;
+  MessageHeader record;
+  record.size = timeouts;
+  record.magic = kReportMagic;
+  queueRecord(comm, record);
+  flushControl(comm);
 }
 
 void matchHeaders(RecvComm* comm) {
@@ -287,11 +417,32 @@ int reportFailure(CommBase* comm, const char* what) {
   return toNcclResultCode(failure.code());
 }
 
+// Congestion control of a new comm (TCP data path only): a sender keeps the policy for its reports; a receiver
+// whose policy admits senders joins the process's admission and tells its sender first (kAdmitMagic).
+void setUpAdmission(SendComm* comm, const DataPathOptions& options) { comm->cc = options.cc; }
+void setUpAdmission(RecvComm* comm, const DataPathOptions& options) {
+  if (options.cc.receiverCredits() == 0 || dynamic_cast<TcpDataPath*>(comm->path.get()) == nullptr) return;
+  comm->admission = Admission::acquire(options.cc);
+  comm->sender = comm->admission->join();
+  comm->mode_epoch = ~uint64_t{0};  // the first take() tells the mode
+  pumpAdmission(comm);
+}
+
 template <class Comm>
 Result<std::unique_ptr<Comm>> makeComm(bool sending, std::vector<net::Fd> sockets, const DataPathOptions& options,
                                        std::string peer) {
   auto comm = std::make_unique<Comm>();
   for (const net::Fd& s : sockets) setKeepAlive(s.get());
+  if (!options.tcp_congestion.empty()) {
+    for (size_t i = 1; i < sockets.size(); ++i) {
+      const std::string& name = options.tcp_congestion;
+      if (setsockopt(sockets[i].get(), IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) !=
+          0) {
+        return Status(StatusCode::kInvalidUsage,
+                      "NET/Braid: BRAID_TCP_CONGESTION=" + name + " on a data socket: " + net::errnoText(errno));
+      }
+    }
+  }
   comm->control = std::move(sockets[0]);
   comm->peer = std::move(peer);
   if (options.transport == NetTransport::kUcx) {
@@ -309,6 +460,7 @@ Result<std::unique_ptr<Comm>> makeComm(bool sending, std::vector<net::Fd> socket
     queueRecord(comm.get(), record, address);
     flushControl(comm.get());
   }
+  setUpAdmission(comm.get(), options);
   return comm;
 }
 
@@ -341,15 +493,34 @@ int sendPost(SendComm* comm, void* data, size_t size, int tag, void** request) {
   r->data[0] = static_cast<char*>(data);
   r->capacity[0] = r->sizes[0] = size;
   r->tags[0] = tag;
+  auto* tcp = dynamic_cast<TcpDataPath*>(comm->path.get());
+  // A gated receiver (net/admission.h) credits messages beyond the eager size; a message behind a held one waits.
+  const bool credited = tcp != nullptr && comm->peer_admits && !comm->peer_open && size > comm->cc.eager_bytes;
   MessageHeader header;
   header.size = size;
   header.tag = tag;
+  if (credited) header.magic = kCreditedMagic;
   queueRecord(comm, header);
   r->header_end = comm->control_queued;
   const uint64_t seq = comm->next_seq++;
-  if (size > 0) comm->path->post(seq, r->data[0], size, &r->pending);
+  if (size > 0 && (credited || !comm->held.empty())) {
+    HeldSend h;
+    h.seq = seq;
+    h.data = r->data[0];
+    h.size = size;
+    h.part = credited ? creditedPartBytes(size, tcp->nsocks(), comm->peer_grant) : chunkBytes(size, tcp->nsocks());
+    h.credited = credited;
+    h.pending = &r->pending;
+    r->pending.fetch_add(static_cast<int>(TcpDataPath::partCount(size, h.part)), std::memory_order_acq_rel);
+    if (credited) comm->credit_wanted += size;
+    comm->held.push_back(h);
+    pumpHeld(comm);
+  } else if (size > 0) {
+    comm->path->post(seq, r->data[0], size, &r->pending);
+  }
   comm->path->touch();
   flushControl(comm);
+  reportTimeouts(comm);
   *request = r;
   return nccl_abi::kSuccess;
 }
@@ -378,6 +549,7 @@ int recvPost(RecvComm* comm, int n, void** data, const size_t* sizes, const int*
   flushControl(comm);
   readControl(comm);
   matchHeaders(comm);
+  pumpAdmission(comm);
   *request = r;
   return nccl_abi::kSuccess;
 }
@@ -398,11 +570,14 @@ bool requestComplete(Request* r) {
   readControl(base);
   if (r->type == Request::Type::kSend) {
     auto* comm = static_cast<SendComm*>(base);
+    pumpHeld(comm);
+    reportTimeouts(comm);
     checkPeerClosed(comm);
     return sendComplete(comm, *r);
   }
   auto* comm = static_cast<RecvComm*>(base);
   matchHeaders(comm);
+  pumpAdmission(comm);
   checkPeerClosed(comm);
   return r->assigned_count == r->n && r->pending.load(std::memory_order_acquire) == 0;
 }
@@ -459,9 +634,18 @@ void closeComm(CommBase* comm) {
     }
     comm->path->shutdown();
   }
+  if (comm->kind == ObjectKind::kRecv) {
+    auto* recv = static_cast<RecvComm*>(comm);
+    if (recv->admission != nullptr) recv->admission->leave(recv->sender);
+    recv->admission.reset();
+  }
   comm->control.reset();
   comm->path.reset();
   comm->kind = ObjectKind::kDead;
+}
+
+RecvComm::~RecvComm() {
+  if (admission != nullptr) admission->leave(sender);
 }
 
 }  // namespace braid::nccl_plugin
