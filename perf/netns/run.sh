@@ -22,7 +22,7 @@
 # usage: perf/netns/run.sh [--smoke] [--hosts 4] [--rate 100mbit] [--queue 32] [--delay 0]
 #                          [--sizes 1M,4M,16M] [--iters 20] [--warmup 2] [--rounds 2]
 #                          [--policy 'LABEL:VAR=V ...']... [--env VAR=V]...
-#                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR]
+#                          [--driver PATH] [--program 'COMMAND'] [--keep-logs DIR] [--timeout 900]
 #   --policy  a policy to compare, named LABEL, with its environment (default: 'fixed:BRAID_CC_POLICY=fixed' and
 #             'adaptive:BRAID_CC_POLICY=adaptive', for the TCP transport's driver and the net plugin's alike);
 #             repeat for more (e.g. 'credits2:BRAID_CC_CREDITS=2', 'chunk128K:NETNS_CHUNK=128K' for the plugin's).
@@ -34,6 +34,7 @@
 #             addresses, comma-separated); rank 0 must print `SAMPLE <label> <size> <iter> <us>` per timed
 #             iteration and `CHECK <label> <size> <wrong bytes>` per size (as netns_alltoall does).
 #   --delay   one-way delay added on every host's uplink (netem, e.g. 50us): a longer base RTT.
+#   --timeout seconds one policy's run (every size, one round) may take before its ranks are killed (default 900).
 #   --smoke   CI mode: 4 hosts, sizes 256K,1M, 5 iterations, 1 warm-up, 1 round (well under a minute); flags given
 #             beside it win, in any order.
 set -uo pipefail
@@ -43,6 +44,7 @@ hosts=4
 rate=100mbit
 queue=32
 delay=0
+run_timeout=900
 sizes=1M,4M,16M
 iters=20
 warmup=2
@@ -59,7 +61,7 @@ die() { echo "netns: $*" >&2; exit 2; }
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --hosts | --rate | --queue | --delay | --sizes | --iters | --warmup | --rounds | --policy | --env | --driver | \
-      --program | --keep-logs)
+      --program | --keep-logs | --timeout)
       [[ $# -ge 2 && $2 != --* ]] || die "$1 needs a value (see --help)" ;;
   esac
   case "$1" in
@@ -68,6 +70,7 @@ while [[ $# -gt 0 ]]; do
     --rate) rate=$2; shift 2 ;;
     --queue) queue=$2; shift 2 ;;
     --delay) delay=$2; shift 2 ;;
+    --timeout) run_timeout=$2; shift 2 ;;
     --sizes) sizes=$2; given+=" sizes"; shift 2 ;;
     --iters) iters=$2; given+=" iters"; shift 2 ;;
     --warmup) warmup=$2; given+=" warmup"; shift 2 ;;
@@ -77,7 +80,7 @@ while [[ $# -gt 0 ]]; do
     --driver) driver=$2; shift 2 ;;
     --program) program=$2; shift 2 ;;
     --keep-logs) keep_logs=$2; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see --help)" ;;
   esac
 done
@@ -94,6 +97,7 @@ fi
 [[ $iters =~ ^[0-9]+$ && $iters -ge 1 ]] || die "--iters $iters: at least 1"
 [[ $rounds =~ ^[0-9]+$ && $rounds -ge 1 ]] || die "--rounds $rounds: at least 1"
 [[ $warmup =~ ^[0-9]+$ ]] || die "--warmup $warmup: a number, 0 or more"
+[[ $run_timeout =~ ^[0-9]+$ && $run_timeout -ge 1 ]] || die "--timeout $run_timeout: seconds, at least 1"
 [[ $sizes =~ ^[1-9][0-9]*[KMG]?(,[1-9][0-9]*[KMG]?)*$ ]] || die "--sizes $sizes: bytes per peer, comma-separated (256K,1M,4M)"
 if [[ ${#policies[@]} -eq 0 ]]; then
   policies=("fixed:BRAID_CC_POLICY=fixed" "adaptive:BRAID_CC_POLICY=adaptive")
@@ -242,13 +246,18 @@ run_policy() {
     local out=/dev/null
     [[ $k -eq 0 ]] && out="$workdir/run$launch.out"
     # A UTS namespace of its own per rank: every emulated host has its own host name, as real hosts do.
-    ip netns exec "$prefix-h$k" unshare --uts -- sh -c "hostname $prefix-h$k && exec env $(printf '%q ' "${env_list[@]}") timeout 900 $command" \
+    ip netns exec "$prefix-h$k" unshare --uts -- sh -c "hostname $prefix-h$k && exec env $(printf '%q ' "${env_list[@]}") timeout $run_timeout $command" \
       > "$out" 2> "$workdir/run$launch.rank$k.err" &
     pids+=($!)
   done
-  local failed=0
+  local failed=0 rc
   for ((k = 0; k < hosts; k++)); do
-    if ! wait "${pids[$k]}"; then failed=1; fi
+    wait "${pids[$k]}"
+    rc=$?
+    if [[ $rc -ne 0 ]]; then failed=1; fi
+    if [[ $rc -eq 124 ]]; then
+      echo "timed out: still running after $run_timeout s (run.sh --timeout), killed" >> "$workdir/run$launch.rank$k.err"
+    fi
   done
   pids=()
   cat "$workdir/run$launch.out" >> "$workdir/samples"
