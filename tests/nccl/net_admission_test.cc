@@ -83,7 +83,9 @@ TEST(NetAdmission, ATimeoutReportGatesAndGrantsRotate) {
   std::vector<uint64_t> total = granted;
   for (int round = 0; round < 64; ++round) {
     for (int i = 0; i < 4; ++i) {
-      if (granted[i] > 0) ASSERT_TRUE(admission.received(senders[i], granted[i]).isOk());
+      if (granted[i] > 0) {
+        ASSERT_TRUE(admission.received(senders[i], granted[i]).isOk());
+      }
       granted[i] = 0;
     }
     for (int i = 0; i < 4; ++i) {
