@@ -131,7 +131,8 @@ TEST(ShimPareto, SameRequestSameText) {
   const Answer second = ask(kTopology.c_str(), 4, kAllFour, 120);
   ASSERT_EQ(second.code, 0) << second.error;
   for (const Answer* a : {&first, &second}) {
-    for (const nlohmann::json& c : nlohmann::json::parse(a->set).at("collectives")) {
+    const nlohmann::json set = nlohmann::json::parse(a->set);  // kept alive for the loop (at() returns into it)
+    for (const nlohmann::json& c : set.at("collectives")) {
       for (const nlohmann::json& note : c.at("notes")) {
         ASSERT_EQ(note.get<std::string>().find("wall-clock limit"), std::string::npos)
             << "a synthesis was cut by the clock, so the set may differ: " << note;
