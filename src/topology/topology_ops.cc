@@ -145,12 +145,20 @@ Status validateTopology(const Topology& t) {
       return topologyError(t, fmt::format("{}: destination vertex {} does not exist", linkLabel(t, i), l.dst));
     if (l.src == l.dst)
       return topologyError(t, fmt::format("{}: a link may not join a vertex to itself", linkLabel(t, i)));
+    // Physical ranges: 1 KB/s .. 1 PB/s and at most 10 s of latency. Values beyond are typos, and they would
+    // overflow or underflow the solvers' scaling (GLPK aborts on a zero scale factor).
+    constexpr double kMinBandwidthGbps = 1e-6, kMaxBandwidthGbps = 1e6, kMaxAlphaUs = 1e7;
     if (!std::isfinite(l.bandwidth_gbps) || l.bandwidth_gbps <= 0) {
       return topologyError(t,
                            fmt::format("{}: bandwidth must be > 0 GB/s (found {})", linkLabel(t, i), l.bandwidth_gbps));
     }
-    if (!std::isfinite(l.alpha_us) || l.alpha_us < 0) {
-      return topologyError(t, fmt::format("{}: alpha must be >= 0 us (found {})", linkLabel(t, i), l.alpha_us));
+    if (l.bandwidth_gbps < kMinBandwidthGbps || l.bandwidth_gbps > kMaxBandwidthGbps) {
+      return topologyError(t, fmt::format("{}: bandwidth {} GB/s is outside {:g} .. {:g} GB/s", linkLabel(t, i),
+                                          l.bandwidth_gbps, kMinBandwidthGbps, kMaxBandwidthGbps));
+    }
+    if (!std::isfinite(l.alpha_us) || l.alpha_us < 0 || l.alpha_us > kMaxAlphaUs) {
+      return topologyError(
+          t, fmt::format("{}: alpha must be in 0 .. {:g} us (found {})", linkLabel(t, i), kMaxAlphaUs, l.alpha_us));
     }
     if (l.lanes < 1)
       return topologyError(t, fmt::format("{}: lanes must be >= 1 (found {})", linkLabel(t, i), l.lanes));

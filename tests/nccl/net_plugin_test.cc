@@ -793,7 +793,7 @@ TEST(NetPlugin, CongestionVariablesAreChecked) {
         void* ctx = nullptr;
         setenv("BRAID_TCP_CONGESTION", "no_such_cc", 1);
         BRAID_CHILD_CHECK(net->init(&ctx, 1, nullptr, &captureLog, nullptr) == abi::kInvalidUsage && ctx == nullptr);
-        BRAID_CHILD_CHECK(g_logged.find("BRAID_TCP_CONGESTION=no_such_cc") != std::string::npos);
+        BRAID_CHILD_CHECK(g_logged.find("BRAID_TCP_CONGESTION='no_such_cc'") != std::string::npos);
         setenv("BRAID_TCP_CONGESTION", "reno", 1);
         setenv("BRAID_CC_POLICY", "sometimes", 1);
         BRAID_CHILD_CHECK(net->init(&ctx, 2, nullptr, &captureLog, nullptr) == abi::kInvalidUsage && ctx == nullptr);

@@ -229,6 +229,19 @@ nodes: {template: t}
       "name: a\nnodes: [{name: h}]\nvertices: [{kind: gpu, node: h}, {kind: gpu, node: h}]\nlinks:\n"
       "  - {a: gpu0, b: gpu1, kind: pcie, bandwidth: -3, alpha: 0}\n");
   EXPECT_NE(e.find("x.yaml:5: links[0].bandwidth: must be > 0"), std::string::npos) << e;
+  // Finite but outside physical ranges (1e308 GB/s made GLPK abort the process).
+  e = errorOf(
+      "name: a\nnodes: [{name: h}]\nvertices: [{kind: gpu, node: h}, {kind: gpu, node: h}]\nlinks:\n"
+      "  - {a: gpu0, b: gpu1, kind: pcie, bandwidth: 1e308, alpha: 0}\n");
+  EXPECT_NE(e.find("bandwidth 1e+308 GB/s is outside 1e-06 .. 1e+06 GB/s"), std::string::npos) << e;
+  e = errorOf(
+      "name: a\nnodes: [{name: h}]\nvertices: [{kind: gpu, node: h}, {kind: gpu, node: h}]\nlinks:\n"
+      "  - {a: gpu0, b: gpu1, kind: pcie, bandwidth: 1e-300, alpha: 0}\n");
+  EXPECT_NE(e.find("is outside 1e-06 .. 1e+06 GB/s"), std::string::npos) << e;
+  e = errorOf(
+      "name: a\nnodes: [{name: h}]\nvertices: [{kind: gpu, node: h}, {kind: gpu, node: h}]\nlinks:\n"
+      "  - {a: gpu0, b: gpu1, kind: pcie, bandwidth: 3, alpha: 1e308}\n");
+  EXPECT_NE(e.find("alpha must be in 0 .. 1e+07 us"), std::string::npos) << e;
   e = errorOf(
       "name: a\nnodes: [{name: h}]\nvertices: [{kind: gpu, node: h}, {kind: gpu, node: h}]\nlinks:\n"
       "  - {a: gpu0, b: gpu1, kind: pcie, bandwidth: 3, alpha: fast}\n");

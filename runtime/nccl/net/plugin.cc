@@ -43,8 +43,9 @@ Status checkTcpCongestion(const std::string& name) {
   if (!probe.valid()) return Status(StatusCode::kSystemError, "NET/Braid: socket(): " + net::errnoText(errno));
   if (setsockopt(probe.get(), IPPROTO_TCP, TCP_CONGESTION, name.data(), static_cast<socklen_t>(name.size())) != 0) {
     return Status(StatusCode::kInvalidUsage,
-                  fmt::format("NET/Braid: BRAID_TCP_CONGESTION={}: {} (net.ipv4.tcp_available_congestion_control "
-                              "lists what this kernel has)",
+                  fmt::format("NET/Braid: BRAID_TCP_CONGESTION='{}': {} (net.ipv4.tcp_available_congestion_control "
+                              "lists what this kernel has; without CAP_NET_ADMIN only the names in "
+                              "net.ipv4.tcp_allowed_congestion_control)",
                               name, net::errnoText(errno)));
   }
   return Status::ok();
@@ -82,7 +83,9 @@ Result<ConnectionOptions> readOptions() {
   if (!cc.isOk()) return Status(StatusCode::kInvalidUsage, "NET/Braid: " + cc.status().message());
   options.cc = *cc;
   options.tcp_congestion = envString("BRAID_TCP_CONGESTION");
-  if (!options.tcp_congestion.empty()) BRAID_RETURN_IF_ERROR(checkTcpCongestion(options.tcp_congestion));
+  if (!options.tcp_congestion.empty() && options.transport == NetTransport::kTcp) {
+    BRAID_RETURN_IF_ERROR(checkTcpCongestion(options.tcp_congestion));
+  }
   if (options.transport == NetTransport::kUcx) {
     BRAID_ASSIGN_OR_RETURN(options.ucx, acquireUcxContext());
   }

@@ -238,8 +238,9 @@ class TcpTransport final : public EndpointBase {
     if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, tcp_congestion_.data(),
                    static_cast<socklen_t>(tcp_congestion_.size())) != 0) {
       return invalidArgument(
-          fmt::format("BRAID_TCP_CONGESTION={}: {} (net.ipv4.tcp_available_congestion_control "
-                      "lists what this kernel has)",
+          fmt::format("BRAID_TCP_CONGESTION='{}': {} (net.ipv4.tcp_available_congestion_control "
+                      "lists what this kernel has; without CAP_NET_ADMIN only the names in "
+                      "net.ipv4.tcp_allowed_congestion_control)",
                       tcp_congestion_, net::errnoText(errno)));
     }
     return Status::ok();
