@@ -103,18 +103,6 @@ TEST(NetAdmission, PartsAreAQuarterGrantAtMost) {
   EXPECT_EQ(nccl_plugin::creditedPartBytes(4 << 20, 1, 64 << 10), size_t{16} << 10);
 }
 
-// What NCCL's logger received in this process.
-std::string g_log;
-void captureLog(int, unsigned long, const char*, int, const char* fmt, ...) {
-  char line[1024];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(line, sizeof(line), fmt, args);
-  va_end(args);
-  g_log += line;
-  g_log += '\n';
-}
-
 // Rank 0 receives from ranks 1..3 (8 receives in flight per sender, all polled); each sender sends kMessages
 // messages of the sizes below with 8 in flight. The receiver starts gated at one sender (BRAID_CC_ADMIT=1) with
 // 256 KiB grants, so large messages travel on credit until admission opens. The data sockets use TCP reno.
@@ -191,9 +179,9 @@ TEST(NetAdmission, IncastIntoAGatedReceiverEveryByteRight) {
           for (void* comm : recvs) BRAID_CHILD_CHECK(api.closeRecv(comm) == 0);
           BRAID_CHILD_CHECK(api.closeListen(listen) == 0);
           // The receiver told its senders it was gated, then opened (growth without timeouts).
-          if (g_log.find("admission for") == std::string::npos || g_log.find(": gated:") == std::string::npos ||
-              g_log.find(": open:") == std::string::npos) {
-            std::fprintf(stderr, "log:\n%s\n", g_log.c_str());
+          if (g_logged.find("admission for") == std::string::npos || g_logged.find(": gated:") == std::string::npos ||
+              g_logged.find(": open:") == std::string::npos) {
+            std::fprintf(stderr, "log:\n%s\n", g_logged.c_str());
             return 1;
           }
         } else {

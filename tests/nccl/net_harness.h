@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdarg>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -22,6 +24,19 @@
 #include "abi/net_abi.h"
 
 namespace braid::testing {
+
+/// What NCCL's logger received in this process (captureLog appends one line per call).
+inline std::string g_logged;
+/// A NCCL log function (abi::Logger) that appends each formatted line to g_logged.
+inline void captureLog(int, unsigned long, const char*, int, const char* fmt, ...) {
+  char line[1024];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(line, sizeof(line), fmt, args);
+  va_end(args);
+  g_logged += line;
+  g_logged += '\n';
+}
 
 namespace abi = braid::nccl_abi;
 

@@ -735,18 +735,6 @@ TEST_P(NetPluginPath, ReceiverCloseFailsAPendingSend) {
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
-// What NCCL's logger received (the children's init failures are checked by their text).
-std::string g_logged;
-void captureLog(int, unsigned long, const char*, int, const char* fmt, ...) {
-  char line[1024];
-  va_list args;
-  va_start(args, fmt);
-  std::vsnprintf(line, sizeof(line), fmt, args);
-  va_end(args);
-  g_logged += line;
-  g_logged += '\n';
-}
-
 // BRAID_NET_TRANSPORT: an unknown value, and `ucx` in a build without UCX, fail init with ncclInvalidUsage and a
 // line naming the variable; `tcp` and (with UCX) `ucx` initialise.
 TEST(NetPlugin, TransportVariableIsChecked) {
