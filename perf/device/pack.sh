@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
       esac
       shift ;;
     --with-pareto) with_pareto=1 ;;
-    -h | --help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "pack.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
