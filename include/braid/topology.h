@@ -140,8 +140,8 @@ class RouteCache {
 /// nullopt for an empty or unrecognised model (e.g. "MI300X").
 std::optional<int> gpuComputeCapability(const std::string& model);
 
-/// Checks the model's invariants (ids, ranks, positive bandwidths, no self-loops, nodes).
-/// Errors name the vertex or link at fault.
+/// Checks the model's invariants (ids, names, ranks, link ranges, no self-loops, nodes; parallel links allowed) and
+/// that each GPU reaches every other by a chain of links. Errors name the file and the vertex, link or GPU pair.
 Status validateTopology(const Topology& topology);
 
 /// Loads any supported topology file, choosing the format from the content: Braid YAML,

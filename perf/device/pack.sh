@@ -3,17 +3,23 @@
 # machine with a GPU but without Braid's build dependencies (no yaml-cpp, fmt, pugixml, GoogleTest, UCX there, and no
 # package registry to install them): DEST/bin (braid_nccl_ranks, braid_cuda_benchmark, cuda_tests,
 # transport_tests), DEST/lib (the NCCL plugins, and the shim libbraid_nccl.so when built), DEST/deps (every shared
-# library those need except the C/C++ runtime, CUDA's and NCCL's, which the GPU machine has). Then, there:
+# library those need except the C/C++ runtime, CUDA's and NCCL's, which the GPU machine has; stripped of symbols the
+# loader does not need). Then, there:
 #   perf/device/run.sh --no-build --build-dir DEST --lib-dir DEST/deps
+# --with-pareto also carries the shim's companion libbraid_nccl_pareto.so (the Pareto set for BRAID_TOPOLOGY; it needs
+# libz3) into DEST/lib beside the shim, where the shim finds it without BRAID_NCCL_PARETO_LIB, and its libraries into
+# DEST/deps. A dependency over 8 MiB (libz3, 22 MiB) travels gzip-compressed as DEST/deps/NAME.gz, so that the folder
+# stays under --max-mib; run.sh --lib-dir expands it beside itself before anything runs (by hand: gzip -dk deps/*.gz).
 # DEST may be missing, empty, or an earlier pack (it holds .braid-device-pack): then its bin, lib and deps are
 # replaced. Any other DEST is refused and left as it is. Every file is checked before DEST is touched.
 # Exit: 0 packed; 1 a file is missing (named) or the folder passes --max-mib (default 60); 2 bad arguments.
-# usage: perf/device/pack.sh [--build-dir DIR (build)] [--dest DIR (.device-build)] [--max-mib N]
+# usage: perf/device/pack.sh [--build-dir DIR (build)] [--dest DIR (.device-build)] [--max-mib N] [--with-pareto]
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build="$ROOT/build"
 dest="$ROOT/.device-build"
 max_mib=60
+with_pareto=0
 marker=.braid-device-pack
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,7 +35,8 @@ while [ $# -gt 0 ]; do
         --max-mib) max_mib=$2 ;;
       esac
       shift ;;
-    -h | --help) sed -n '2,11p' "$0"; exit 0 ;;
+    --with-pareto) with_pareto=1 ;;
+    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "pack.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -45,7 +52,9 @@ if [ ! -d "$build" ]; then
 fi
 bins=(braid_nccl_ranks braid_cuda_benchmark cuda_tests transport_tests)
 libs=(libnccl-net-braid.so libnccl-tuner-braid.so)
-[ -e "$build/lib/libbraid_nccl.so" ] && libs+=(libbraid_nccl.so)
+[ -e "$build/lib/libbraid_nccl.so" ] || [ "$with_pareto" = 1 ] && libs+=(libbraid_nccl.so)
+# The companion serves the shim: with --with-pareto both must be built.
+[ "$with_pareto" = 1 ] && libs+=(libbraid_nccl_pareto.so)
 for f in "${bins[@]/#/bin/}" "${libs[@]/#/lib/}"; do
   [ -e "$build/$f" ] || { echo "pack.sh: $build/$f is not built" >&2; exit 1; }
 done
@@ -79,10 +88,18 @@ for f in "$dest"/bin/* "$dest"/lib/*; do
 done | sort -u | while read -r name path; do
   if ! [[ "$name" =~ $keep_out ]]; then cp -L "$path" "$dest/deps/$name"; fi
 done
+# Copies only: symbols the dynamic loader does not need go; a dependency still over 8 MiB is gzip-compressed.
+for d in "$dest"/deps/*; do
+  [ -e "$d" ] || continue
+  chmod u+w "$d"
+  strip --strip-unneeded "$d" || echo "pack.sh: strip failed on $d; it travels unstripped" >&2
+  if [ "$(stat -c %s "$d")" -gt $((8 * 1024 * 1024)) ]; then gzip -9 -n "$d"; fi
+done
 size_mib=$(du -sm "$dest" | cut -f1)
 count() { find "$1" -type f | wc -l; }
-echo "pack.sh: $dest holds $(count "$dest/bin") programs, $(count "$dest/lib") libraries (the plugins, the shim when built) and" \
-  "$(count "$dest/deps") dependencies, ${size_mib} MiB:" "$(cd "$dest/deps" && echo *)"
+echo "pack.sh: $dest holds $(count "$dest/bin") programs, $(count "$dest/lib") libraries (the plugins, the shim when built," \
+  "its Pareto companion with --with-pareto) and $(count "$dest/deps") dependencies (.gz: expanded by run.sh --lib-dir)," \
+  "${size_mib} MiB:" "$(cd "$dest/deps" && echo *)"
 if [ "$size_mib" -gt "$max_mib" ]; then
   echo "pack.sh: $dest is ${size_mib} MiB, over --max-mib $max_mib" >&2
   exit 1

@@ -31,7 +31,8 @@ usage: perf/device/run.sh [--cpu-check] [--parts t,a,b,c] [--build-dir DIR] [--n
   --parts LIST     parts to run, comma-separated (default t,a,b,c)
   --build-dir DIR  build folder (default build-device in the repository root)
   --no-build       use --build-dir as it is (a carried or earlier build); no configure, no compile
-  --lib-dir DIR    a folder of shared libraries the build needs, put first on LD_LIBRARY_PATH (a carried build's)
+  --lib-dir DIR    a folder of shared libraries the build needs, put first on LD_LIBRARY_PATH (a carried build's);
+                   its NAME.gz files (pack.sh's compressed libraries) are expanded to NAME there first
   --timeout S      seconds for the whole script, every step included (default 290)
   --out DIR        results folder (default $OUT, else perf/device/out)
 exit: 0 nothing failed, 1 a check failed or a bar was missed, 2 bad arguments
@@ -198,6 +199,21 @@ for so in libnccl.so.2 libcudart.so.13; do
 done
 export LD_LIBRARY_PATH="${lib_dir:+$lib_dir:}$lib$extra_dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 log "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+# A pack (perf/device/pack.sh) holds a library over 8 MiB (libz3, for the shim's Pareto companion) gzip-compressed in
+# its deps folder: each NAME.gz is expanded beside itself to NAME, unless NAME is already there and not older.
+if [ -n "$lib_dir" ]; then
+  for gz in "$lib_dir"/*.gz; do
+    [ -e "$gz" ] || continue
+    so=${gz%.gz}
+    if [ -e "$so" ] && [ ! "$gz" -nt "$so" ]; then continue; fi
+    if gzip -dc "$gz" >"$so.partial" 2>>"$LOG" && mv -f "$so.partial" "$so"; then
+      log "expanded $gz"
+    else
+      rm -f "$so.partial"
+      fail_summary "deps: FAIL (cannot expand $gz into $lib_dir)"
+    fi
+  done
+fi
 
 # need FILE...: true when every file exists; a FAIL line names the missing ones.
 need() {
@@ -264,9 +280,10 @@ if [ -e "$shim_so" ] && command -v nm >/dev/null 2>&1; then
   fi
 fi
 ranks_bin="$bin/braid_nccl_ranks"
-# Every program and library the parts run resolves its shared libraries (a carried build needs --lib-dir).
+# Every program and library the parts run resolves its shared libraries (a carried build needs --lib-dir); so does the
+# shim's Pareto companion where it sits beside the shim (the shim dlopens it for BRAID_TOPOLOGY; pack.sh --with-pareto).
 for f in "$ranks_bin" "$bin/braid_cuda_benchmark" "$bin/cuda_tests" "$bin/transport_tests" "$net_so" "$tuner_so" \
-  "$shim_so"; do
+  "$shim_so" "$lib/libbraid_nccl_pareto.so"; do
   [ -e "$f" ] || continue
   missing_libs=$(unresolved "$f")
   [ -z "$missing_libs" ] || fail_summary "$(basename "$f"): FAIL (the loader cannot find: $missing_libs; --lib-dir)"

@@ -253,6 +253,28 @@ std::string nvlinkModelForDevice(long long device) {
   }
 }
 
+// PCI device ids of PCIe cards (no NVLink, or at most a 2-GPU bridge) in generations that also have SXM parts.
+bool isPcieCardDevice(long long device) {
+  switch (device) {
+    case 0x20b5:  // A100-PCIE-80GB
+    case 0x20b7:  // A30
+    case 0x20f1:  // A100-PCIE-40GB
+    case 0x2331:  // H100-PCIE
+      return true;
+    default: return false;
+  }
+}
+
+// Shipped topology whose NVLink graph matches GPUs of compute capability `sm` (a full dump without PCI device ids);
+// empty when none does.
+std::string nvlinkModelForSm(int sm) {
+  switch (sm) {
+    case 80: return "topologies/dgx-a100-x1.yaml (A100 SXM4: 12 NVLinks to NVSwitch)";
+    case 90: return "topologies/dgx-h100-x1.yaml (H100/H200 SXM: 18 NVLinks to NVSwitch; an H800 has 8)";
+    default: return "";
+  }
+}
+
 bool looksVirtualNetName(const std::string& name) {
   static const char* const kPrefixes[] = {"veth", "br-",     "docker", "virbr", "lo",
                                           "cni",  "flannel", "cali",   "tun",   "tap"};
@@ -281,6 +303,7 @@ struct GpuInfo {
   long long rank = -1;
   int sm = 0;  // 0: unknown
   bool gdr = true;
+  int nvlink_elements = 0;  // <nvlink> children as written, ignored ones included
   std::vector<NvlinkInfo> nvlinks;
   std::vector<C2cInfo> c2c;
 };
@@ -718,6 +741,7 @@ class XmlImporter {
       if (child.type() != pugi::node_element) continue;
       const std::string name = child.name();
       if (name == "nvlink") {
+        ++gpu.nvlink_elements;
         NvlinkInfo link;
         link.line = lineOf(child);
         link.raw_target = child.attribute("target").value();
@@ -984,6 +1008,39 @@ class XmlImporter {
     return head + fmt::format(" matching the GPU: {}, so {}", what, file) + tail;
   }
 
+  // A full dump whose GPUs are all of an NVLink generation (sm80, sm90, sm100 and later: the generations with SXM
+  // boards on NVLink) and not known PCIe cards, with no <nvlink> element on any GPU: NVLink is probably present but
+  // absent from the file, since NCCL writes <nvlink> only for the links NVML shows it. Empty when no note is due
+  // (one GPU, a GPU with an <nvlink> element, an unknown sm, sm86/sm89 cards, a PCIe card's device id).
+  static std::string fullDumpNvlinkNote(const std::vector<PciItem*>& gpus) {
+    if (gpus.size() < 2) return "";
+    std::set<int> sms;
+    std::set<long long> devices;
+    for (const PciItem* item : gpus) {
+      const int sm = item->gpu.sm;
+      if (item->gpu.nvlink_elements > 0 || sm <= 0 || (sm != 80 && sm < 90) || isPcieCardDevice(item->device))
+        return "";
+      sms.insert(sm);
+      devices.insert(item->device);
+    }
+    std::string sm_list;
+    for (int sm : sms) sm_list += fmt::format("{}sm{}", sm_list.empty() ? "" : "/", sm);
+    std::string model;
+    if (devices.size() == 1 && *devices.begin() >= 0) {
+      const std::string file = nvlinkModelForDevice(*devices.begin());
+      if (!file.empty()) model = fmt::format("{} ({})", file, gpuModelFromDevice(*devices.begin(), 0));
+    }
+    if (model.empty() && sms.size() == 1) model = nvlinkModelForSm(*sms.begin());
+    return fmt::format(
+        "no <nvlink> element in this full dump although its GPUs are {} (a generation whose SXM boards have "
+        "NVLink): NVLink is probably present but not in the dump (NCCL writes <nvlink> only for the links NVML "
+        "shows it; a container or VM without them, or a static file for NCCL_TOPO_FILE, which NCCL completes "
+        "from detection at run time, has none); assumed: no NVLink, this topology has PCIe links only. To fix: "
+        "dump the topology again with NCCL_TOPO_DUMP_FILE=<file> from a run where NVLink is visible (`nvidia-smi "
+        "nvlink --status` lists the links){}; PCIe cards without NVLink need no fix",
+        sm_list, model.empty() ? "" : fmt::format(", or use the built-in model {}", model));
+  }
+
   // Ranks `gpus` by PCI bus id (sortByBusId) and notes the order where it differs from the file's and the GPUs
   // ranked last for want of a readable bus id, each named by where(gpu).
   template <typename Where>
@@ -1045,6 +1102,10 @@ class XmlImporter {
         return item->raw_busid.empty() ? fmt::format("line {}", item->line) : item->raw_busid;
       });
       notes_.add(hintNvlinkNote(gpus));
+    }
+    if (!hint_mode_) {
+      const std::string missing_nvlink = fullDumpNvlinkNote(gpus);
+      if (!missing_nvlink.empty()) notes_.add(missing_nvlink);
     }
     std::set<std::string> seen_busids;
     for (PciItem* item : gpus) {
@@ -1123,9 +1184,9 @@ class XmlImporter {
     std::vector<std::string> out;
     notes_.emit(out);
     topo_.notes.insert(topo_.notes.end(), out.begin(), out.end());
-    Status valid = validateTopology(topo_);
-    if (!valid.isOk())
-      return internalError(fmt::format("{}: imported topology is inconsistent: {}", filename_, valid.message()));
+    // Errors name the file (the topology's source) and what in it is at fault: a link outside physical ranges, GPUs
+    // that no chain of links joins.
+    BRAID_RETURN_IF_ERROR(validateTopology(topo_));
     return std::move(topo_);
   }
 

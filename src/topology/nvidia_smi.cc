@@ -675,9 +675,9 @@ class SmiImporter {
       }
     }
     topo_.notes = notes_;
-    Status valid = validateTopology(topo_);
-    if (!valid.isOk())
-      return internalError(fmt::format("{}: imported topology is inconsistent: {}", filename_, valid.message()));
+    // Errors name the file (the topology's source) and what in it is at fault: a link outside physical ranges, GPUs
+    // that no chain of links joins.
+    BRAID_RETURN_IF_ERROR(validateTopology(topo_));
     return std::move(topo_);
   }
 

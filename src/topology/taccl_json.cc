@@ -673,9 +673,9 @@ Result<Topology> buildProfile(const JsonReader& r, const Profile& p, const Taccl
                            : "no sketch: one node; inter-node links need a sketch (nnodes, internode_conn)");
   }
   t.notes = std::move(notes);
-  Status valid = validateTopology(t);
-  if (!valid.isOk())
-    return internalError(fmt::format("{}: imported topology is inconsistent: {}", filename, valid.message()));
+  // Errors name the file (the topology's source) and what in it is at fault: a link outside physical ranges, GPUs
+  // that no chain of links joins.
+  BRAID_RETURN_IF_ERROR(validateTopology(t));
   return t;
 }
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "braid/topology.h"
@@ -41,7 +42,44 @@ Status topologyError(const Topology& t, const std::string& what) {
   return invalidArgument(fmt::format("{}: {}", where, what));
 }
 
-// Relative tolerance used to compare bottleneck bandwidths computed from the same link values.
+// Every GPU reaches every other GPU by some chain of links, through any vertices, other GPUs included (algorithms
+// relay data through GPUs: TACCL's NDv2 model joins some GPU pairs only through a third GPU). That holds exactly when
+// gpu0 reaches every GPU and every GPU reaches gpu0: one search forward and one over the reversed links, O(vertices +
+// links). The error names the first GPU pair without a path.
+Status checkGpuReachability(const Topology& t) {
+  const int num_vertices = static_cast<int>(t.vertices.size());
+  const int num_gpus = t.numGpus();
+  if (num_gpus < 2) return Status::ok();
+  std::vector<std::vector<int>> out(num_vertices), in(num_vertices);
+  for (const Link& l : t.links) {
+    out[l.src].push_back(l.dst);
+    in[l.dst].push_back(l.src);
+  }
+  auto reached = [&](const std::vector<std::vector<int>>& next_of) {
+    std::vector<char> seen(num_vertices, 0);
+    std::vector<int> queue{t.gpuVertex(0)};
+    seen[queue[0]] = 1;
+    for (size_t head = 0; head < queue.size(); ++head) {
+      for (int next : next_of[queue[head]]) {
+        if (!seen[next]) {
+          seen[next] = 1;
+          queue.push_back(next);
+        }
+      }
+    }
+    return seen;
+  };
+  const std::vector<char> from0 = reached(out), to0 = reached(in);
+  for (int r = 1; r < num_gpus; ++r) {
+    const int v = t.gpuVertex(r);
+    if (from0[v] && to0[v]) continue;
+    const auto [a, b] = from0[v] ? std::pair{r, 0} : std::pair{0, r};
+    return topologyError(t, fmt::format("gpu{} has no path to gpu{} (no chain of links leads from one to the other): a "
+                                        "collective over all GPUs is impossible",
+                                        a, b));
+  }
+  return Status::ok();
+}
 
 }  // namespace
 
@@ -163,7 +201,7 @@ Status validateTopology(const Topology& t) {
     if (l.lanes < 1)
       return topologyError(t, fmt::format("{}: lanes must be >= 1 (found {})", linkLabel(t, i), l.lanes));
   }
-  return Status::ok();
+  return checkGpuReachability(t);
 }
 
 // Intermediate vertices may be anything except GPUs: a route never relays through a third GPU. Between two GPUs

@@ -52,6 +52,12 @@ bool hasNote(const Topology& t, const std::string& needle) {
   return false;
 }
 
+std::string allNotes(const Topology& t) {
+  std::string out;
+  for (const std::string& n : t.notes) out += "  " + n + "\n";
+  return out;
+}
+
 std::string pcieNeighbour(const Topology& t, int vertex) {
   for (int li : t.outLinks(vertex)) {
     if (t.links[li].kind == LinkKind::kPcie) return t.vertices[t.links[li].dst].name;
@@ -295,6 +301,23 @@ TEST(TopologyCorpusTest, XmlDetailsCheckedByHand) {
       EXPECT_EQ(nics, 4) << rank;
     }
     EXPECT_TRUE(hasNote(*r, "all 8 GPUs sit under one <cpu>"));
+    // 8 x sm90 <gpu> elements and not one <nvlink>: a p5 has NVSwitch, so the PCIe-only reading is said, with the
+    // way to fix it and the H100 model (no PCI device ids in the file).
+    EXPECT_TRUE(hasNote(*r, "no <nvlink> element in this full dump although its GPUs are sm90")) << allNotes(*r);
+    EXPECT_TRUE(hasNote(*r,
+                        "this topology has PCIe links only. To fix: dump the topology again with "
+                        "NCCL_TOPO_DUMP_FILE=<file> from a run where NVLink is visible"));
+    EXPECT_TRUE(hasNote(*r, "topologies/dgx-h100-x1.yaml"));
+    EXPECT_EQ(r->route(0, 1)->slowest_kind, LinkKind::kPcie);
+  }
+  // Full dumps that need no such note: PCIe cards (sm86, sm89) and dumps with <nvlink> elements (self-loops too).
+  for (const char* name :
+       {"pcie-8x-rtx3090-plx-1nic.xml", "pcie-2x-rtx4090-amd.xml", "pcie-16x-l20-bf3-devrank-mismatch.xml",
+        "pcie-4x-rtxa6000-veth-nics.xml", "hgx-8x-a100-80g-nvswitch-5cx6bond.xml", "hgx-8x-h800-nvswitch-8nic.xml",
+        "azure-ncv4-a100pcie-topo.xml"}) {
+    auto r = load(name);
+    ASSERT_TRUE(r.isOk()) << name;
+    EXPECT_FALSE(hasNote(*r, "no <nvlink> element in this full dump")) << name << "\n" << allNotes(*r);
   }
   {  // RC-09: NVSwitch 12 lanes x 20 GB/s; mlx5_bond_0 sits outside any GPU switch (directly on cpu0).
     auto r = load("hgx-8x-a100-80g-nvswitch-5cx6bond.xml");

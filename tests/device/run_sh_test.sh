@@ -4,7 +4,8 @@
 # (the plugins' exports and their loading by NCCL's names, the drivers' argument handling and no-GPU exit): exit 0,
 # every GPU part reported as skipped with the reason, results under $OUT. pack.sh: its arguments (exit 2, checked
 # before anything is written), a non-empty --dest it did not write refused and left as it was, an earlier pack
-# replaced, and the pack itself.
+# replaced, and the pack itself; --with-pareto (the shim's companion and libz3, compressed) on a stand-in build, and
+# run.sh --lib-dir expanding the compressed library.
 # usage: run_sh_test.sh SOURCE_DIR BUILD_DIR
 set -uo pipefail
 src=$1
@@ -117,6 +118,61 @@ if [ -e "$build/bin/cuda_tests" ] && [ -e "$build/bin/transport_tests" ] && [ -e
   expect_rc 0 "--cpu-check on the pack" -- bash "$script" --cpu-check --no-build --build-dir "$tmp/pack" \
     --lib-dir "$tmp/pack/deps" --parts a,b --out "$tmp/p"
   grep -q "^plugin exports: ok" "$tmp/p/summary.txt" && ok || fail "pack: $(cat "$tmp/p/summary.txt")"
+  # With the shim's Pareto companion (libz3 compressed) the pack still fits the default 60 MiB.
+  if [ -e "$build/lib/libbraid_nccl_pareto.so" ] && [ -e "$build/lib/libbraid_nccl.so" ]; then
+    expect_rc 0 "pack.sh --with-pareto" -- bash "$pack" --build-dir "$build" --dest "$tmp/pack" --with-pareto
+    [ -e "$tmp/pack/lib/libbraid_nccl_pareto.so" ] && [ -e "$tmp/pack/deps/libz3.so.4.gz" ] && ok ||
+      fail "pack.sh --with-pareto: $(ls "$tmp/pack/lib" "$tmp/pack/deps")"
+  fi
+fi
+
+# pack.sh --with-pareto on a stand-in build (the four programs copies of `true`, the shim a copy of the net plugin)
+# around the real companion: it travels beside the shim, its libraries in deps, libz3 (22 MiB, over the 8 MiB line)
+# gzip-compressed; without the flag neither travels. run.sh --lib-dir expands the .gz beside itself, and the packed
+# companion then loads with libz3 from the pack.
+companion="$build/lib/libbraid_nccl_pareto.so"
+if [ -e "$companion" ] && [ -e "$build/lib/libnccl-net-braid.so" ] && [ -e "$build/lib/libnccl-tuner-braid.so" ]; then
+  fake="$tmp/standin"
+  mkdir -p "$fake/bin" "$fake/lib"
+  for b in braid_nccl_ranks braid_cuda_benchmark cuda_tests transport_tests; do cp "$(type -P true)" "$fake/bin/$b"; done
+  cp "$build/lib/libnccl-net-braid.so" "$build/lib/libnccl-tuner-braid.so" "$fake/lib/"
+  expect_rc 1 "--with-pareto without the shim" -- bash "$pack" --build-dir "$fake" --dest "$tmp/pp" --with-pareto
+  grep -q "^pack.sh: $fake/lib/libbraid_nccl.so is not built$" "$tmp/err" && ok ||
+    fail "--with-pareto without the shim: $(cat "$tmp/err")"
+  cp "$build/lib/libnccl-net-braid.so" "$fake/lib/libbraid_nccl.so"
+  expect_rc 1 "--with-pareto without the companion" -- bash "$pack" --build-dir "$fake" --dest "$tmp/pp" --with-pareto
+  grep -q "^pack.sh: $fake/lib/libbraid_nccl_pareto.so is not built$" "$tmp/err" && ok ||
+    fail "--with-pareto without the companion: $(cat "$tmp/err")"
+  [ ! -e "$tmp/pp" ] && ok || fail "a refused --with-pareto wrote its --dest"
+  cp "$companion" "$fake/lib/"
+  expect_rc 0 "stand-in pack without --with-pareto" -- bash "$pack" --build-dir "$fake" --dest "$tmp/pp"
+  [ ! -e "$tmp/pp/lib/libbraid_nccl_pareto.so" ] && [ -z "$(find "$tmp/pp/deps" -name 'libz3*')" ] && ok ||
+    fail "the companion travelled without --with-pareto: $(ls "$tmp/pp/lib" "$tmp/pp/deps")"
+  expect_rc 0 "stand-in pack --with-pareto" -- bash "$pack" --build-dir "$fake" --dest "$tmp/pp" --with-pareto
+  [ -e "$tmp/pp/lib/libbraid_nccl_pareto.so" ] && [ -e "$tmp/pp/lib/libbraid_nccl.so" ] && ok ||
+    fail "--with-pareto: companion or shim missing: $(ls "$tmp/pp/lib")"
+  # The companion's own libraries (Z3, GLPK for the LP bounds, yaml-cpp, fmt, pugixml); libz3 only as .gz.
+  for f in libz3.so.4.gz libglpk.so.40 libyaml-cpp.so.0.7 libfmt.so.9 libpugixml.so.1; do
+    [ -e "$tmp/pp/deps/$f" ] && ok || fail "--with-pareto left out deps/$f: $(ls "$tmp/pp/deps")"
+  done
+  [ ! -e "$tmp/pp/deps/libz3.so.4" ] && ok || fail "libz3 travelled uncompressed"
+  [ "$(du -sm "$tmp/pp" | cut -f1)" -le 60 ] && ok || fail "stand-in pack over 60 MiB: $(du -sm "$tmp/pp")"
+  grep -q "^pack.sh: $tmp/pp holds 4 programs, 4 libraries" "$tmp/out" && ok || fail "pack.sh summary: $(cat "$tmp/out")"
+  # run.sh expands it (its other checks fail on the stand-ins: only the expansion and the loader are looked at here).
+  bash "$script" --cpu-check --no-build --build-dir "$tmp/pp" --lib-dir "$tmp/pp/deps" --parts b --out "$tmp/ppo" \
+    >/dev/null 2>&1
+  gzip -dc "$tmp/pp/deps/libz3.so.4.gz" | cmp -s - "$tmp/pp/deps/libz3.so.4" && ok ||
+    fail "run.sh did not expand deps/libz3.so.4.gz: $(ls "$tmp/pp/deps")"
+  grep -q "^expanded $tmp/pp/deps/libz3.so.4.gz$" "$tmp/ppo/run.log" && ok || fail "run.sh logged no expansion"
+  grep -q "libbraid_nccl_pareto.so: FAIL" "$tmp/ppo/summary.txt" && fail "companion unresolved: $(cat "$tmp/ppo/summary.txt")" || ok
+  LD_LIBRARY_PATH="$tmp/pp/deps" ldd "$tmp/pp/lib/libbraid_nccl_pareto.so" | grep -q "libz3.so.4 => $tmp/pp/deps/libz3.so.4 " &&
+    ok || fail "the packed companion does not take libz3 from the pack"
+  LD_LIBRARY_PATH="$tmp/pp/deps" python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' \
+    "$tmp/pp/lib/libbraid_nccl_pareto.so" && ok || fail "the packed companion does not load with its stripped deps"
+  # A second run finds libz3.so.4 up to date and leaves it.
+  bash "$script" --cpu-check --no-build --build-dir "$tmp/pp" --lib-dir "$tmp/pp/deps" --parts b --out "$tmp/ppo2" \
+    >/dev/null 2>&1
+  grep -q "^expanded" "$tmp/ppo2/run.log" && fail "run.sh expanded an up-to-date library again" || ok
 fi
 
 finish

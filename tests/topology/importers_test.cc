@@ -395,6 +395,74 @@ TEST(NcclXmlTest, HintFileSuggestsTheNvlinkModelOfItsGpu) {
             prefix + "matching the GPUs (they have different PCI device ids, so no single model fits)" + suffix);
 }
 
+TEST(NcclXmlTest, FullDumpOfNvlinkGenerationGpusWithoutNvlinkSaysSo) {
+  // Two GPUs on one PCIe switch; `gpu` holds each <gpu> element's attributes and children, `device` the <pci device>.
+  auto notesOf = [](const std::string& gpu0, const std::string& gpu1, const std::string& device = "") {
+    const std::string dev = device.empty() ? "" : " device=\"" + device + "\"";
+    const std::string xml =
+        "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:10:00.0\" class=\"0x060400\">"
+        "<pci busid=\"0000:11:00.0\" class=\"0x030200\"" +
+        dev + ">" + gpu0 + "</pci><pci busid=\"0000:12:00.0\" class=\"0x030200\"" + dev + ">" + gpu1 +
+        "</pci></pci></cpu></system>";
+    auto r = importNcclTopoXml(xml, "dump.xml");
+    EXPECT_TRUE(r.isOk()) << r.status().toString();
+    return r.isOk() ? *r : Topology();
+  };
+  const std::string head =
+      "no <nvlink> element in this full dump although its GPUs are sm90 (a generation whose SXM boards have NVLink): "
+      "NVLink is probably present but not in the dump (NCCL writes <nvlink> only for the links NVML shows it; a "
+      "container or VM without them, or a static file for NCCL_TOPO_FILE, which NCCL completes from detection at "
+      "run time, has none); assumed: no NVLink, this topology has PCIe links only. To fix: dump the topology again "
+      "with NCCL_TOPO_DUMP_FILE=<file> from a run where NVLink is visible (`nvidia-smi nvlink --status` lists the "
+      "links)";
+  const std::string tail = "; PCIe cards without NVLink need no fix";
+  const Topology h100 = notesOf("<gpu dev=\"0\" sm=\"90\" rank=\"0\"/>", "<gpu dev=\"1\" sm=\"90\" rank=\"1\"/>");
+  EXPECT_TRUE(hasNote(h100, head +
+                                ", or use the built-in model topologies/dgx-h100-x1.yaml (H100/H200 SXM: 18 NVLinks to "
+                                "NVSwitch; an H800 has 8)" +
+                                tail))
+      << allNotes(h100);
+  ASSERT_TRUE(h100.route(0, 1).has_value());
+  EXPECT_EQ(h100.route(0, 1)->slowest_kind, LinkKind::kPcie);  // what the note says was assumed
+  // A PCI device id names the product and its model.
+  const Topology sxm =
+      notesOf("<gpu dev=\"0\" sm=\"90\" rank=\"0\"/>", "<gpu dev=\"1\" sm=\"90\" rank=\"1\"/>", "0x2330");
+  EXPECT_TRUE(hasNote(sxm, head + ", or use the built-in model topologies/dgx-h100-x1.yaml (H100-SXM5-80GB)" + tail))
+      << allNotes(sxm);
+  // sm80 without a device id: the DGX A100 model; sm100: no built-in model, the rest of the note as it is.
+  const Topology a100 = notesOf("<gpu sm=\"80\" rank=\"0\"/>", "<gpu sm=\"80\" rank=\"1\"/>");
+  EXPECT_TRUE(hasNote(a100, "its GPUs are sm80 (a generation"));
+  EXPECT_TRUE(
+      hasNote(a100, "or use the built-in model topologies/dgx-a100-x1.yaml (A100 SXM4: 12 NVLinks to NVSwitch)"))
+      << allNotes(a100);
+  const Topology b200 = notesOf("<gpu sm=\"100\" rank=\"0\"/>", "<gpu sm=\"100\" rank=\"1\"/>");
+  EXPECT_TRUE(hasNote(b200, "its GPUs are sm100 (a generation"));
+  EXPECT_TRUE(hasNote(b200, "nvlink --status` lists the links); PCIe cards without NVLink need no fix"))
+      << allNotes(b200);
+  EXPECT_FALSE(hasNote(b200, "built-in model"));
+  const Topology mixed = notesOf("<gpu sm=\"80\" rank=\"0\"/>", "<gpu sm=\"90\" rank=\"1\"/>");
+  EXPECT_TRUE(hasNote(mixed, "its GPUs are sm80/sm90 (a generation")) << allNotes(mixed);
+  EXPECT_FALSE(hasNote(mixed, "built-in model"));
+  // No note: an <nvlink> element on one GPU (even a self-loop, RC-04), a PCIe generation (sm86, sm89), a PCIe card's
+  // device id (H100-PCIE, A100-PCIE), an unknown sm, a single GPU.
+  const std::string none = "no <nvlink> element in this full dump";
+  for (const Topology& t : {notesOf("<gpu sm=\"90\" rank=\"0\"><nvlink target=\"0000:11:00.0\" count=\"12\"/></gpu>",
+                                    "<gpu sm=\"90\" rank=\"1\"/>"),
+                            notesOf("<gpu sm=\"86\" rank=\"0\"/>", "<gpu sm=\"86\" rank=\"1\"/>"),
+                            notesOf("<gpu sm=\"89\" rank=\"0\"/>", "<gpu sm=\"89\" rank=\"1\"/>"),
+                            notesOf("<gpu sm=\"90\" rank=\"0\"/>", "<gpu sm=\"90\" rank=\"1\"/>", "0x2331"),
+                            notesOf("<gpu sm=\"80\" rank=\"0\"/>", "<gpu sm=\"80\" rank=\"1\"/>", "0x20b5"),
+                            notesOf("<gpu rank=\"0\"/>", "<gpu sm=\"90\" rank=\"1\"/>")}) {
+    EXPECT_FALSE(hasNote(t, none)) << allNotes(t);
+  }
+  auto single = importNcclTopoXml(
+      "<system version=\"1\"><cpu numaid=\"0\"><pci busid=\"0000:11:00.0\" class=\"0x030200\">"
+      "<gpu sm=\"90\" rank=\"0\"/></pci></cpu></system>",
+      "one.xml");
+  ASSERT_TRUE(single.isOk()) << single.status().toString();
+  EXPECT_FALSE(hasNote(*single, none)) << allNotes(*single);
+}
+
 TEST(NcclXmlTest, DuplicateAttributesAreRejected) {
   struct Case {
     std::string xml;
@@ -989,25 +1057,39 @@ TEST(TacclProfileTest, Dgx2AndHubAndSpoke) {
 
 TEST(TacclProfileTest, CustomMatrixIsDstSrcAndDiagonalIsNotALink) {
   // links[dst][src]: 0 -> 1 has 2 links of β 50 (2 × 20 = 40 GB/s); 1 -> 0 one link of β 100 (10 GB/s);
-  // 2 -> 0 one link β 25 (40 GB/s); nothing into 2. The diagonal (5, α) makes no link.
+  // 2 -> 0 one link β 25 (40 GB/s); 1 -> 2 one link β 20 (50 GB/s); nothing 0 -> 2 or 2 -> 1. The diagonal (5, α)
+  // makes no link.
   const std::string json = R"({"name":"custom3","gpus_per_node":3,"nics_per_node":1,"alpha":5,
-    "links":[[5,1,1],[2,5,0],[0,0,5]],
-    "betas":[[5,100,25],[50,5,0],[0,0,5]],
-    "invbws":[[5,105,30],[55,5,0],[0,0,5]]})";
+    "links":[[5,1,1],[2,5,0],[0,1,5]],
+    "betas":[[5,100,25],[50,5,0],[0,20,5]],
+    "invbws":[[5,105,30],[55,5,0],[0,25,5]]})";
   auto r = importTacclProfile(json, "custom.json", nullptr);
   ASSERT_TRUE(r.isOk()) << r.status().toString();
   const Topology& t = *r;
-  EXPECT_EQ(t.links.size(), 3u);
+  EXPECT_EQ(t.links.size(), 4u);
   const Link* l01 = linkBetween(t, "gpu0", "gpu1", LinkKind::kPcie);
   const Link* l10 = linkBetween(t, "gpu1", "gpu0", LinkKind::kPcie);
   const Link* l20 = linkBetween(t, "gpu2", "gpu0", LinkKind::kPcie);
-  ASSERT_TRUE(l01 && l10 && l20);
+  const Link* l12 = linkBetween(t, "gpu1", "gpu2", LinkKind::kPcie);
+  ASSERT_TRUE(l01 && l10 && l20 && l12);
   EXPECT_EQ(l01->lanes, 2);
   EXPECT_DOUBLE_EQ(l01->bandwidth_gbps, 40.0);
   EXPECT_DOUBLE_EQ(l10->bandwidth_gbps, 10.0);
   EXPECT_DOUBLE_EQ(l20->bandwidth_gbps, 40.0);
+  EXPECT_DOUBLE_EQ(l12->bandwidth_gbps, 50.0);
   EXPECT_TRUE(t.linksBetween(t.gpuVertex(0), t.gpuVertex(2)).empty());
-  EXPECT_TRUE(t.linksBetween(t.gpuVertex(1), t.gpuVertex(2)).empty());
+  EXPECT_TRUE(t.linksBetween(t.gpuVertex(2), t.gpuVertex(1)).empty());
+  // Without the 1 -> 2 link nothing enters gpu2: no collective can reach it, and the import says so.
+  const std::string cut = R"({"name":"custom3","gpus_per_node":3,"nics_per_node":1,"alpha":5,
+    "links":[[5,1,1],[2,5,0],[0,0,5]],
+    "betas":[[5,100,25],[50,5,0],[0,0,5]],
+    "invbws":[[5,105,30],[55,5,0],[0,0,5]]})";
+  auto rejected = importTacclProfile(cut, "custom.json", nullptr);
+  ASSERT_FALSE(rejected.isOk());
+  EXPECT_EQ(rejected.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rejected.status().message(),
+            "custom.json: gpu0 has no path to gpu2 (no chain of links leads from one to the other): a collective over "
+            "all GPUs is impossible");
 }
 
 TEST(TacclProfileTest, ProfileErrors) {

@@ -160,6 +160,62 @@ TEST(ValidateTopology, RejectsInconsistentNodeMembership) {
   }
 }
 
+TEST(ValidateTopology, RejectsGpusThatCannotReachEveryOtherGpu) {
+  auto message = [](const Topology& t) {
+    const Status s = validateTopology(t);
+    return s.isOk() ? std::string("ok") : s.message();
+  };
+  const std::string why = " (no chain of links leads from one to the other): a collective over all GPUs is impossible";
+  {  // gpu2's node has lost its NIC's uplink: neither direction between gpu2 and node0's GPUs exists.
+    Topology t = twoNodes();
+    t.links.pop_back();  // sw -> node1.nic0
+    t.links.pop_back();  // node1.nic0 -> sw
+    EXPECT_EQ(message(t), "two-nodes: gpu0 has no path to gpu2" + why);
+  }
+  {  // One direction only: node1.nic0 -> sw gone, so gpu2 cannot send to node0 though it can receive.
+    Topology t = twoNodes();
+    t.links.erase(t.links.end() - 2);
+    t.source = "one-way.yaml";
+    EXPECT_EQ(message(t), "one-way.yaml: gpu2 has no path to gpu0" + why);
+    t.links.erase(t.links.end() - 1);  // sw -> node1.nic0 too: now gpu0 reaches gpu2 no more
+    EXPECT_EQ(message(t), "one-way.yaml: gpu0 has no path to gpu2" + why);
+  }
+  {  // A chain gpu0 = gpu1 = gpu2 by NVLink only: joined through gpu1, as TACCL's NDv2 model joins some pairs.
+    Topology t;
+    t.name = "chain";
+    const int n = t.addNode("n");
+    const int g0 = t.addVertex(VertexKind::kGpu, n);
+    const int g1 = t.addVertex(VertexKind::kGpu, n);
+    const int g2 = t.addVertex(VertexKind::kGpu, n);
+    const int g3 = t.addVertex(VertexKind::kGpu, n);
+    t.addDuplexLink(g0, g1, LinkKind::kNvlink, 50, 0.5);
+    t.addDuplexLink(g1, g2, LinkKind::kNvlink, 50, 0.5);
+    t.addLink(g3, g2, LinkKind::kNvlink, 50, 0.5);  // gpu3 sends, nothing comes back
+    EXPECT_EQ(message(t), "chain: gpu0 has no path to gpu3" + why);
+    t.addLink(g0, g3, LinkKind::kNvlink, 50, 0.5);  // a directed ring through gpu3: every pair joined
+    EXPECT_EQ(message(t), "ok");
+  }
+  {  // A lone GPU is fine; a second GPU without links is not.
+    Topology t;
+    t.name = "lone";
+    const int n = t.addNode("n");
+    t.addVertex(VertexKind::kGpu, n);
+    EXPECT_EQ(message(t), "ok");
+    t.addVertex(VertexKind::kGpu, n);
+    EXPECT_EQ(message(t), "lone: gpu0 has no path to gpu1" + why);
+  }
+}
+
+TEST(ValidateTopology, ParallelLinksAreAMultigraphNotAnError) {
+  // docs/formats/topology.md: a directed multigraph. A second PCIe link beside gpu0's NVLink, and the same NVLink
+  // given twice, are both accepted as links of their own.
+  Topology t = twoNodes();
+  t.addDuplexLink(0, 1, LinkKind::kPcie, 12, 1.0);
+  t.addDuplexLink(0, 1, LinkKind::kNvlink, 40, 0.7, 2);
+  EXPECT_TRUE(validateTopology(t).isOk()) << validateTopology(t).toString();
+  EXPECT_EQ(t.linksBetween(0, 1).size(), 3u);
+}
+
 TEST(Route, PrefersWidestThenFewestHops) {
   Topology t = twoNodes();
   // gpu0 -> gpu1: NVLink 40 GB/s direct beats PCIe (12 GB/s via the switch).
