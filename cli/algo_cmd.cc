@@ -15,6 +15,7 @@
 #include "braid/file_io.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 
 namespace braid::cli {
 namespace {
@@ -82,6 +83,9 @@ int runAlgo(const AlgoOptions& opt) {
     std::cerr << "braid algo: " << message << "\n";
     return code;
   };
+  if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}}, {{"-o", opt.output}})) {
+    return fail(kUsageError, *error);
+  }
   Result<ClassicAlgo> algo = parseClassicAlgo(opt.name);
   if (!algo) return fail(kUsageError, algo.status().message());
   std::optional<CollectiveKind> kind = parseCollective(opt.coll);
@@ -177,9 +181,9 @@ int runAlgo(const AlgoOptions& opt) {
     std::cout << summary(algorithm, report);
     return 0;
   }
-  const std::string text =
-      endsWith(opt.output, ".json") ? writeAlgorithmJson(algorithm) : writeMscclXml(algorithm, MscclFlavour::kBoth);
-  Status written = writeFileAtomic(opt.output, text);
+  Status written = writeAlgorithmFile(
+      opt.output, algorithm,
+      endsWith(opt.output, ".json") ? AlgorithmFileFormat::kBraidJson : AlgorithmFileFormat::kMscclXml);
   if (!written) return fail(kFailure, written.message());
   std::cout << fmt::format("wrote {} ({} on {} ranks, verified)\n", opt.output, algorithm.name, algorithm.num_ranks);
   return 0;

@@ -223,6 +223,19 @@ std::string modelTableText(const Topology& topology, const nccl_plugin::TunerMod
 }
 
 int runTune(const TuneOptions& opt) {
+  // The rules file may replace no input: the topology or a log (FILE of FILE=ALGO/PROTO; a name that exists in
+  // neither spelling is skipped).
+  std::vector<PathOption> inputs{{"--topology", opt.topology}};
+  for (const std::string& spec : opt.logs) {
+    inputs.push_back({"--nccl-tests-log", spec});
+    if (const size_t eq = spec.rfind('='); eq != std::string::npos) {
+      inputs.push_back({"--nccl-tests-log", spec.substr(0, eq)});
+    }
+  }
+  if (std::optional<std::string> error = samePathError(inputs, {{"-o", opt.output}})) {
+    std::cerr << "braid tune: " << *error << "\n";
+    return kUsageError;
+  }
   if (!opt.logs.empty()) {
     if (!opt.topology.empty()) {
       std::cerr << "braid tune: --topology and --nccl-tests-log are two sources of the table: give one\n";
