@@ -15,6 +15,7 @@
 #include "braid/file_io.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 
 namespace braid::cli {
 namespace {
@@ -82,6 +83,9 @@ int runAlgo(const AlgoOptions& opt) {
     std::cerr << "braid algo: " << message << "\n";
     return code;
   };
+  if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}}, {{"-o", opt.output}})) {
+    return fail(kUsageError, *error);
+  }
   Result<ClassicAlgo> algo = parseClassicAlgo(opt.name);
   if (!algo) return fail(kUsageError, algo.status().message());
   std::optional<CollectiveKind> kind = parseCollective(opt.coll);
@@ -108,6 +112,11 @@ int runAlgo(const AlgoOptions& opt) {
     return fail(kUsageError, fmt::format("--proto: unknown protocol '{}': expected Simple, LL or LL128", opt.proto));
   }
   if (opt.channels < 0) return fail(kUsageError, fmt::format("--channels: {} is negative", opt.channels));
+  if (opt.channels > kMaxAlgorithmChannels) {
+    return fail(kUsageError, fmt::format("--channels: {} is not in 0..{} (MSCCL's MAXCHANNELS; 0 = the algorithm's "
+                                         "choice)",
+                                         opt.channels, kMaxAlgorithmChannels));
+  }
   if (*algo == ClassicAlgo::kHierarchical && opt.topology.empty()) {
     return fail(kUsageError, "hierarchical needs --topology: it follows the topology's nodes");
   }
@@ -125,6 +134,11 @@ int runAlgo(const AlgoOptions& opt) {
   }
   if (opt.topology.empty() && opt.num_ranks < 1) {
     return fail(kUsageError, "give the number of ranks with -n N (N >= 1) or a --topology");
+  }
+  if (opt.topology.empty() && opt.ranks_per_node > 0 && opt.num_ranks % opt.ranks_per_node != 0) {
+    return fail(kUsageError, fmt::format("--ranks-per-node {}: {} ranks do not split into nodes of {} rank(s) (N must "
+                                         "be a multiple of G)",
+                                         opt.ranks_per_node, opt.num_ranks, opt.ranks_per_node));
   }
   // An N-rank classic algorithm holds about N chunks on each of N ranks; the verifier checks at most 2^22 chunk
   // cells over all ranks, so beyond 2048 ranks nothing could be verified (and building would take minutes).
@@ -177,9 +191,9 @@ int runAlgo(const AlgoOptions& opt) {
     std::cout << summary(algorithm, report);
     return 0;
   }
-  const std::string text =
-      endsWith(opt.output, ".json") ? writeAlgorithmJson(algorithm) : writeMscclXml(algorithm, MscclFlavour::kBoth);
-  Status written = writeFileAtomic(opt.output, text);
+  Status written = writeAlgorithmFile(
+      opt.output, algorithm,
+      endsWith(opt.output, ".json") ? AlgorithmFileFormat::kBraidJson : AlgorithmFileFormat::kMscclXml);
   if (!written) return fail(kFailure, written.message());
   std::cout << fmt::format("wrote {} ({} on {} ranks, verified)\n", opt.output, algorithm.name, algorithm.num_ranks);
   return 0;

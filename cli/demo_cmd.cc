@@ -20,6 +20,7 @@
 #include "braid/synthesize.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "comm/pareto/compare.h"
 #include "report/html_report.h"
 #include "report/synth_report.h"
@@ -46,6 +47,15 @@ std::string briefTopology(const Topology& topology) {
   return cut == std::string::npos ? full : full.substr(0, cut + 1);
 }
 
+/// The collectives the demo synthesizes, in order.
+constexpr CollectiveKind kDemoCollectives[] = {CollectiveKind::kAllGather, CollectiveKind::kAllReduce,
+                                               CollectiveKind::kAllToAll};
+
+/// DIR/<topology>_<collective>_braid: the demo's output files for one collective, without the .xml / .json suffix.
+std::string outputBase(const std::string& out_dir, const std::string& topology, CollectiveKind collective) {
+  return (std::filesystem::path(out_dir) / fmt::format("{}_{}_braid", topology, collectiveName(collective))).string();
+}
+
 struct Outcome {
   CollectiveKind collective;
   std::optional<SynthesisResult> result;
@@ -62,6 +72,16 @@ int runDemo(const DemoOptions& opt) {
     std::cerr << "braid demo: " << topo.status().message() << "\n";
     return 1;
   }
+  // The files the demo writes may not replace the topology it reads.
+  std::vector<PathOption> outputs;
+  for (CollectiveKind coll : kDemoCollectives) {
+    for (const char* suffix : {".xml", ".json"})
+      outputs.push_back({"-o", outputBase(opt.out_dir, topo->name, coll) + suffix});
+  }
+  if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}}, outputs)) {
+    std::cerr << "braid demo: " << *error << "\n";
+    return 2;
+  }
   std::cout << briefTopology(*topo) << "\n";
 
   std::error_code ec;
@@ -77,7 +97,7 @@ int runDemo(const DemoOptions& opt) {
 
   int failures = 0;
   std::vector<Outcome> outcomes;
-  for (CollectiveKind coll : {CollectiveKind::kAllGather, CollectiveKind::kAllReduce, CollectiveKind::kAllToAll}) {
+  for (CollectiveKind coll : kDemoCollectives) {
     Outcome outcome{coll, std::nullopt, std::nullopt};
     const std::string name = collectiveName(coll);
     ProgressPrinter progress(name, std::cerr);
@@ -110,12 +130,11 @@ int runDemo(const DemoOptions& opt) {
       recordComparison(*compared, &result.algorithm.provenance);
       outcome.comparison = std::move(*compared);
     }
-    const std::filesystem::path base =
-        std::filesystem::path(opt.out_dir) / fmt::format("{}_{}_braid", topo->name, name);
-    const std::string xml = base.string() + ".xml";
-    const std::string json = base.string() + ".json";
-    Status st = writeFileAtomic(xml, writeMscclXml(result.algorithm));
-    if (st) st = writeFileAtomic(json, writeAlgorithmJson(result.algorithm));
+    const std::string base = outputBase(opt.out_dir, topo->name, coll);
+    const std::string xml = base + ".xml";
+    const std::string json = base + ".json";
+    Status st = writeAlgorithmFile(xml, result.algorithm, AlgorithmFileFormat::kMscclXml);
+    if (st) st = writeAlgorithmFile(json, result.algorithm, AlgorithmFileFormat::kBraidJson);
     if (!st) {
       std::cerr << "braid demo: " << st.message() << "\n";
       ++failures;

@@ -1,10 +1,13 @@
 // The `braid` executable: registers every subcommand and is the one place where an exception that escapes a
 // command (a dependency's parse or type error, an allocation failure, a filesystem error) becomes an error line
 // and exit status 1, never an abort.
+#include <fmt/format.h>
+
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,37 @@ std::string inputsOf(const CLI::App& cmd) {
   return out;
 }
 
+/// Every subcommand of `app`, in the order they were added.
+std::vector<CLI::App*> subcommandsOf(CLI::App& app) {
+  return app.get_subcommands([](CLI::App*) { return true; });
+}
+
+/// The usage error for a command line whose command words do not name a command: "braid: error: 'frob' is not a
+/// braid command: expected one of topo, verify, ..." for an unknown word (CLI11 alone would say that a subcommand is
+/// required), "braid topo: error: a subcommand is required: one of import, show, draw" when none follows. Reads the
+/// words up to the first option or the first command without subcommands (whose own arguments follow); nullopt
+/// when they name a command. *prefix is "braid" followed by the words that did name commands.
+std::optional<std::string> commandWordError(CLI::App& app, int argc, char** argv, std::string* prefix) {
+  CLI::App* at = &app;
+  *prefix = "braid";
+  for (int i = 1;; ++i) {
+    const std::vector<CLI::App*> subcommands = subcommandsOf(*at);
+    if (subcommands.empty()) return std::nullopt;
+    std::string names;
+    for (const CLI::App* sub : subcommands) names += (names.empty() ? "" : ", ") + sub->get_name();
+    if (i >= argc) return fmt::format("a subcommand is required: one of {}", names);
+    const std::string word = argv[i];
+    if (!word.empty() && word[0] == '-') return std::nullopt;  // --help, --version: CLI11's
+    CLI::App* next = nullptr;
+    for (CLI::App* sub : subcommands) {
+      if (sub->check_name(word)) next = sub;
+    }
+    if (next == nullptr) return fmt::format("'{}' is not a {} command: expected one of {}", word, *prefix, names);
+    at = next;
+    *prefix += " " + word;
+  }
+}
+
 int reportEscaped(CLI::App& app, const std::string& what) {
   CLI::App* cmd = &app;
   const std::string name = commandName(app, &cmd);
@@ -66,6 +100,11 @@ int main(int argc, char** argv) {
   braid::cli::registerTuneCommand(app, &exit_code);
   // The subcommands run inside parse() (their callbacks), so this also catches what a command lets escape.
   try {
+    std::string prefix;
+    if (std::optional<std::string> error = commandWordError(app, argc, argv, &prefix)) {
+      std::cerr << prefix << ": error: " << *error << "\nRun '" << prefix << " --help' for more information.\n";
+      return 2;
+    }
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version

@@ -8,15 +8,76 @@
 
 namespace braid::cli {
 
+namespace fs = std::filesystem;
+
 std::optional<std::string> outputDirectoryError(const std::string& path) {
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  const fs::path parent = fs::path(path).parent_path();
   if (parent.empty()) return std::nullopt;
   std::error_code ec;
-  if (std::filesystem::is_directory(parent, ec)) return std::nullopt;
-  if (std::filesystem::exists(parent, ec)) {
+  if (fs::is_directory(parent, ec)) return std::nullopt;
+  if (fs::exists(parent, ec)) {
     return fmt::format("cannot write {}: {} is not a directory", path, parent.string());
   }
   return fmt::format("cannot write {}: directory {} does not exist", path, parent.string());
+}
+
+namespace {
+
+/// How a path takes part in the comparison.
+enum class PathState { kSkipped, kExisting, kAbsent };
+
+PathState stateOf(const std::string& path) {
+  if (path.empty() || path == "-") return PathState::kSkipped;
+  std::error_code ec;
+  const fs::file_status status = fs::status(path, ec);  // follows symbolic links
+  if (status.type() == fs::file_type::not_found) return PathState::kAbsent;
+  if (ec) return PathState::kSkipped;  // e.g. a directory on the way cannot be searched: the write reports it
+  return fs::is_regular_file(status) ? PathState::kExisting : PathState::kSkipped;
+}
+
+/// An absent path made absolute and resolved as far as it exists (symbolic links in its directories, "..").
+fs::path resolvedAbsent(const std::string& path) {
+  std::error_code ec;
+  fs::path resolved = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  if (ec) resolved = fs::absolute(path, ec).lexically_normal();
+  return resolved;
+}
+
+bool sameFile(const std::string& a, PathState state_a, const std::string& b, PathState state_b) {
+  if (state_a == PathState::kSkipped || state_b == PathState::kSkipped || state_a != state_b) return false;
+  if (state_a == PathState::kAbsent) return resolvedAbsent(a) == resolvedAbsent(b);
+  std::error_code ec;
+  const bool same = fs::equivalent(a, b, ec);
+  return same && !ec;
+}
+
+}  // namespace
+
+std::optional<std::string> samePathError(const std::vector<PathOption>& inputs,
+                                         const std::vector<PathOption>& outputs) {
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const PathOption& out = outputs[o];
+    const PathState out_state = stateOf(out.path);
+    if (out_state == PathState::kSkipped) continue;
+    for (const PathOption& in : inputs) {
+      const PathState in_state = stateOf(in.path);
+      if (in_state != PathState::kExisting) continue;
+      if (sameFile(out.path, out_state, in.path, in_state)) {
+        return fmt::format(
+            "{} {} and {} {} are the same file: the output would replace the input; write it to "
+            "another path",
+            out.option, out.path, in.option, in.path);
+      }
+    }
+    for (size_t p = 0; p < o; ++p) {
+      const PathOption& other = outputs[p];
+      if (sameFile(out.path, out_state, other.path, stateOf(other.path))) {
+        return fmt::format("{} {} and {} {} are the same file: each output needs a file of its own", other.option,
+                           other.path, out.option, out.path);
+      }
+    }
+  }
+  return std::nullopt;
 }
 
 }  // namespace braid::cli

@@ -1,9 +1,11 @@
-// Output destinations the commands check before any work (synth, tune): a file whose directory is missing fails
-// at once, not after minutes of synthesis or modelling.
+// Output destinations the commands check before any work: a file whose directory is missing fails at once, not
+// after minutes of synthesis or modelling (synth, tune), and no output may name an input or another output of the
+// same command (every command that writes files).
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace braid::cli {
 
@@ -11,5 +13,21 @@ namespace braid::cli {
 /// exist") or is not a directory ("cannot write P: D is not a directory"); nullopt when the directory exists or
 /// `path` names none (the working directory).
 std::optional<std::string> outputDirectoryError(const std::string& path);
+
+/// A file a command reads or writes, with the option or argument that names it ("-o", "--json", "FILE").
+struct PathOption {
+  std::string option;
+  std::string path;
+};
+
+/// The usage error (exit status 2) for a command whose output would replace one of its inputs or another of its
+/// outputs: "-o in.xml and FILE in.xml are the same file: the output would replace the input" or "-o X and --json X
+/// are the same file: each output needs a file of its own"; nullopt when every output is a file of its own.
+/// Skipped: empty paths and "-" (standard output), inputs that name no existing file (a shipped topology name, a
+/// missing file the command reports itself), and existing paths that are not regular files (/dev/null, a FIFO),
+/// which are written directly, never replaced. Two paths are the same file when both exist and are one file
+/// (std::filesystem::equivalent: through symbolic links, hard links, "./" and ".."), or when neither exists yet
+/// and their absolute, weakly canonical forms are equal ("out.xml" and "./dir/../out.xml").
+std::optional<std::string> samePathError(const std::vector<PathOption>& inputs, const std::vector<PathOption>& outputs);
 
 }  // namespace braid::cli

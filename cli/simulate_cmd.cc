@@ -29,6 +29,7 @@
 #include "braid/simulate.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 #include "comm/pareto/compare.h"
 #include "common/text.h"
 #include "report/html_report.h"
@@ -517,7 +518,11 @@ int runSimulate(const SimulateCmdOptions& opt) {
     return code;
   };
   try {
-    // Usage first: sizes, datatype, protocol, counts.
+    // Usage first: the report file against the inputs, sizes, datatype, protocol, counts.
+    if (std::optional<std::string> error =
+            samePathError({{"ALGO", opt.algo}, {"--topology", opt.topology}}, {{"--html", opt.html}})) {
+      return fail(kUsageError, *error);
+    }
     const std::optional<uint64_t> min_bytes = parseNcclTestsSize(opt.min_bytes);
     if (!min_bytes) {
       return fail(kUsageError,

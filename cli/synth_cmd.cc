@@ -11,6 +11,7 @@
 #include <chrono>
 #include <exception>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -281,8 +282,8 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Every file is written whole; if one fails, those already written are removed (none or all of the set).
   std::vector<std::string> files(set->windows.size()), written;
-  auto write = [&written, &opt, create_out](const std::string& path, const std::string& text) {
-    Status status = writeFileAtomic(path, text);
+  auto write = [&written, &opt, create_out](const std::string& path, const std::function<Status()>& write_file) {
+    Status status = write_file();
     if (!status) {
       std::error_code ignored;
       for (const std::string& f : written) std::filesystem::remove(f, ignored);
@@ -302,7 +303,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
     // MSCCL XML has no instance count: a window served with several instances is written out with them.
     Result<Algorithm> written_out = replicateInstances(w.candidate.algorithm, w.candidate.instances);
     if (!written_out) throw CmdError(kFailure, written_out.status().message());
-    write(files[i], writeMscclXml(*written_out));
+    write(files[i], [&] { return writeAlgorithmFile(files[i], *written_out, AlgorithmFileFormat::kMscclXml); });
   }
   if (!opt.json.empty()) {
     nlohmann::ordered_json j = paretoSetJson(*set, files);
@@ -314,7 +315,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
       std::cout << text;
       return 0;
     }
-    write(opt.json, text);
+    write(opt.json, [&] { return writeFileAtomic(opt.json, text); });
   }
   int braid_windows = 0;
   for (const ParetoWindow& w : set->windows) braid_windows += w.nccl ? 0 : 1;
@@ -353,6 +354,11 @@ int runSynth(const SynthCmdOptions& opt) {
                   fmt::format("--coll: '{}' is not one of allgather, reducescatter, allreduce, alltoall, broadcast, "
                               "reduce",
                               opt.coll));
+    }
+    // No output may replace an input or another output (-o is a directory for a Pareto set: the same rule).
+    if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}, {"--sketch", opt.sketch}},
+                                                         {{"-o", opt.out}, {"--json", opt.json}})) {
+      return fail(kUsageError, *error);
     }
     if (std::optional<std::vector<uint64_t>> range = parseSizeRange(opt.sizes)) {
       return runParetoSet(opt, *collective, *range);
@@ -563,9 +569,9 @@ int runSynth(const SynthCmdOptions& opt) {
       }
     }
     if (!opt.out.empty()) {
-      const std::string text =
-          format == "json" ? writeAlgorithmJson(result.algorithm) : writeMscclXml(result.algorithm);
-      Status written = writeFileAtomic(opt.out, text);
+      Status written =
+          writeAlgorithmFile(opt.out, result.algorithm,
+                             format == "json" ? AlgorithmFileFormat::kBraidJson : AlgorithmFileFormat::kMscclXml);
       if (!written) return fail(kFailure, written.message());
     }
     if (!json_to_stdout) {

@@ -5,13 +5,16 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "braid/file_io.h"
 #include "braid/importers.h"
 #include "braid/taccl.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/output_path.h"
 
 namespace braid::cli {
 namespace {
@@ -28,7 +31,16 @@ int fail(const char* cmd, const Status& status) {
   return 1;
 }
 
+/// Status 2 (usage error) when the output names an input file; checked before anything is read.
+std::optional<int> clash(const char* cmd, const std::vector<PathOption>& inputs, const std::string& out) {
+  std::optional<std::string> error = samePathError(inputs, {{"-o", out}});
+  if (!error) return std::nullopt;
+  std::cerr << fmt::format("braid topo {}: {}\n", cmd, *error);
+  return 2;
+}
+
 int runImport(const TopoOptions& opt) {
+  if (std::optional<int> code = clash("import", {{"FILE", opt.file}, {"--sketch", opt.sketch}}, opt.out)) return *code;
   Result<Topology> topo = Status(StatusCode::kInternalError, "not loaded");
   if (!opt.sketch.empty()) {
     // A sketch only makes sense with a TACCL topology profile: it says how many nodes and how they connect.
@@ -64,6 +76,7 @@ int runShow(const TopoOptions& opt) {
 }
 
 int runDraw(const TopoOptions& opt) {
+  if (std::optional<int> code = clash("draw", {{"FILE", opt.file}}, opt.out)) return *code;
   Result<Topology> topo = loadTopologyOrShipped(opt.file);
   if (!topo) return fail("draw", topo.status());
   Status written = writeFileAtomic(opt.out, drawTopologySvg(*topo));

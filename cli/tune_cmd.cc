@@ -15,6 +15,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "braid/collective.h"
@@ -96,7 +97,7 @@ int writeRulesAndPrint(const std::string& path, const std::vector<nccl_plugin::T
                        const std::string& comment, const std::string& table) {
   if (!path.empty()) {
     if (Status written = writeFileAtomic(path, nccl_plugin::writeTunerRules(rules, comment)); !written) {
-      std::cerr << "braid tune: " << written.toString() << "\n";
+      std::cerr << "braid tune: " << written.message() << "\n";
       return kFailure;
     }
   }
@@ -169,6 +170,13 @@ std::string measuredTableText(const std::vector<nccl_plugin::MeasuredLog>& logs,
 // `braid tune --nccl-tests-log ...`: the measured table and its rules. Every log is read and the table built
 // before anything is printed.
 int runTuneFromLogs(const TuneOptions& opt) {
+  // 0 means "from the logs"; a negative count is no count.
+  for (const auto& [name, value] : {std::pair<const char*, int>{"--ranks", opt.ranks}, {"--nodes", opt.nodes}}) {
+    if (value < 0) {
+      std::cerr << fmt::format("braid tune: {} {}: a count is at least 1\n", name, value);
+      return kUsageError;
+    }
+  }
   int exit = 0;
   const std::optional<CollectiveKind> collective = parseCollOption(opt, &exit);
   if (exit != 0) return exit;
@@ -177,7 +185,7 @@ int runTuneFromLogs(const TuneOptions& opt) {
   for (const std::string& spec : opt.logs) {
     Result<nccl_plugin::MeasuredLog> m = nccl_plugin::readMeasuredLog(spec, collective);
     if (!m) {
-      std::cerr << "braid tune: " << m.status().toString() << "\n";
+      std::cerr << "braid tune: " << m.status().message() << "\n";
       return m.status().code() == StatusCode::kInvalidArgument ? kUsageError : kFailure;
     }
     logs.push_back(std::move(*m));
@@ -185,7 +193,7 @@ int runTuneFromLogs(const TuneOptions& opt) {
   Result<nccl_plugin::MeasuredTable> table =
       nccl_plugin::rulesFromMeasurements(logs, opt.ranks > 0 ? opt.ranks : -1, opt.nodes > 0 ? opt.nodes : -1);
   if (!table) {
-    std::cerr << "braid tune: " << table.status().toString() << "\n";
+    std::cerr << "braid tune: " << table.status().message() << "\n";
     return kUsageError;
   }
   std::set<std::string> settings;
@@ -223,6 +231,19 @@ std::string modelTableText(const Topology& topology, const nccl_plugin::TunerMod
 }
 
 int runTune(const TuneOptions& opt) {
+  // The rules file may replace no input: the topology or a log (FILE of FILE=ALGO/PROTO; a name that exists in
+  // neither spelling is skipped).
+  std::vector<PathOption> inputs{{"--topology", opt.topology}};
+  for (const std::string& spec : opt.logs) {
+    inputs.push_back({"--nccl-tests-log", spec});
+    if (const size_t eq = spec.rfind('='); eq != std::string::npos) {
+      inputs.push_back({"--nccl-tests-log", spec.substr(0, eq)});
+    }
+  }
+  if (std::optional<std::string> error = samePathError(inputs, {{"-o", opt.output}})) {
+    std::cerr << "braid tune: " << *error << "\n";
+    return kUsageError;
+  }
   if (!opt.logs.empty()) {
     if (!opt.topology.empty()) {
       std::cerr << "braid tune: --topology and --nccl-tests-log are two sources of the table: give one\n";
@@ -241,7 +262,7 @@ int runTune(const TuneOptions& opt) {
   }
   Result<Topology> topology = loadTopologyOrShipped(opt.topology);
   if (!topology) {
-    std::cerr << "braid tune: " << topology.status().toString() << "\n";
+    std::cerr << "braid tune: " << topology.status().message() << "\n";
     return kFailure;
   }
   if (opt.ranks != 0 && opt.ranks != topology->numGpus()) {
@@ -266,7 +287,7 @@ int runTune(const TuneOptions& opt) {
   options.max_simulated_bytes = *max_bytes;
   Result<nccl_plugin::TunerModel> model = nccl_plugin::TunerModel::build(*topology, options);
   if (!model) {
-    std::cerr << "braid tune: " << model.status().toString() << "\n";
+    std::cerr << "braid tune: " << model.status().message() << "\n";
     return kFailure;
   }
   return writeRulesAndPrint(

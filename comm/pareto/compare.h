@@ -41,7 +41,7 @@ namespace braid {
 inline constexpr uint64_t kMaxSimulatedBytes = uint64_t{256} << 30;
 /// The most MSCCL instances `braid simulate --instances` accepts: NCCL's MAXCHANNELS for MSCCL (32), the most
 /// channels instances x an algorithm's channels can fill.
-inline constexpr int kMaxInstances = 32;
+inline constexpr int kMaxInstances = kMaxAlgorithmChannels;
 
 /// Simple, LL or LL128 in any letter case; nullopt otherwise. (Sizes: parseNcclTestsSize in common/text.h.)
 std::optional<Protocol> parseProtocolName(const std::string& text);

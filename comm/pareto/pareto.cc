@@ -134,7 +134,7 @@ struct Variant {
 };
 
 /// MSCCL instance counts tried with Simple besides one (msccl-tools `instances`: every threadblock copied, each
-/// copy on its own part of every chunk). The copies' channels must fit NCCL's MAXCHANNELS (kMaxInstances).
+/// copy on its own part of every chunk). The copies' channels must fit MSCCL's MAXCHANNELS (kMaxAlgorithmChannels).
 constexpr int kInstanceCounts[] = {2, 4, 8};
 
 /// An instance count is kept only if it is this much faster than the counts below it at the largest size.
@@ -211,7 +211,7 @@ Result<std::vector<Variant>> scoreVariants(const std::vector<ParetoCandidate>& c
     std::vector<const Variant*> fewer;
     std::vector<Variant> more;
     for (int k : kInstanceCounts) {
-      if (static_cast<long long>(candidates[c].algorithm.num_channels) * k > kMaxInstances) break;
+      if (static_cast<long long>(candidates[c].algorithm.num_channels) * k > kMaxAlgorithmChannels) break;
       BRAID_RETURN_IF_ERROR(checkDeadline(
           options, kind, fmt::format("simulating {} / Simple with {} instances", candidates[c].source, k)));
       say(options, fmt::format("simulating {} / Simple with {} instances", candidates[c].source, k));

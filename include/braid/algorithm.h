@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "braid/collective.h"
+#include "braid/file_io.h"
 #include "braid/status.h"
 #include "braid/topology.h"
 
@@ -112,6 +113,11 @@ struct Provenance {
 
 inline constexpr uint64_t kUnlimitedBytes = std::numeric_limits<uint64_t>::max();
 
+/// The most channels an algorithm may use (nchannels): MSCCL's MAXCHANNELS, the channels an MSCCL runtime
+/// connects at most (Azure/msccl-executor-nccl; ../shared/reference/taccl_msccl.md §2.3 "Limits"). A larger
+/// nchannels is a structure error of verify() and checkAlgorithmStructure().
+inline constexpr int kMaxAlgorithmChannels = 32;
+
 struct Algorithm {
   std::string name;
   CollectiveKind collective = CollectiveKind::kAllGather;
@@ -188,7 +194,7 @@ VerifyReport verify(const Algorithm& algorithm, const VerifyOptions& options = {
 
 /// The structural checks of verify(), without the replay: what anything that indexes an algorithm's
 /// buffers, threadblocks and steps (lowering, src/ir's consumers) needs first. One program per rank of
-/// `spec`, ranks[r].rank == r, nchannels >= 1, i_chunks/o_chunks 0 or the spec's, s_chunks >= 0;
+/// `spec`, ranks[r].rank == r, nchannels in 1..kMaxAlgorithmChannels, i_chunks/o_chunks 0 or the spec's, s_chunks >= 0;
 /// threadblock ids 0..T-1 in order, peers in [-1, n) and not the rank itself, channel in
 /// [0, nchannels); count >= 1 (>= 0 on nop); a step that sends (receives) has a send (recv) peer;
 /// every dependency names an earlier step of the rank (not a later one of its own threadblock); every
@@ -253,7 +259,22 @@ std::string writeAlgorithmJson(const Algorithm& algorithm);
 /// and JSON path.
 Result<Algorithm> readTacclAlgorithmJson(const std::string& text, const std::string& filename);
 
-/// Loads MSCCL XML, Braid JSON or TACCL/SCCL algorithm JSON, choosing by content.
+/// The largest algorithm file Braid reads (loadAlgorithm, loadMscclXml) and writes (writeAlgorithmFile), in bytes:
+/// one limit, so that every file Braid writes reads back.
+inline constexpr uint64_t kMaxAlgorithmFileBytes = kMaxInputFileBytes;
+
+/// Loads MSCCL XML, Braid JSON or TACCL/SCCL algorithm JSON, choosing by content. Files above
+/// kMaxAlgorithmFileBytes are refused (readFile's error, naming the path).
 Result<Algorithm> loadAlgorithm(const std::string& path);
+
+enum class AlgorithmFileFormat {
+  kMscclXml,  // writeMscclXml(algorithm, MscclFlavour::kBoth)
+  kBraidJson  // writeAlgorithmJson(algorithm)
+};
+
+/// Writes `algorithm` to `path` in `format`, whole or not at all (writeFileAtomic). Errors: kInvalidArgument when
+/// the text is larger than kMaxAlgorithmFileBytes ("P: the MSCCL XML of A would be N MiB, more than the 256 MiB
+/// Braid reads back; use fewer ranks or chunks"), nothing written; writeFileAtomic's errors.
+Status writeAlgorithmFile(const std::string& path, const Algorithm& algorithm, AlgorithmFileFormat format);
 
 }  // namespace braid

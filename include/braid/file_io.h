@@ -8,14 +8,16 @@
 
 namespace braid {
 
-/// The most bytes readFile reads by default: far above any topology, algorithm or log Braid reads (the largest
-/// MSCCL XML of a 1024-rank algorithm is tens of MiB), and a bound on what a wrong path (/dev/zero) can allocate.
+/// The most bytes readFile reads by default: far above any topology, sketch or log Braid reads, and a bound on
+/// what a wrong path can allocate. Algorithm files share it (kMaxAlgorithmFileBytes, include/braid/algorithm.h):
+/// Braid refuses to write an algorithm it could not read back (a direct all-to-all on 1024 ranks, ~300 MB of XML).
 inline constexpr uint64_t kMaxInputFileBytes = uint64_t{256} << 20;
 
-/// Reads a whole file: a regular file, or a device or pipe until its end (process substitution, /dev/stdin).
-/// Errors naming the path: kNotFound when it does not exist, kInvalidArgument for a directory or more than
-/// `max_bytes` (checked before reading a regular file, after max_bytes for a device or pipe, so /dev/zero fails
-/// rather than filling memory), kSystemError when it cannot be opened or read.
+/// Reads a whole file: a regular file, or a pipe until its end (process substitution, /dev/stdin from a pipe).
+/// Errors naming the path: kNotFound when it does not exist; kInvalidArgument for a directory, for a device or
+/// socket (/dev/zero, a terminal: refused before it is opened, so an endless device fails at once), or for more
+/// than `max_bytes` (checked from a regular file's size before reading, and for a pipe or a growing file after
+/// max_bytes + 1 bytes, never more); kSystemError when it cannot be opened or read.
 Result<std::string> readFile(const std::string& path, uint64_t max_bytes = kMaxInputFileBytes);
 /// Writes `content` to `path` whole or not at all: a temporary file beside it, fsync, rename (keeping the
 /// permissions of a file it replaces). A symbolic link is written through (its target is replaced, the link

@@ -14,7 +14,6 @@ namespace {
 using algos::ProgramBuilder;
 using algos::RingOrder;
 
-constexpr int kMaxChannels = 32;  // NCCL MAXCHANNELS, the most an MSCCL algorithm may use
 constexpr int kDefaultMaxRings = 16;
 
 std::string collectivesText(ClassicAlgo algo) {
@@ -86,9 +85,9 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
     return invalidArgument(fmt::format("algorithm '{}' does not apply to {}: it builds {}", classicAlgoName(algo),
                                        collectiveName(kind), collectivesText(algo)));
   }
-  if (request.num_channels < 0 || request.num_channels > kMaxChannels) {
+  if (request.num_channels < 0 || request.num_channels > kMaxAlgorithmChannels) {
     return invalidArgument(fmt::format("channels must be between 1 and {} (0 = the algorithm's choice), got {}",
-                                       kMaxChannels, request.num_channels));
+                                       kMaxAlgorithmChannels, request.num_channels));
   }
   const Topology* topo = request.topology;
   if (topo != nullptr && topo->numGpus() != n) {

@@ -32,6 +32,12 @@ Result<std::string> readFile(const std::string& path, uint64_t max_bytes) {
   if (!std::filesystem::exists(path, ec)) return notFound(fmt::format("{}: no such file", path));
   if (std::filesystem::is_directory(path, ec))
     return invalidArgument(fmt::format("{}: is a directory, not a file", path));
+  // A device (/dev/zero, /dev/urandom, a terminal) or socket holds no file to read: refused before it is opened.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+    return invalidArgument(fmt::format(
+        "{}: a device or socket, not a regular file or pipe: Braid reads inputs from files and pipes", path));
+  }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct FdCloser {
@@ -40,23 +46,25 @@ Result<std::string> readFile(const std::string& path, uint64_t max_bytes) {
   } closer{fd};
   const std::string too_large =
       fmt::format("{}: larger than {}, the most Braid reads from one input file", path, sizeText(max_bytes));
-  struct stat st {};
   std::string text;
   if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
     if (static_cast<uint64_t>(st.st_size) > max_bytes) return invalidArgument(too_large);
     text.reserve(static_cast<size_t>(st.st_size));
   }
-  // A device or pipe has no size (/dev/zero never ends): it is read up to the same limit.
+  // A pipe has no size (`yes |` never ends), and a file may grow: both are read up to max_bytes + 1 bytes, one
+  // more than allowed.
   char buffer[1 << 16];
   for (;;) {
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    const uint64_t left = max_bytes - text.size();  // text.size() <= max_bytes here
+    const size_t want = left >= sizeof buffer ? sizeof buffer : static_cast<size_t>(left) + 1;
+    const ssize_t n = ::read(fd, buffer, want);
     if (n < 0) {
       if (errno == EINTR) continue;
       return Status(StatusCode::kSystemError, fmt::format("{}: read failed: {}", path, std::strerror(errno)));
     }
     if (n == 0) break;
-    if (text.size() + static_cast<size_t>(n) > max_bytes) return invalidArgument(too_large);
     text.append(buffer, static_cast<size_t>(n));
+    if (text.size() > max_bytes) return invalidArgument(too_large);
   }
   return text;
 }

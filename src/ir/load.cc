@@ -1,4 +1,5 @@
-// loadAlgorithm: choose the algorithm reader by the file's content, not its name.
+// loadAlgorithm: choose the algorithm reader by the file's content, not its name; writeAlgorithmFile: write one
+// only when it reads back (both under kMaxAlgorithmFileBytes).
 #include <fmt/format.h>
 
 #include <string>
@@ -33,7 +34,7 @@ AlgorithmFormat detect(const std::string& text) {
 }  // namespace
 
 Result<Algorithm> loadAlgorithm(const std::string& path) {
-  BRAID_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  BRAID_ASSIGN_OR_RETURN(std::string text, readFile(path, kMaxAlgorithmFileBytes));
   switch (detect(text)) {
     case AlgorithmFormat::kMscclXml: return readMscclXml(text, path);
     case AlgorithmFormat::kBraidJson: return readAlgorithmJson(text, path);
@@ -43,6 +44,20 @@ Result<Algorithm> loadAlgorithm(const std::string& path) {
   return parseError(path, 0, "",
                     "not a known algorithm format: expected MSCCL XML (<algo ...>), Braid JSON (\"format\": "
                     "\"braid-algorithm\") or TACCL/SCCL algorithm JSON (\"sccl_type\": \"algorithm\")");
+}
+
+Status writeAlgorithmFile(const std::string& path, const Algorithm& algorithm, AlgorithmFileFormat format) {
+  const bool xml = format == AlgorithmFileFormat::kMscclXml;
+  const std::string text = xml ? writeMscclXml(algorithm, MscclFlavour::kBoth) : writeAlgorithmJson(algorithm);
+  if (text.size() > kMaxAlgorithmFileBytes) {
+    constexpr double kMiB = 1 << 20;
+    return invalidArgument(fmt::format(
+        "{}: the {} of {} ({} ranks, {} chunks per loop, {} steps) would be {:.1f} MiB, more than the {} MiB Braid "
+        "reads back from an algorithm file; not written: use fewer ranks or chunks",
+        path, xml ? "MSCCL XML" : "Braid JSON", algorithm.name, algorithm.num_ranks, algorithm.num_chunks,
+        algorithm.numSteps(), static_cast<double>(text.size()) / kMiB, kMaxAlgorithmFileBytes >> 20));
+  }
+  return writeFileAtomic(path, text);
 }
 
 }  // namespace braid

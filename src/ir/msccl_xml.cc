@@ -449,7 +449,7 @@ Result<Algorithm> readMscclXml(const std::string& text, const std::string& filen
 }
 
 Result<Algorithm> loadMscclXml(const std::string& path) {
-  BRAID_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  BRAID_ASSIGN_OR_RETURN(std::string text, readFile(path, kMaxAlgorithmFileBytes));
   return readMscclXml(text, path);
 }
 

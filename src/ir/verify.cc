@@ -16,9 +16,11 @@
 // (recv peer, channel) connection, and real msccl-tools output does so (realcases
 // msccl/msccltools_allreduce_ndv2_ar1.xml, rank 3 tbs 6 and 8). Braid accepts it too, but requires the
 // accesses of those threadblocks to one connection to be ordered by happens-before; otherwise the
-// FIFO order is a race and is reported as one. Braid is stricter than the parser in three places, each
-// a real runtime failure: channels must be < nchannels (the runtime only connects that many), counts
-// must be >= 1 except on nop, and offset + count (not just the offset) must fit in the buffer.
+// FIFO order is a race and is reported as one. Braid is stricter than the parser in four places, each
+// a real runtime failure: nchannels must be at most MAXCHANNELS (32, kMaxAlgorithmChannels: the executor
+// requires nchannels <= the communicator's channels), channels must be < nchannels (the runtime only
+// connects that many), counts must be >= 1 except on nop, and offset + count (not just the offset) must
+// fit in the buffer.
 //
 // Races are found with vector clocks (Lamport happens-before: program order within a threadblock,
 // explicit dependencies, and send -> matching receive, transitively); two accesses to one storage chunk

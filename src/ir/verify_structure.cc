@@ -47,8 +47,10 @@ bool checkStructure(const Algorithm& algorithm, const CollectiveSpec& spec, Issu
     structure(-1, -1, -1, fmt::format("algorithm lists {} rank programs but has {} ranks", algorithm.ranks.size(), n));
     return false;
   }
-  if (algorithm.num_channels < 1) {
-    structure(-1, -1, -1, fmt::format("nchannels must be >= 1, got {}", algorithm.num_channels));
+  if (algorithm.num_channels < 1 || algorithm.num_channels > kMaxAlgorithmChannels) {
+    structure(-1, -1, -1,
+              fmt::format("nchannels must be in 1..{} (MSCCL's MAXCHANNELS), got {}", kMaxAlgorithmChannels,
+                          algorithm.num_channels));
   }
   for (int r = 0; r < n; ++r) {
     const RankProgram& program = algorithm.ranks[r];

@@ -11,6 +11,17 @@ expect_rc 2 "unknown option" -- "$braid" topo show --no-such-flag x
 # A bad option value names the command, as every other error of `braid <cmd>` does.
 expect_rc 2 "bad option value" -- "$braid" simulate ring -t dgx1-v100 --instances 1e9
 grep -q "^braid simulate: error: .*--instances" "$tmp/err" || fail "bad option value: no 'braid simulate: error:' line"
+# An unknown command word is named as such, with the valid ones (CLI11 alone says a subcommand is required).
+expect_rc 2 "unknown command" -- "$braid" frob --json
+grep -qF "braid: error: 'frob' is not a braid command: expected one of topo, verify, algo, demo, bound, simulate, synth, tune" \
+  "$tmp/err" && ok || fail "unknown command: $(head -1 "$tmp/err")"
+expect_rc 2 "unknown topo subcommand" -- "$braid" topo frob x.yaml
+grep -qF "braid topo: error: 'frob' is not a braid topo command: expected one of import, show, draw" "$tmp/err" && ok ||
+  fail "unknown topo subcommand: $(head -1 "$tmp/err")"
+expect_rc 2 "topo without a subcommand" -- "$braid" topo
+grep -qF "braid topo: error: a subcommand is required: one of import, show, draw" "$tmp/err" && ok ||
+  fail "topo alone: $(head -1 "$tmp/err")"
+expect_rc 0 "topo --help" -- "$braid" topo --help
 
 # Shipped topologies: show --json parses and has the right GPU count.
 declare -A gpus=([dgx1-v100]=8 [ndv2-x1]=8 [ndv2-x2]=16 [ndv2-x4]=32 [dgx2-x1]=16 [dgx2-x2]=32 [dgx-a100-x1]=8
@@ -115,7 +126,26 @@ expect_rc 2 "tree does not do allgather" -- "$braid" algo tree --coll allgather 
 expect_rc 2 "unknown collective" -- "$braid" algo ring --coll foo -n 4
 expect_rc 2 "unknown protocol" -- "$braid" algo ring --coll allgather -n 4 --proto XYZ
 expect_rc 2 "negative channels" -- "$braid" algo ring --coll allgather -n 4 --channels -1
+expect_rc 2 "channels above MSCCL's 32" -- "$braid" algo multiring --coll allgather -n 4 --channels 33
+grep -qF -- "--channels: 33 is not in 0..32" "$tmp/err" && ok || fail "--channels 33: $(head -1 "$tmp/err")"
+# nchannels: at most 32 (MSCCL's MAXCHANNELS). The ring uses channel 0 only, so the declared count alone decides.
+expect_rc 0 "algo ring -n 8" -- "$braid" algo ring --coll allgather -n 8 -o "$tmp/ch.xml"
+sed 's/nchannels="1"/nchannels="32"/' "$tmp/ch.xml" >"$tmp/ch32.xml"
+expect_rc 0 "verify nchannels=32" -- "$braid" verify "$tmp/ch32.xml"
+sed 's/nchannels="1"/nchannels="99999"/' "$tmp/ch.xml" >"$tmp/ch99999.xml"
+expect_rc 1 "verify nchannels=99999" -- "$braid" verify "$tmp/ch99999.xml"
+grep -qF "nchannels must be in 1..32 (MSCCL's MAXCHANNELS), got 99999" "$tmp/out" && grep -qF "$tmp/ch99999.xml" "$tmp/out" &&
+  ok || fail "verify nchannels=99999: $(cat "$tmp/out")"
+expect_rc 1 "simulate nchannels=99999" -- "$braid" simulate "$tmp/ch99999.xml" -t pcie-2s4g -b 1M -e 1M
+grep -qF "nchannels must be in 1..32 (MSCCL's MAXCHANNELS), got 99999" "$tmp/err" && ok ||
+  fail "simulate nchannels=99999: $(head -2 "$tmp/err")"
 expect_rc 2 "zero ranks" -- "$braid" algo ring --coll allgather -n 0
+# A direct all-to-all on 1024 ranks has 1024 x 1023 sends and as many receives, ~290 MiB of XML: above the 256 MiB
+# `braid verify` reads, so it is refused and nothing is written (a few seconds: built and verified first).
+expect_rc 1 "algo too large to read back" -- "$braid" algo direct --coll alltoall -n 1024 -o "$tmp/a2a1024.xml"
+grep -qF "more than the 256 MiB Braid reads back from an algorithm file; not written: use fewer ranks or chunks" \
+  "$tmp/err" && ok || fail "algo -n 1024: $(head -1 "$tmp/err")"
+[ ! -e "$tmp/a2a1024.xml" ] && ok || fail "algo -n 1024 wrote a file verify cannot read"
 expect_rc 2 "rank count differs from topology" -- "$braid" algo ring --coll allgather -n 4 -t dgx1-v100
 expect_rc 2 "hierarchical without topology" -- "$braid" algo hierarchical --coll allreduce -n 8
 # 2dh (Tutel's hierarchical all-to-all): node shape from -n and --ranks-per-node or from the topology's nodes.
@@ -127,8 +157,10 @@ expect_rc 0 "verify 2dh on dgx-h100-x2" -- "$braid" verify "$tmp/2dh16.xml" --to
 expect_rc 0 "algo 2dh summary" -- "$braid" algo 2dh --coll alltoall --topology dgx-h100-x2 --ranks-per-node 8
 grep -q "2DH over 2 node(s) x 8 rank(s)" "$tmp/out" && ok || fail "2dh summary: $(cat "$tmp/out")"
 expect_rc 2 "2dh without a node shape" -- "$braid" algo 2dh --coll alltoall -n 8
-expect_rc 1 "2dh shape not dividing the ranks" -- "$braid" algo 2dh --coll alltoall -n 10 --ranks-per-node 4
+# -n and --ranks-per-node that do not fit together are a command-line error, as out-of-range values are.
+expect_rc 2 "2dh shape not dividing the ranks" -- "$braid" algo 2dh --coll alltoall -n 10 --ranks-per-node 4
 grep -q "10 ranks do not split into nodes of 4" "$tmp/err" && ok || fail "2dh -n 10 -g 4: $(cat "$tmp/err")"
+expect_rc 2 "2dh nodes larger than the ranks" -- "$braid" algo 2dh --coll alltoall -n 8 --ranks-per-node 16
 expect_rc 1 "2dh shape contradicting the topology" -- "$braid" algo 2dh --coll alltoall -t dgx-h100-x2 --ranks-per-node 4
 expect_rc 2 "2dh on allreduce" -- "$braid" algo 2dh --coll allreduce -n 8 --ranks-per-node 4
 expect_rc 2 "--ranks-per-node on ring" -- "$braid" algo ring --coll alltoall -n 8 --ranks-per-node 4

@@ -31,6 +31,13 @@ expect_rc 2 "bad --max-sim-bytes" -- "$braid" tune -t dgx-a100-x1 --max-sim-byte
 expect_rc 2 "--max-sim-bytes below 1M" -- "$braid" tune -t dgx-a100-x1 --max-sim-bytes 4K
 grep -q 'at least 1048576' "$tmp/err" && ok || fail "the --max-sim-bytes error names the minimum"
 expect_rc 1 "unknown topology" -- "$braid" tune -t no-such-machine
+# Errors carry the message alone, as every command prints them: no status-code name ("not found: ...") before it.
+grep -q "^braid tune: no-such-machine" "$tmp/err" && ok || fail "unknown topology: $(head -1 "$tmp/err")"
+expect_rc 1 "missing log" -- "$braid" tune --nccl-tests-log "$tmp/no-such.log=Ring/LL"
+grep -qF "braid tune: $tmp/no-such.log: no such file" "$tmp/err" && ok || fail "missing log: $(head -1 "$tmp/err")"
+expect_rc 2 "negative --nodes" -- "$braid" tune --nccl-tests-log "$tmp/no-such.log=Ring/LL" --nodes -2
+grep -qF -- "--nodes -2: a count is at least 1" "$tmp/err" && ok || fail "--nodes -2: $(head -1 "$tmp/err")"
+expect_rc 2 "negative --ranks" -- "$braid" tune --nccl-tests-log "$tmp/no-such.log=Ring/LL" --ranks -8
 # -o into a missing directory fails before the model is built (a 1G grid would take seconds), with nothing on stdout;
 # a path below a file is refused the same way.
 start=$(date +%s)

@@ -585,6 +585,27 @@ TEST(VerifyStructure, CountsChannelsRankLabelsAndChunkCounts) {
   EXPECT_TRUE(verify(b).ok) << verify(b).toString();
 }
 
+// nchannels: 1 up to MSCCL's MAXCHANNELS, 32 (../shared/reference/taccl_msccl.md §2.3 "Limits"). The program
+// itself uses channel 0 only, so the declared count alone decides.
+TEST(VerifyStructure, ChannelCountUpToMscclsMaxChannels) {
+  Algorithm at_limit = allGather2();
+  at_limit.num_channels = 32;
+  EXPECT_TRUE(verify(at_limit).ok) << verify(at_limit).toString();
+  for (int channels : {33, 99999, 0}) {
+    Algorithm over = allGather2();
+    over.num_channels = channels;
+    const VerifyReport report = verify(over);
+    EXPECT_FALSE(report.ok) << channels;
+    ASSERT_EQ(report.total_issues, 1) << report.toString();
+    EXPECT_EQ(report.issues[0].kind, IssueKind::kStructure);
+    EXPECT_EQ(report.issues[0].message,
+              "nchannels must be in 1..32 (MSCCL's MAXCHANNELS), got " + std::to_string(channels));
+    Result<CollectiveSpec> spec = over.spec(false);
+    ASSERT_TRUE(spec.isOk());
+    EXPECT_EQ(checkAlgorithmStructure(over, *spec).message(), "algorithm 'hand': " + report.issues[0].message);
+  }
+}
+
 TEST(VerifyStructure, RankCountsDisagree) {
   Algorithm a = allGather2();
   a.ranks.pop_back();
@@ -605,7 +626,9 @@ TEST(VerifyStructure, CheckAlgorithmStructureReportsTheFirstFinding) {
     // The same finding verify() reports first.
     const VerifyReport report = verify(a, *spec);
     EXPECT_FALSE(report.issues.empty());
-    if (!report.issues.empty()) EXPECT_EQ(status.message(), "algorithm 'hand': " + report.issues[0].message);
+    if (!report.issues.empty()) {
+      EXPECT_EQ(status.message(), "algorithm 'hand': " + report.issues[0].message);
+    }
     return status.message();
   };
   Algorithm bad_id = good;

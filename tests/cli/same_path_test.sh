@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# No command writes over one of its inputs or writes two outputs to one file: such a command line is a usage error
+# (exit 2) before anything is read or written, naming both options and paths; the input is left as it was.
+# Usage: same_path_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
+source "$(dirname "$0")/lib.sh" "$@"
+
+cp "$src/topologies/pcie-2s4g.yaml" "$tmp/T.yaml"
+cp "$tmp/T.yaml" "$tmp/T.orig"
+# unchanged FILE: the input still holds its original bytes.
+unchanged() { cmp -s "$1" "$tmp/T.orig" && ok || fail "$1 was changed"; }
+# names WHAT TEXT...: every TEXT is in the error.
+names() {
+  local what=$1
+  shift
+  for t in "$@"; do grep -qF -- "$t" "$tmp/err" || { fail "$what: '$t' not in: $(head -2 "$tmp/err")"; return; }; done
+  ok
+}
+
+# ---- an output over an input -----------------------------------------------------------------------------------
+expect_rc 2 "topo import FILE -o FILE" -- "$braid" topo import "$tmp/T.yaml" -o "$tmp/T.yaml"
+names "topo import" "braid topo import: -o $tmp/T.yaml and FILE $tmp/T.yaml are the same file"
+unchanged "$tmp/T.yaml"
+expect_rc 2 "topo draw FILE -o FILE" -- "$braid" topo draw "$tmp/T.yaml" -o "$tmp/T.yaml"
+names "topo draw" "braid topo draw: -o $tmp/T.yaml and FILE $tmp/T.yaml are the same file"
+unchanged "$tmp/T.yaml"
+# Other spellings of the same file: a relative path, "..", a symbolic link, a hard link.
+mkdir "$tmp/sub"
+(cd "$tmp" && "$braid" topo draw T.yaml -o sub/../T.yaml) >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && ok || fail "topo draw T.yaml -o sub/../T.yaml: not refused"
+names "relative spelling" "-o sub/../T.yaml and FILE T.yaml"
+ln -s "$tmp/T.yaml" "$tmp/link.yaml"
+expect_rc 2 "topo import -o a link to FILE" -- "$braid" topo import "$tmp/T.yaml" -o "$tmp/link.yaml"
+unchanged "$tmp/T.yaml"
+[ -L "$tmp/link.yaml" ] && ok || fail "the link was replaced"
+ln "$tmp/T.yaml" "$tmp/hard.yaml"
+expect_rc 2 "topo draw -o a hard link to FILE" -- "$braid" topo draw "$tmp/hard.yaml" -o "$tmp/T.yaml"
+unchanged "$tmp/T.yaml"
+printf '{}\n' >"$tmp/sk.json"
+expect_rc 2 "topo import -o the sketch" -- "$braid" topo import "$tmp/T.yaml" --sketch "$tmp/sk.json" -o "$tmp/sk.json"
+names "topo import --sketch" "-o $tmp/sk.json and --sketch $tmp/sk.json"
+[ "$(cat "$tmp/sk.json")" = "{}" ] && ok || fail "the sketch was changed"
+
+expect_rc 2 "algo -o the topology" -- "$braid" algo ring --coll allgather -t "$tmp/T.yaml" -o "$tmp/T.yaml"
+names "algo" "braid algo: -o $tmp/T.yaml and --topology $tmp/T.yaml are the same file"
+unchanged "$tmp/T.yaml"
+expect_rc 2 "synth -o the topology" -- "$braid" synth -t "$tmp/T.yaml" -c allgather -o "$tmp/T.yaml"
+names "synth -o" "braid synth: -o $tmp/T.yaml and --topology $tmp/T.yaml are the same file"
+expect_rc 2 "synth --json the topology" -- "$braid" synth -t "$tmp/T.yaml" -c allgather --json "$tmp/T.yaml"
+names "synth --json" "--json $tmp/T.yaml and --topology $tmp/T.yaml"
+unchanged "$tmp/T.yaml"
+printf 'name: sk\n' >"$tmp/sk.yaml"
+expect_rc 2 "synth -o the sketch" -- "$braid" synth -t pcie-2s4g -c allgather --sketch "$tmp/sk.yaml" -o "$tmp/sk.yaml"
+names "synth --sketch" "-o $tmp/sk.yaml and --sketch $tmp/sk.yaml"
+expect_rc 0 "algo ring for simulate" -- "$braid" algo ring --coll allgather -n 8 -o "$tmp/ring.xml"
+cp "$tmp/ring.xml" "$tmp/ring.orig"
+expect_rc 2 "simulate --html the algorithm" -- "$braid" simulate "$tmp/ring.xml" -t pcie-2s4g --html "$tmp/ring.xml"
+names "simulate" "braid simulate: --html $tmp/ring.xml and ALGO $tmp/ring.xml are the same file"
+cmp -s "$tmp/ring.xml" "$tmp/ring.orig" && ok || fail "simulate --html replaced the algorithm"
+expect_rc 2 "simulate --html the topology" -- "$braid" simulate ring -t "$tmp/T.yaml" --html "$tmp/T.yaml"
+unchanged "$tmp/T.yaml"
+expect_rc 2 "tune -o the topology" -- "$braid" tune -t "$tmp/T.yaml" -o "$tmp/T.yaml"
+names "tune" "braid tune: -o $tmp/T.yaml and --topology $tmp/T.yaml are the same file"
+unchanged "$tmp/T.yaml"
+printf 'not read: the paths are checked first\n' >"$tmp/ar.txt"
+expect_rc 2 "tune -o a log" -- "$braid" tune --nccl-tests-log "$tmp/ar.txt=Ring/LL" -o "$tmp/ar.txt"
+names "tune log" "-o $tmp/ar.txt and --nccl-tests-log $tmp/ar.txt"
+# demo writes DIR/<topology name>_<collective>_braid.xml and .json: a topology file with one of those names.
+mkdir "$tmp/demo"
+sed 's/^name: pcie-2s4g/name: t/' "$tmp/T.yaml" >"$tmp/demo/t_allreduce_braid.json"
+cp "$tmp/demo/t_allreduce_braid.json" "$tmp/demo.orig"
+expect_rc 2 "demo over its topology" -- "$braid" demo --topology "$tmp/demo/t_allreduce_braid.json" -o "$tmp/demo"
+names "demo" "-o $tmp/demo/t_allreduce_braid.json and --topology $tmp/demo/t_allreduce_braid.json"
+cmp -s "$tmp/demo/t_allreduce_braid.json" "$tmp/demo.orig" && ok || fail "demo replaced its topology"
+
+# ---- two outputs in one file (neither exists yet) ----------------------------------------------------------------
+expect_rc 2 "synth -o X --json X" -- "$braid" synth -t pcie-2s4g -c allgather -o "$tmp/x.out" --json "$tmp/x.out"
+names "synth -o X --json X" "braid synth: -o $tmp/x.out and --json $tmp/x.out are the same file"
+[ ! -e "$tmp/x.out" ] && ok || fail "synth -o X --json X wrote X"
+expect_rc 2 "synth -o X --json sub/../X" -- "$braid" synth -t pcie-2s4g -c allgather -o "$tmp/x.out" \
+  --json "$tmp/sub/../x.out"
+expect_rc 2 "synth --sizes -o DIR --json DIR" -- "$braid" synth -t pcie-2s4g -c allgather --sizes 1K:1M \
+  -o "$tmp/set" --json "$tmp/set"
+[ ! -e "$tmp/set" ] && ok || fail "synth --sizes -o DIR --json DIR created DIR"
+
+# ---- not a clash -------------------------------------------------------------------------------------------------
+# A shipped topology name is not a file: an output of that name in the working directory is written.
+(cd "$tmp" && "$braid" topo draw pcie-2s4g -o pcie-2s4g) >"$tmp/out" 2>"$tmp/err" && ok ||
+  fail "topo draw pcie-2s4g -o pcie-2s4g: $(head -1 "$tmp/err")"
+grep -q "<svg" "$tmp/pcie-2s4g" && ok || fail "topo draw pcie-2s4g -o pcie-2s4g wrote no SVG"
+# A device is written, never replaced: two outputs may share /dev/null.
+expect_rc 0 "synth -o /dev/null --json /dev/null" -- "$braid" synth -t pcie-2s4g -c allgather --method forest \
+  --sizes 1M -o /dev/null --json /dev/null
+
+finish
