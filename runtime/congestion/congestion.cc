@@ -360,7 +360,6 @@ std::string SenderControl::describe() const {
 CreditGranter::CreditGranter(int floor, uint64_t grant_bytes, int senders)
     : floor_(floor),
       grant_bytes_(grant_bytes),
-      grant_size_(grant_bytes),
       handover_bytes_(grant_bytes / 4),
       senders_(static_cast<size_t>(senders)),
       live_(senders) {}
@@ -374,12 +373,9 @@ int CreditGranter::addSender() {
 void CreditGranter::grant(int sender, uint64_t bytes) {
   Sender& s = senders_[sender];
   const bool held = holds(s);
-  s.timing = !open_ && s.outstanding == 0;
-  s.granted_us = kNoClock;
   s.outstanding += bytes;
   s.wanted -= bytes;
-  s.handover = handover_bytes_;
-  if (held != holds(s)) holders_ += holds(s) ? 1 : -1;
+  if (!held && holds(s)) ++holders_;
   if (!open_) s.in_round = true;
   ready_.push_back(Grant{sender, bytes});
 }
@@ -403,7 +399,7 @@ void CreditGranter::request(int sender, uint64_t bytes) {
   collect(nullptr);
 }
 
-Status CreditGranter::received(int sender, uint64_t bytes, double now_us) {
+Status CreditGranter::received(int sender, uint64_t bytes) {
   Sender& s = senders_[sender];
   if (bytes > s.outstanding) {
     return invalidArgument(
@@ -411,11 +407,6 @@ Status CreditGranter::received(int sender, uint64_t bytes, double now_us) {
   }
   const bool held = holds(s);
   s.outstanding -= bytes;
-  if (now_us >= 0 && !open_) {
-    measure(s, bytes, now_us);
-  } else {
-    s.timing = false;  // credit given back, or data that went while admission was open: no round trip to time
-  }
   const bool handed_over = held && !holds(s);
   // Its grant is nearly in: the credit passes on now, while the rest drains, so the receiver's link does not
   // idle for the next sender's grant to travel. A sender that wants more queues again at the back.
@@ -431,53 +422,6 @@ Status CreditGranter::received(int sender, uint64_t bytes, double now_us) {
   }
   collect(nullptr);
   return Status::ok();
-}
-
-namespace {
-
-/// Appends `sample` to a filter's window of the newest CreditGranter::kSamples.
-void keepSample(std::deque<double>* window, double sample) {
-  window->push_back(sample);
-  if (window->size() > static_cast<size_t>(CreditGranter::kSamples)) window->pop_front();
-}
-
-}  // namespace
-
-void CreditGranter::measure(Sender& s, uint64_t bytes, double now_us) {
-  // Rate: credited bytes per interval of at least kRateIntervalUs; the arrival that opens an interval only marks
-  // its start (its bytes crossed the link before it).
-  if (rate_start_us_ < 0 || now_us < rate_start_us_) {
-    rate_start_us_ = now_us;
-    rate_bytes_ = 0;
-  } else {
-    rate_bytes_ += bytes;
-    const double elapsed = now_us - rate_start_us_;
-    if (elapsed >= kRateIntervalUs) {
-      keepSample(&rates_, static_cast<double>(rate_bytes_) * 1e6 / elapsed);
-      rate_start_us_ = now_us;
-      rate_bytes_ = 0;
-    }
-  }
-  // Round trip: from the grant to the first credited bytes, less the time those bytes took on the link.
-  if (s.timing && s.granted_us >= 0 && now_us >= s.granted_us) {
-    const double rate = arrivalRate();
-    const double transfer_us = rate > 0 ? static_cast<double>(bytes) * 1e6 / rate : 0;
-    keepSample(&round_trips_, std::max(0.0, now_us - s.granted_us - transfer_us));
-  }
-  s.timing = false;
-  const double in_flight = arrivalRate() * grantRoundTripUs() / 1e6;  // R x L, bytes
-  const uint64_t quarter = grant_bytes_ / 4;
-  const uint64_t handover = std::max(quarter, static_cast<uint64_t>(in_flight));
-  grant_size_ = std::min(kMaxGrantGrowth * grant_bytes_, std::max(grant_bytes_, 4 * handover));
-  handover_bytes_ = std::min(handover, grant_size_ / 4);
-}
-
-double CreditGranter::arrivalRate() const {
-  return rates_.empty() ? 0 : *std::max_element(rates_.begin(), rates_.end());
-}
-
-double CreditGranter::grantRoundTripUs() const {
-  return round_trips_.empty() ? 0 : *std::min_element(round_trips_.begin(), round_trips_.end());
 }
 
 void CreditGranter::report(int sender, uint64_t timeouts) {
@@ -553,19 +497,15 @@ void CreditGranter::forget(int sender) {
   collect(nullptr);
 }
 
-void CreditGranter::collect(std::vector<Grant>* out, double now_us) {
+void CreditGranter::collect(std::vector<Grant>* out) {
   while (!open_ && holders_ < admission_ && !queue_.empty()) {
     const int sender = queue_.front();
     queue_.pop_front();
     Sender& s = senders_[sender];
     s.queued = false;
-    if (s.wanted > 0) grant(sender, std::min(s.wanted, grant_size_));
+    if (s.wanted > 0) grant(sender, std::min(s.wanted, grant_bytes_));
   }
   if (out != nullptr) {
-    for (const Grant& g : ready_) {
-      Sender& s = senders_[g.sender];
-      if (s.timing && s.granted_us < 0 && now_us >= 0) s.granted_us = now_us;
-    }
     out->insert(out->end(), ready_.begin(), ready_.end());
     ready_.clear();
   }
@@ -578,14 +518,8 @@ int CreditGranter::waiting() const {
 }
 
 std::string CreditGranter::describe() const {
-  std::string text = fmt::format(
-      "{}: {} of {} senders admitted, {} holding, {} waiting, {} decrease(s), {} increase(s), grant {}, "
-      "hand-over {}",
-      open_ ? "open" : "gated", admission(), live_, holders_, waiting(), decreases_, increases_, byteText(grant_size_),
-      byteText(handover_bytes_));
-  if (!rates_.empty()) text += fmt::format(", link {:.1f} MB/s", arrivalRate() / 1e6);
-  if (!round_trips_.empty()) text += fmt::format(", grant RTT {:.0f} us", grantRoundTripUs());
-  return text;
+  return fmt::format("{}: {} of {} senders admitted, {} holding, {} waiting, {} decrease(s), {} increase(s)",
+                     open_ ? "open" : "gated", admission(), live_, holders_, waiting(), decreases_, increases_);
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -233,17 +233,6 @@ class SenderControl {
 /// wants more — so the next sender's grant travels while the last quarter drains, and a sender alone is granted
 /// again before it runs dry.
 ///
-/// Grant size and hand-over point follow the receiver's link when the caller gives a clock (received() and
-/// collect() with now_us >= 0): the credit passes on once a holder has at most H = max(grant_bytes / 4, R x L)
-/// still to arrive, and a grant carries G = max(grant_bytes, 4 H), at most kMaxGrantGrowth x grant_bytes; R is the
-/// largest of the last kSamples rates of credited arrivals (each over >= kRateIntervalUs while gated: what the
-/// link delivers when busy, as BBR's bottleneck-bandwidth max filter) and L the smallest of the last kSamples grant
-/// round trips (a grant to a sender with nothing outstanding, until its first credited bytes arrived, less their
-/// own transfer time bytes / R). R x L is the data that arrives while a grant travels (Homa's RTTbytes, Montazeri
-/// et al., SIGCOMM'18, section 3), so on a link whose grant round trip outlasts a quarter grant the next holder's
-/// data still arrives before the last holder's drains, and on slow links (R x L below a quarter grant) the sizes are
-/// grant_bytes and grant_bytes / 4 as without a clock.
-///
 /// Floor 0: no admission control — every request is granted at once, in full, and admission never closes.
 class CreditGranter {
  public:
@@ -252,11 +241,6 @@ class CreditGranter {
     uint64_t bytes = 0;
   };
 
-  static constexpr double kNoClock = -1;           // received() / collect() without a time: no measurement
-  static constexpr int kSamples = 16;              // rate and grant round-trip samples the filters keep
-  static constexpr double kRateIntervalUs = 1000;  // shortest interval of one arrival-rate sample
-  static constexpr uint64_t kMaxGrantGrowth = 16;  // a grant carries at most 16 x grant_bytes
-
   /// `senders` live senders numbered 0..senders-1 (more with addSender()), admitted at least `floor` at once.
   CreditGranter(int floor, uint64_t grant_bytes, int senders);
 
@@ -264,9 +248,8 @@ class CreditGranter {
   int addSender();
   /// `sender` wants `bytes` more.
   void request(int sender, uint64_t bytes);
-  /// `bytes` of credited data from `sender` arrived at `now_us` (kNoClock: credit given back, or no clock).
-  /// Errors: kInvalidArgument when it exceeds its grants.
-  Status received(int sender, uint64_t bytes, double now_us = kNoClock);
+  /// `bytes` of credited data from `sender` arrived. Errors: kInvalidArgument when it exceeds its grants.
+  Status received(int sender, uint64_t bytes);
   /// `sender` reports `timeouts` retransmission timeouts on its connection to this receiver since its last report
   /// (SenderControl::takeReport); zero changes nothing.
   void report(int sender, uint64_t timeouts);
@@ -275,15 +258,8 @@ class CreditGranter {
   /// Gates admission now at max(`admission`, floor) senders (BRAID_CC_ADMIT: a receiver that starts gated), even
   /// when that admits every live sender; a round begins, which grows it as after a report. Nothing for floor 0.
   void close(int admission);
-  /// Moves the grants to send now into `out` (appended); `now_us` is when they are sent (kNoClock: no clock).
-  void collect(std::vector<Grant>* out, double now_us = kNoClock);
-  /// What a grant carries now (G) and the hand-over point (H), bytes: grant_bytes and a quarter of it until the
-  /// link is measured.
-  uint64_t grantSize() const { return grant_size_; }
-  uint64_t handoverBytes() const { return handover_bytes_; }
-  /// The measurements behind them: R (bytes/s) and L (µs); 0 until measured.
-  double arrivalRate() const;
-  double grantRoundTripUs() const;
+  /// Moves the grants to send now into `out` (appended).
+  void collect(std::vector<Grant>* out);
   /// Senders that want bytes or hold a grant: the receiver's fan-in.
   int waiting() const;
   /// Senders holding a credit now (senders whose last quarter of a grant drains do not).
@@ -297,8 +273,7 @@ class CreditGranter {
   /// Admission decreases and increases so far (logs and tests).
   uint64_t decreases() const { return decreases_; }
   uint64_t increases() const { return increases_; }
-  /// "gated: 2 of 7 senders admitted, 2 holding, 5 waiting, 3 decrease(s), 1 increase(s), grant 1 MiB, hand-over
-  /// 256 KiB, link 2.4 MB/s, grant RTT 21840 us" (the last two once measured).
+  /// "gated: 2 of 7 senders admitted, 2 holding, 5 waiting, 3 decrease(s), 1 increase(s)".
   std::string describe() const;
 
  private:
@@ -307,14 +282,9 @@ class CreditGranter {
     uint64_t outstanding = 0;  // granted, not arrived yet
     bool queued = false;
     bool live = true;
-    bool in_round = false;         // holds a grant given while gated that has not completed yet
-    uint64_t handover = 0;         // the hand-over point when its latest grant was given
-    bool timing = false;           // its latest grant found nothing outstanding: times the grant's round trip
-    double granted_us = kNoClock;  // when that grant was sent
+    bool in_round = false;  // holds a grant given while gated that has not completed yet
   };
-  bool holds(const Sender& s) const { return s.outstanding > s.handover; }
-  /// Rate and round-trip samples of one credited arrival; resizes G and H.
-  void measure(Sender& s, uint64_t bytes, double now_us);
+  bool holds(const Sender& s) const { return s.outstanding > handover_bytes_; }
   void grant(int sender, uint64_t bytes);
   void enqueue(int sender);
   /// Every sender admitted: what each wants is granted now, in full.
@@ -325,12 +295,7 @@ class CreditGranter {
 
   int floor_;
   uint64_t grant_bytes_;
-  uint64_t grant_size_;              // G
-  uint64_t handover_bytes_;          // H
-  std::deque<double> rates_;         // bytes/s, newest last (at most kSamples)
-  std::deque<double> round_trips_;   // µs, newest last (at most kSamples)
-  double rate_start_us_ = kNoClock;  // the current rate interval began (an arrival while gated)
-  uint64_t rate_bytes_ = 0;          // credited bytes that arrived since
+  uint64_t handover_bytes_;
   std::vector<Sender> senders_;
   int live_ = 0;
   std::deque<int> queue_;  // senders waiting for a grant, in request order

@@ -2,20 +2,10 @@
 #include "net/admission.h"
 
 #include <algorithm>
-#include <chrono>
 
 #include "net/handle.h"
 
 namespace braid::nccl_plugin {
-
-namespace {
-
-/// The granter's clock (µs, steady): it times grant round trips and arrival rates.
-double nowUs() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
 
 std::shared_ptr<Admission> Admission::acquire(const congestion::Config& config) {
   static std::mutex mu;
@@ -60,7 +50,7 @@ void Admission::request(int sender, uint64_t bytes) {
 
 Status Admission::received(int sender, uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
-  Status status = granter_.received(sender, bytes, nowUs());
+  Status status = granter_.received(sender, bytes);
   collectLocked();
   return status;
 }
@@ -72,7 +62,7 @@ void Admission::report(int sender, uint64_t timeouts) {
 }
 
 void Admission::collectLocked() {
-  granter_.collect(&collected_, nowUs());
+  granter_.collect(&collected_);
   for (const congestion::CreditGranter::Grant& g : collected_) {
     mailboxes_[static_cast<size_t>(g.sender)].push_back(g.bytes);
   }

@@ -729,7 +729,7 @@ class TcpTransport final : public EndpointBase {
 
   /// Sends the grants the credit granter decided on, and tells every sender when admission opened or closed.
   void sendGrants() {
-    granter_.collect(&grants_, nowUs());
+    granter_.collect(&grants_);
     // The grants go first: a sender told that admission opened spends the credit it holds before sending freely.
     const bool mode_changed = granter_.takeModeChange();
     // The fan-in a grant reports: the senders holding grants (sending at once), not those waiting for one.
@@ -874,7 +874,7 @@ class TcpTransport final : public EndpointBase {
         m.got += h.bytes;
         acknowledge(conn);
         if (h.channel == kCreditedChunk) {
-          const Status credited = granter_.received(conn.peer, h.bytes, nowUs());
+          const Status credited = granter_.received(conn.peer, h.bytes);
           if (!credited.isOk()) return malformed(conn, credited.message());
         }
         if (m.got == m.total) {
