@@ -3,6 +3,7 @@
 // and exit status 1, never an abort.
 #include <fmt/format.h>
 
+#include <cstdio>
 #include <exception>
 #include <filesystem>
 #include <iostream>
@@ -120,6 +121,15 @@ int main(int argc, char** argv) {
     return reportEscaped(app, e.what());
   } catch (...) {
     return reportEscaped(app, "an unknown exception");
+  }
+  // Output that never reached standard output (a full disk, an I/O error) fails the command whatever it returned:
+  // a report cut short is not a success.
+  std::cout.flush();
+  if ((!std::cout || std::fflush(stdout) != 0 || std::ferror(stdout) != 0) && exit_code == 0) {
+    CLI::App* cmd = &app;
+    const std::string name = commandName(app, &cmd);
+    std::cerr << "braid" << (name.empty() ? "" : " " + name) << ": error: cannot write to standard output\n";
+    return 1;
   }
   return exit_code;
 }

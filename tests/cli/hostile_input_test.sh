@@ -160,4 +160,20 @@ else
   skip "cannot run braid under a 200 MB address-space limit (a sanitizer build)"
 fi
 
+# Standard output on a full device: every command that prints its result fails (exit 1) and says so, never exit 0
+# with the result lost.
+if [ -c /dev/full ] && [ -w /dev/full ]; then
+  for cmd in "topo show dgx1-v100" "topo show dgx1-v100 --json" "bound --topology dgx1-v100 --coll allreduce --json" \
+    "algo ring --coll allreduce -n 4 -o /dev/stdout"; do
+    # shellcheck disable=SC2086 # the command words split on purpose
+    "$braid" $cmd >/dev/full 2>"$tmp/err"
+    rc=$?
+    [ "$rc" -eq 1 ] && ok || fail "braid $cmd > /dev/full: exit $rc, want 1"
+    grep -q "standard output\|No space left on device" "$tmp/err" && ok ||
+      fail "braid $cmd > /dev/full: $(head -1 "$tmp/err")"
+  done
+else
+  skip "no writable /dev/full"
+fi
+
 finish
