@@ -13,6 +13,8 @@
 #include <functional>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "braid/classic_blocks.h"
 
@@ -141,6 +143,32 @@ std::string ringText(const RingOrder& ring) {
   return text;
 }
 
+// Why no ring exists, as plainly as the route matrix `bw` (GB/s, 0 = no route) shows: a GPU with no route to or
+// from any other, or (3 GPUs or more) one whose only route partner is a single GPU both ways, which a ring cannot
+// pass through; else the general statement.
+std::string whyNoRing(const Topology& topology, const std::vector<std::vector<double>>& bw) {
+  const int n = static_cast<int>(bw.size());
+  const auto gpu = [&](int r) { return topology.vertices[topology.gpuVertex(r)].name; };
+  std::vector<std::vector<int>> to(n), from(n);
+  for (int a = 0; a < n; ++a) {
+    for (int b = 0; b < n; ++b) {
+      if (a != b && bw[a][b] > 0) {
+        to[a].push_back(b);
+        from[b].push_back(a);
+      }
+    }
+  }
+  for (int a = 0; a < n; ++a) {
+    if (to[a].empty()) return fmt::format("{} has no route to any other GPU", gpu(a));
+    if (from[a].empty()) return fmt::format("no GPU has a route to {}", gpu(a));
+  }
+  for (int a = 0; a < n; ++a) {
+    if (n > 2 && to[a].size() == 1 && from[a].size() == 1 && to[a][0] == from[a][0]) {
+      return fmt::format("{} has routes only to and from {}", gpu(a), gpu(to[a][0]));
+    }
+  }
+  return "no order of the GPUs has a route between every pair of neighbours";
+}
 }  // namespace
 
 Result<RingSearch> findRings(const Topology& topology, int max_rings) {
@@ -219,9 +247,9 @@ Result<RingSearch> findRings(const Topology& topology, int max_rings) {
     return result;
   }
   return invalidArgument(
-      fmt::format("topology '{}': no ring through all {} GPUs exists: some GPU cannot reach "
-                  "the others (check the links of the topology)",
-                  topology.name, n));
+      fmt::format("topology '{}': no ring through all {} GPUs exists: {} (routes do not relay through "
+                  "a third GPU; check the links of the topology)",
+                  topology.name, n, whyNoRing(topology, bw)));
 }
 
 }  // namespace braid::algos

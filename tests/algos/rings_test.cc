@@ -222,9 +222,27 @@ TEST(NvlinkRings, DisconnectedGpusAreAnError) {
   (void)c;
   Result<algos::RingSearch> search = algos::findRings(t, 1);
   ASSERT_FALSE(search.isOk());
-  EXPECT_NE(search.status().message().find("cannot reach"), std::string::npos);
+  const std::string expected = t.vertices[c].name + " has no route to any other GPU";
+  EXPECT_NE(search.status().message().find(expected), std::string::npos) << search.status().message();
   Result<Algorithm> ring = build(ClassicAlgo::kRing, CollectiveKind::kAllGather, t);
   EXPECT_FALSE(ring.isOk());
+}
+
+TEST(NvlinkRings, AGpuReachedOnlyThroughAnotherGpuIsNamed) {
+  // a - b - c over NVLink: routes never relay through a third GPU, so c's only route partner is b (both ways) and
+  // no ring of the three exists.
+  Topology t;
+  t.name = "chain";
+  const int node = t.addNode("node0");
+  const int a = t.addVertex(VertexKind::kGpu, node);
+  const int b = t.addVertex(VertexKind::kGpu, node);
+  const int c = t.addVertex(VertexKind::kGpu, node);
+  t.addDuplexLink(a, b, LinkKind::kNvlink, 25, 0.7);
+  t.addDuplexLink(b, c, LinkKind::kNvlink, 25, 0.7);
+  Result<algos::RingSearch> search = algos::findRings(t, 1);
+  ASSERT_FALSE(search.isOk());
+  const std::string expected = t.vertices[a].name + " has routes only to and from " + t.vertices[b].name;
+  EXPECT_NE(search.status().message().find(expected), std::string::npos) << search.status().message();
 }
 
 TEST(NvlinkRings, TwoGpusAndOneGpu) {
