@@ -356,7 +356,7 @@ int runSynth(const SynthCmdOptions& opt) {
                               opt.coll));
     }
     // No output may replace an input or another output (-o is a directory for a Pareto set: the same rule).
-    if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}, {"--sketch", opt.sketch}},
+    if (std::optional<std::string> error = samePathError({{"--topology", opt.topology, true}, {"--sketch", opt.sketch}},
                                                          {{"-o", opt.out}, {"--json", opt.json}})) {
       return fail(kUsageError, *error);
     }
