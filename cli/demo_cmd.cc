@@ -63,8 +63,8 @@ struct Outcome {
 };
 
 int runDemo(const DemoOptions& opt) {
-  if (!(opt.time_limit_s > 0)) {
-    std::cerr << fmt::format("braid demo: --time-limit: {} must be a positive number of seconds\n", opt.time_limit_s);
+  if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) {
+    std::cerr << "braid demo: " << *error << "\n";
     return 2;
   }
   Result<Topology> topo = loadTopologyOrShipped(opt.topology);

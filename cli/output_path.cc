@@ -108,4 +108,11 @@ std::optional<std::string> samePathError(const std::vector<PathOption>& inputs,
   return std::nullopt;
 }
 
+std::optional<std::string> timeLimitError(double seconds) {
+  // `!(a <= b)` refuses NaN as well.
+  if (seconds > 0 && seconds <= kMaxSynthesisTimeLimitSeconds) return std::nullopt;
+  return fmt::format("--time-limit: {} must be a positive number of seconds, at most {:g} (about 11 days)", seconds,
+                     kMaxSynthesisTimeLimitSeconds);
+}
+
 }  // namespace braid::cli

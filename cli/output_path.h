@@ -1,6 +1,6 @@
-// Output destinations the commands check before any work: a file whose directory is missing fails at once, not
-// after minutes of synthesis or modelling (synth, tune), and no output may name an input or another output of the
-// same command (every command that writes files).
+// Output destinations (and the solver time limit) the commands check before any work: a file whose directory is missing
+// fails at once, not after minutes of synthesis or modelling (synth, tune), and no output may name an input or another
+// output of the same command (every command that writes files).
 #pragma once
 
 #include <optional>
@@ -35,5 +35,10 @@ struct PathOption {
 /// links, hard links, "./" and ".."), or when neither exists yet and their absolute, weakly canonical forms are
 /// equal ("out.xml" and "./dir/../out.xml"), a dangling symbolic link standing for the path it names.
 std::optional<std::string> samePathError(const std::vector<PathOption>& inputs, const std::vector<PathOption>& outputs);
+
+/// The usage error for a `--time-limit` of `seconds` that is not a finite number from just above 0 to
+/// kMaxSynthesisTimeLimitSeconds (1e6 s): "--time-limit: inf must be a positive number of seconds, at most 1e+06
+/// (about 11 days)"; nullopt when it is one.
+std::optional<std::string> timeLimitError(double seconds);
 
 }  // namespace braid::cli

@@ -235,8 +235,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
                                             "allreduce or alltoall, not {}",
                                             collectiveName(collective)));
   }
-  if (!(opt.time_limit_s > 0))
-    throw CmdError(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
+  if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) throw CmdError(kUsageError, *error);
   std::error_code ec;
   // A missing -o directory is created when the set is written (its parent must exist); anything else there is an
   // error before synthesis starts.
@@ -392,9 +391,7 @@ int runSynth(const SynthCmdOptions& opt) {
       }
       if (sizes.empty()) return fail(kUsageError, "--sizes: no size given (e.g. 1K,1M,256M)");
     }
-    if (!(opt.time_limit_s > 0)) {
-      return fail(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
-    }
+    if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) return fail(kUsageError, *error);
     const std::optional<SynthesisMethod> method =
         parseSynthesisMethod(opt.method.empty() ? std::string("taccl") : lower(opt.method));
     if (!method) return fail(kUsageError, fmt::format("--method: '{}' is not taccl, forest or sccl", opt.method));
