@@ -83,7 +83,7 @@ int runAlgo(const AlgoOptions& opt) {
     std::cerr << "braid algo: " << message << "\n";
     return code;
   };
-  if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}}, {{"-o", opt.output}})) {
+  if (std::optional<std::string> error = samePathError({{"--topology", opt.topology, true}}, {{"-o", opt.output}})) {
     return fail(kUsageError, *error);
   }
   Result<ClassicAlgo> algo = parseClassicAlgo(opt.name);

@@ -63,8 +63,8 @@ struct Outcome {
 };
 
 int runDemo(const DemoOptions& opt) {
-  if (!(opt.time_limit_s > 0)) {
-    std::cerr << fmt::format("braid demo: --time-limit: {} must be a positive number of seconds\n", opt.time_limit_s);
+  if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) {
+    std::cerr << "braid demo: " << *error << "\n";
     return 2;
   }
   Result<Topology> topo = loadTopologyOrShipped(opt.topology);
@@ -72,24 +72,31 @@ int runDemo(const DemoOptions& opt) {
     std::cerr << "braid demo: " << topo.status().message() << "\n";
     return 1;
   }
-  // The files the demo writes may not replace the topology it reads.
-  std::vector<PathOption> outputs;
+  // The files the demo writes may not replace the topology it reads, nor may -o (the directory) name it.
+  std::vector<PathOption> outputs{{"-o", opt.out_dir}};
   for (CollectiveKind coll : kDemoCollectives) {
     for (const char* suffix : {".xml", ".json"})
       outputs.push_back({"-o", outputBase(opt.out_dir, topo->name, coll) + suffix});
   }
-  if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}}, outputs)) {
+  if (std::optional<std::string> error = samePathError({{"--topology", opt.topology, true}}, outputs)) {
     std::cerr << "braid demo: " << *error << "\n";
     return 2;
   }
-  std::cout << briefTopology(*topo) << "\n";
-
+  // -o is checked and created before anything is printed.
   std::error_code ec;
+  if (std::filesystem::exists(opt.out_dir, ec) && !std::filesystem::is_directory(opt.out_dir, ec)) {
+    std::cerr << fmt::format(
+        "braid demo: -o {}: exists and is not a directory (-o names the directory the demo "
+        "writes its files into)\n",
+        opt.out_dir);
+    return 2;
+  }
   std::filesystem::create_directories(opt.out_dir, ec);
   if (ec) {
     std::cerr << fmt::format("braid demo: cannot create {}: {}\n", opt.out_dir, ec.message());
     return 1;
   }
+  std::cout << briefTopology(*topo) << "\n";
   std::cout << fmt::format(
       "Synthesizing all-gather, all-reduce and all-to-all for {} ({} GPUs) with sketches derived from the "
       "topology, at most {:.0f} s of solver time each (progress on stderr after 2 s)\n",

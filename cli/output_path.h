@@ -1,6 +1,6 @@
-// Output destinations the commands check before any work: a file whose directory is missing fails at once, not
-// after minutes of synthesis or modelling (synth, tune), and no output may name an input or another output of the
-// same command (every command that writes files).
+// Output destinations (and the solver time limit) the commands check before any work: a file whose directory is missing
+// fails at once, not after minutes of synthesis or modelling (synth, tune), and no output may name an input or another
+// output of the same command (every command that writes files).
 #pragma once
 
 #include <optional>
@@ -18,16 +18,27 @@ std::optional<std::string> outputDirectoryError(const std::string& path);
 struct PathOption {
   std::string option;
   std::string path;
+  /// An input that may be a shipped topology name (loadTopologyOrShipped): when `path` names no existing file, it
+  /// is compared as the shipped file that findShippedTopology resolves it to.
+  bool shipped_topology = false;
 };
 
 /// The usage error (exit status 2) for a command whose output would replace one of its inputs or another of its
 /// outputs: "-o in.xml and FILE in.xml are the same file: the output would replace the input" or "-o X and --json X
 /// are the same file: each output needs a file of its own"; nullopt when every output is a file of its own.
-/// Skipped: empty paths and "-" (standard output), inputs that name no existing file (a shipped topology name, a
-/// missing file the command reports itself), and existing paths that are not regular files (/dev/null, a FIFO),
-/// which are written directly, never replaced. Two paths are the same file when both exist and are one file
-/// (std::filesystem::equivalent: through symbolic links, hard links, "./" and ".."), or when neither exists yet
-/// and their absolute, weakly canonical forms are equal ("out.xml" and "./dir/../out.xml").
+/// A shipped topology name among the inputs (shipped_topology set, no such local file) stands for the file it
+/// resolves to: "-o X and --topology pcie-2s4g (the shipped file X) are the same file: ...".
+/// Skipped: empty paths and "-" (standard output), names of open descriptors (/dev/stdout, /dev/fd/N:
+/// inheritedDescriptor), inputs that name no existing file (a missing file the command reports itself), and
+/// existing paths that are not regular files (/dev/null, a FIFO), which are written directly, never replaced.
+/// Two paths are the same file when both exist and are one file (std::filesystem::equivalent: through symbolic
+/// links, hard links, "./" and ".."), or when neither exists yet and their absolute, weakly canonical forms are
+/// equal ("out.xml" and "./dir/../out.xml"), a dangling symbolic link standing for the path it names.
 std::optional<std::string> samePathError(const std::vector<PathOption>& inputs, const std::vector<PathOption>& outputs);
+
+/// The usage error for a `--time-limit` of `seconds` that is not a finite number from just above 0 to
+/// kMaxSynthesisTimeLimitSeconds (1e6 s): "--time-limit: inf must be a positive number of seconds, at most 1e+06
+/// (about 11 days)"; nullopt when it is one.
+std::optional<std::string> timeLimitError(double seconds);
 
 }  // namespace braid::cli

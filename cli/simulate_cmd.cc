@@ -520,7 +520,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
   try {
     // Usage first: the report file against the inputs, sizes, datatype, protocol, counts.
     if (std::optional<std::string> error =
-            samePathError({{"ALGO", opt.algo}, {"--topology", opt.topology}}, {{"--html", opt.html}})) {
+            samePathError({{"ALGO", opt.algo}, {"--topology", opt.topology, true}}, {{"--html", opt.html}})) {
       return fail(kUsageError, *error);
     }
     const std::optional<uint64_t> min_bytes = parseNcclTestsSize(opt.min_bytes);

@@ -235,8 +235,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
                                             "allreduce or alltoall, not {}",
                                             collectiveName(collective)));
   }
-  if (!(opt.time_limit_s > 0))
-    throw CmdError(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
+  if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) throw CmdError(kUsageError, *error);
   std::error_code ec;
   // A missing -o directory is created when the set is written (its parent must exist); anything else there is an
   // error before synthesis starts.
@@ -250,11 +249,29 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
       throw CmdError(kFailure, fmt::format("-o {}: its parent directory {} does not exist", opt.out, parent.string()));
     create_out = true;
   }
-  if (!opt.json.empty() && opt.json != "-") {
+  // Whether --json goes into the -o directory (compared as absolute paths with the existing directories above
+  // them resolved: "pd/set.json" and "./pd/../pd/set.json" with -o pd).
+  auto canonical = [](const std::filesystem::path& p) {
+    std::error_code ignored;
+    std::filesystem::path c = std::filesystem::weakly_canonical(std::filesystem::absolute(p, ignored), ignored);
+    return c.empty() ? std::filesystem::absolute(p, ignored).lexically_normal() : c;
+  };
+  const bool json_in_out = !opt.out.empty() && !opt.json.empty() && opt.json != "-" &&
+                           canonical(std::filesystem::path(opt.json).parent_path()) == canonical(opt.out);
+  // --json into the -o directory this run creates: its directory is there when the report is written.
+  if (!opt.json.empty() && opt.json != "-" && !(json_in_out && create_out)) {
     if (std::optional<std::string> error = outputDirectoryError(opt.json)) throw CmdError(kFailure, *error);
   }
   const Topology topology = loadSynthTopology(opt, std::nullopt);
   const std::string prefix = fmt::format("{}-{}-", collectiveName(collective), topology.name);
+  if (json_in_out) {
+    // The windows' files are <prefix><min>-<max>.xml in -o: a report under such a name would replace one of them.
+    const std::filesystem::path name = std::filesystem::path(opt.json).filename();
+    if (name.string().rfind(prefix, 0) == 0 && name.extension() == ".xml")
+      throw CmdError(kUsageError, fmt::format("--json {}: a name of the form {}*.xml in -o {} is kept for the set's "
+                                              "window files; write the report to another name",
+                                              opt.json, prefix, opt.out));
+  }
   if (!opt.out.empty() && !create_out) {
     // Another set's files beside this one would give a loader overlapping windows.
     for (const auto& entry : std::filesystem::directory_iterator(opt.out, ec)) {
@@ -292,14 +309,24 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
     }
     written.push_back(path);
   };
-  if (create_out && !std::filesystem::create_directory(opt.out, ec) && ec)
-    throw CmdError(kFailure, fmt::format("-o {}: cannot create the directory: {}", opt.out, ec.message()));
   for (size_t i = 0; i < set->windows.size() && !opt.out.empty(); ++i) {
     const ParetoWindow& w = set->windows[i];
     if (w.nccl || w.candidate.algorithm.num_ranks == 0) continue;
     files[i] = (std::filesystem::path(opt.out) /
                 fmt::format("{}{}-{}.xml", prefix, bytesText(w.min_bytes), windowEndText(w.max_bytes)))
                    .string();
+  }
+  // Every output is a file of its own, checked again with the windows' names known, before any is written.
+  std::vector<PathOption> outputs{{"--json", opt.json == "-" ? std::string() : opt.json}};
+  for (const std::string& f : files) {
+    if (!f.empty()) outputs.push_back({"-o", f});
+  }
+  if (std::optional<std::string> error = samePathError({}, outputs)) throw CmdError(kUsageError, *error);
+  if (create_out && !std::filesystem::create_directory(opt.out, ec) && ec)
+    throw CmdError(kFailure, fmt::format("-o {}: cannot create the directory: {}", opt.out, ec.message()));
+  for (size_t i = 0; i < set->windows.size() && !opt.out.empty(); ++i) {
+    const ParetoWindow& w = set->windows[i];
+    if (files[i].empty()) continue;
     // MSCCL XML has no instance count: a window served with several instances is written out with them.
     Result<Algorithm> written_out = replicateInstances(w.candidate.algorithm, w.candidate.instances);
     if (!written_out) throw CmdError(kFailure, written_out.status().message());
@@ -356,7 +383,7 @@ int runSynth(const SynthCmdOptions& opt) {
                               opt.coll));
     }
     // No output may replace an input or another output (-o is a directory for a Pareto set: the same rule).
-    if (std::optional<std::string> error = samePathError({{"--topology", opt.topology}, {"--sketch", opt.sketch}},
+    if (std::optional<std::string> error = samePathError({{"--topology", opt.topology, true}, {"--sketch", opt.sketch}},
                                                          {{"-o", opt.out}, {"--json", opt.json}})) {
       return fail(kUsageError, *error);
     }
@@ -392,9 +419,7 @@ int runSynth(const SynthCmdOptions& opt) {
       }
       if (sizes.empty()) return fail(kUsageError, "--sizes: no size given (e.g. 1K,1M,256M)");
     }
-    if (!(opt.time_limit_s > 0)) {
-      return fail(kUsageError, fmt::format("--time-limit: {} must be a positive number of seconds", opt.time_limit_s));
-    }
+    if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) return fail(kUsageError, *error);
     const std::optional<SynthesisMethod> method =
         parseSynthesisMethod(opt.method.empty() ? std::string("taccl") : lower(opt.method));
     if (!method) return fail(kUsageError, fmt::format("--method: '{}' is not taccl, forest or sccl", opt.method));

@@ -76,7 +76,7 @@ int runShow(const TopoOptions& opt) {
 }
 
 int runDraw(const TopoOptions& opt) {
-  if (std::optional<int> code = clash("draw", {{"FILE", opt.file}}, opt.out)) return *code;
+  if (std::optional<int> code = clash("draw", {{"FILE", opt.file, true}}, opt.out)) return *code;
   Result<Topology> topo = loadTopologyOrShipped(opt.file);
   if (!topo) return fail("draw", topo.status());
   Status written = writeFileAtomic(opt.out, drawTopologySvg(*topo));

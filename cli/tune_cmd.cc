@@ -233,7 +233,7 @@ std::string modelTableText(const Topology& topology, const nccl_plugin::TunerMod
 int runTune(const TuneOptions& opt) {
   // The rules file may replace no input: the topology or a log (FILE of FILE=ALGO/PROTO; a name that exists in
   // neither spelling is skipped).
-  std::vector<PathOption> inputs{{"--topology", opt.topology}};
+  std::vector<PathOption> inputs{{"--topology", opt.topology, true}};
   for (const std::string& spec : opt.logs) {
     inputs.push_back({"--nccl-tests-log", spec});
     if (const size_t eq = spec.rfind('='); eq != std::string::npos) {

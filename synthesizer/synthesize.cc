@@ -200,8 +200,9 @@ Status checkRequest(const SynthesisRequest& request) {
     return Status(StatusCode::kInvalidArgument,
                   fmt::format("root {} is not a rank of {} ({} GPUs)", request.root, topology.name, n));
   }
-  if (!(request.time_limit_s > 0)) {
-    return Status(StatusCode::kInvalidArgument, "the time limit must be positive (seconds)");
+  if (!(request.time_limit_s > 0) || !(request.time_limit_s <= kMaxSynthesisTimeLimitSeconds)) {
+    return Status(StatusCode::kInvalidArgument, fmt::format("the time limit {} s must be positive and at most {:g} s",
+                                                            request.time_limit_s, kMaxSynthesisTimeLimitSeconds));
   }
   if (request.method == SynthesisMethod::kSccl) {
     if (!scclMethodBuilds(coll)) {
@@ -788,8 +789,8 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
 
   synth::StageContext ctx;
   ctx.start = start;
-  ctx.deadline =
-      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(request.time_limit_s));
+  ctx.deadline = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(
+                             std::min(request.time_limit_s, kMaxSynthesisTimeLimitSeconds)));
   ctx.progress = request.progress;
   ctx.notes = &result.notes;
   result.budget_units = request.budget_units > 0

@@ -9,8 +9,10 @@
 namespace braid::synth {
 namespace {
 
+/// `seconds` as a clock duration, saturated at 1e8 s (a nanosecond count overflows near 9.2e9 s); NaN = 0.
 Watchdog::Clock::duration toDuration(double seconds) {
-  return std::chrono::duration_cast<Watchdog::Clock::duration>(std::chrono::duration<double>(seconds));
+  const double clamped = seconds > 0 ? std::min(seconds, 1e8) : 0.0;
+  return std::chrono::duration_cast<Watchdog::Clock::duration>(std::chrono::duration<double>(clamped));
 }
 
 double secondsBetween(Watchdog::Clock::time_point a, Watchdog::Clock::time_point b) {

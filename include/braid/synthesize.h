@@ -83,6 +83,7 @@ struct SynthesisRequest {
   /// "no algorithm within the time limit of N s (stage routing)". Emitting and verify() run after the limit
   /// (well under a second on the shipped topologies). Whatever the wall clock ends makes the result depend on the
   /// machine and its load: SynthesisResult::clock_cuts names those stages.
+  /// Finite, positive and at most kMaxSynthesisTimeLimitSeconds (kInvalidArgument otherwise).
   double time_limit_s = 60;
   /// The solvers' budget, in Z3 resource units (Z3's rlimit, counted over every check of every stage): Z3 counts the
   /// same units for the same problem on any machine and under any load, so a search ended by its budget gives the
@@ -126,6 +127,10 @@ struct SynthesisRequest {
 /// what the routing and scheduling models spend per second on one core of a 2-core machine, so that the budget is
 /// normally spent before the wall-clock limit even on a busy machine.
 inline constexpr uint64_t kSynthesisUnitsPerSecond = 1'000'000;
+
+/// The largest SynthesisRequest::time_limit_s, seconds (about 11.6 days): deadlines a steady_clock holds without
+/// overflow on any platform, and `--time-limit`'s maximum in the CLI.
+inline constexpr double kMaxSynthesisTimeLimitSeconds = 1e6;
 
 /// What one stage did.
 struct StageReport {

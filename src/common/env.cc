@@ -142,7 +142,7 @@ const std::vector<EnvParam>& envParams() {
        "NCCL-API shim with BRAID_TOPOLOGY: seconds rank 0 may spend on the Pareto set at communicator init, all "
        "collectives together (each gets an equal share of the time left, a quarter of it per synthesis); a "
        "collective not finished by then goes to NCCL. The other ranks wait that long plus 120 s when this is more "
-       "than BRAID_TIMEOUT. Not a positive number: a warning and the default."},
+       "than BRAID_TIMEOUT. Not a positive number of at most 1e6 s: a warning and the default."},
       {"BRAID_NCCL_PARETO_LIB", "",
        "NCCL-API shim with BRAID_TOPOLOGY: path of libbraid_nccl_pareto.so (the synthesizer, Z3); unset: the "
        "file beside libbraid_nccl.so, else the loader's search path. Missing: a warning and no Pareto set."},

@@ -179,12 +179,63 @@ std::string writeAll(int fd, const std::string& content, const std::function<voi
 
 }  // namespace
 
+namespace {
+
+/// N for "/dev/fd/N" and the other spellings of inheritedDescriptor, on an absolute, lexically normal path.
+int descriptorOfName(const std::string& p) {
+  if (p == "/dev/stdin") return 0;
+  if (p == "/dev/stdout") return 1;
+  if (p == "/dev/stderr") return 2;
+  std::string number;
+  for (const std::string& prefix : {std::string("/dev/fd/"), std::string("/proc/self/fd/"),
+                                    std::string("/proc/thread-self/fd/"), fmt::format("/proc/{}/fd/", ::getpid())}) {
+    if (p.size() > prefix.size() && p.compare(0, prefix.size(), prefix) == 0) {
+      number = p.substr(prefix.size());
+      break;
+    }
+  }
+  if (number.empty() || number.size() > 9) return -1;
+  for (char c : number) {
+    if (c < '0' || c > '9') return -1;
+  }
+  return std::stoi(number);
+}
+
+}  // namespace
+
+int inheritedDescriptor(const std::string& path) {
+  namespace fs = std::filesystem;
+  if (path.empty()) return -1;
+  std::error_code ec;
+  fs::path p = fs::absolute(path, ec);
+  if (ec) return -1;
+  // Each hop is checked before it is followed: the kernel's links under /proc/<pid>/fd/ read as the file the
+  // descriptor has open (a redirected /dev/stdout reads as the regular file it writes), which is not the name.
+  for (int hops = 0; hops <= 40; ++hops) {
+    p = p.lexically_normal();
+    if (const int fd = descriptorOfName(p.string()); fd >= 0) return fd;
+    if (!fs::is_symlink(fs::symlink_status(p, ec))) return -1;
+    const fs::path link = fs::read_symlink(p, ec);
+    if (ec) return -1;
+    p = link.is_absolute() ? link : p.parent_path() / link;
+  }
+  return -1;
+}
+
 namespace detail {
 
 Status writeFileAtomicHooked(const std::string& path, const std::string& content,
                              const std::function<void(const std::string& temp_path)>& mid_write) {
   namespace fs = std::filesystem;
   if (path.empty()) return Status(StatusCode::kInvalidArgument, "output file name is empty");
+  if (const int inherited = inheritedDescriptor(path); inherited >= 0) {
+    // One of the process's descriptors (/dev/stdout redirected to a file): written in place at the descriptor's
+    // offset. Opening the name again, or renaming over the file it resolves to, would replace what the shell
+    // wrote before and after.
+    const std::string err = writeAll(inherited, content);
+    if (!err.empty()) return Status(StatusCode::kSystemError, fmt::format("{}: write failed: {}", path, err));
+    return Status::ok();
+  }
   std::error_code ec;
   fs::path target(path);
   const fs::file_status st = fs::status(target, ec);  // follows symbolic links

@@ -82,6 +82,67 @@ expect_rc 2 "synth --sizes -o DIR --json DIR" -- "$braid" synth -t pcie-2s4g -c 
   -o "$tmp/set" --json "$tmp/set"
 [ ! -e "$tmp/set" ] && ok || fail "synth --sizes -o DIR --json DIR created DIR"
 
+# A dangling symbolic link names the file a write through it creates: the link to X and X are one output.
+ln -s "$tmp/y.out" "$tmp/y.link"
+ln -s y.link "$tmp/y.link2"  # relative, to another link
+expect_rc 2 "synth -o X --json LINK-to-X (X missing)" -- "$braid" synth -t pcie-2s4g -c allgather -o "$tmp/y.out" \
+  --json "$tmp/y.link"
+names "dangling link" "-o $tmp/y.out and --json $tmp/y.link are the same file"
+expect_rc 2 "synth -o X --json LINK-to-LINK-to-X" -- "$braid" synth -t pcie-2s4g -c allgather -o "$tmp/y.out" \
+  --json "$tmp/y.link2"
+[ ! -e "$tmp/y.out" ] && ok || fail "a refused synth wrote X through a link"
+ln -s loop.b "$tmp/loop.a"
+ln -s loop.a "$tmp/loop.b"
+expect_rc 1 "algo -o a link loop" -- "$braid" algo ring --coll allgather -n 4 -o "$tmp/loop.a"
+
+# ---- a shipped topology name stands for its file -------------------------------------------------------------------
+mkdir "$tmp/shipped"
+cp "$src/topologies/pcie-2s4g.yaml" "$tmp/shipped/pcie-2s4g.yaml"
+shipped_unchanged() { cmp -s "$tmp/shipped/pcie-2s4g.yaml" "$tmp/T.orig" && ok || fail "$1 replaced the shipped file"; }
+expect_rc 2 "topo draw NAME -o the shipped file" -- env BRAID_TOPOLOGY_DIR="$tmp/shipped" "$braid" topo draw \
+  pcie-2s4g -o "$tmp/shipped/pcie-2s4g.yaml"
+names "topo draw shipped" "-o $tmp/shipped/pcie-2s4g.yaml and FILE pcie-2s4g (the shipped file" \
+  "are the same file"
+shipped_unchanged "topo draw"
+expect_rc 2 "algo -t NAME -o the shipped file" -- env BRAID_TOPOLOGY_DIR="$tmp/shipped" "$braid" algo ring \
+  --coll allgather -t pcie-2s4g -o "$tmp/shipped/../shipped/pcie-2s4g.yaml"
+names "algo shipped" "--topology pcie-2s4g (the shipped file"
+shipped_unchanged "algo"
+expect_rc 2 "synth -t NAME --json the shipped file" -- env BRAID_TOPOLOGY_DIR="$tmp/shipped" "$braid" synth \
+  -t pcie-2s4g -c allgather --json "$tmp/shipped/pcie-2s4g.yaml"
+shipped_unchanged "synth"
+expect_rc 2 "tune -t NAME -o the shipped file" -- env BRAID_TOPOLOGY_DIR="$tmp/shipped" "$braid" tune \
+  -t pcie-2s4g -o "$tmp/shipped/pcie-2s4g.yaml"
+shipped_unchanged "tune"
+
+# ---- demo: -o is a directory, checked before anything is printed ---------------------------------------------------
+cp "$tmp/T.yaml" "$tmp/d.yaml"
+expect_rc 2 "demo --topology F -o F" -- "$braid" demo --topology "$tmp/d.yaml" -o "$tmp/d.yaml"
+names "demo -o the topology" "-o $tmp/d.yaml and --topology $tmp/d.yaml are the same file"
+[ ! -s "$tmp/out" ] && ok || fail "demo -o the topology printed: $(head -1 "$tmp/out")"
+cmp -s "$tmp/d.yaml" "$tmp/T.orig" && ok || fail "demo -o the topology changed it"
+printf 'x\n' >"$tmp/ar.xml"
+expect_rc 2 "demo -o an existing file" -- "$braid" demo --topology "$tmp/T.yaml" -o "$tmp/ar.xml"
+names "demo -o a file" "-o $tmp/ar.xml: exists and is not a directory"
+[ ! -s "$tmp/out" ] && ok || fail "demo -o a file printed: $(head -1 "$tmp/out")"
+
+# ---- /dev/stdout and /dev/fd/N are written in place, at the shell's offset ---------------------------------------------
+{
+  echo HEADER
+  "$braid" algo ring --coll allreduce -n 4 -o /dev/stdout
+  echo TRAILER
+} >"$tmp/comb.txt" 2>"$tmp/err"
+[ "$(head -1 "$tmp/comb.txt")" = HEADER ] && ok || fail "-o /dev/stdout lost what came before: $(head -1 "$tmp/comb.txt")"
+[ "$(tail -1 "$tmp/comb.txt")" = TRAILER ] && ok || fail "-o /dev/stdout lost what came after"
+grep -q "<algo " "$tmp/comb.txt" && ok || fail "-o /dev/stdout: no algorithm in the redirected file"
+echo PRE >"$tmp/app.txt"
+"$braid" topo import "$tmp/T.yaml" -o /dev/stdout >>"$tmp/app.txt" 2>"$tmp/err"
+[ "$(head -1 "$tmp/app.txt")" = PRE ] && ok || fail "-o /dev/stdout >> F replaced F"
+grep -q "pcie-2s4g" "$tmp/app.txt" && ok || fail "-o /dev/stdout >> F: no topology appended"
+echo PRE >"$tmp/fd3.txt"
+"$braid" algo ring --coll allgather -n 4 -o /dev/fd/3 3>>"$tmp/fd3.txt" >"$tmp/out" 2>"$tmp/err"
+[ "$(head -1 "$tmp/fd3.txt")" = PRE ] && grep -q "<algo " "$tmp/fd3.txt" && ok || fail "-o /dev/fd/3 3>>F"
+
 # ---- not a clash -------------------------------------------------------------------------------------------------
 # A shipped topology name is not a file: an output of that name in the working directory is written.
 (cd "$tmp" && "$braid" topo draw pcie-2s4g -o pcie-2s4g) >"$tmp/out" 2>"$tmp/err" && ok ||

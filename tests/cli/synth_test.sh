@@ -350,18 +350,48 @@ expect_rc 1 "Pareto set into a directory whose parent is missing" -- "$braid" sy
   --sizes 1K:1M -o "$tmp/missing/set"
 grep -q "parent directory .* does not exist" "$tmp/err" && ok || fail "missing parent: $(head -2 "$tmp/err")"
 [ ! -e "$tmp/missing" ] && ok || fail "a refused Pareto set created a directory"
+# --json may go into the directory -o creates; under a window file's name it is refused before any work.
+expect_rc 2 "Pareto set report named as a window file" -- "$braid" synth -t dgx-h100-x1 -c allgather \
+  --sizes 1K:64K --time-limit 8 -o "$tmp/newset" --json "$tmp/newset/allgather-dgx-h100-x1-8K-inf.xml"
+grep -q -- "kept for the set's window files" "$tmp/err" && ok || fail "report as a window: $(head -2 "$tmp/err")"
+[ ! -e "$tmp/newset" ] && ok || fail "a refused Pareto set created its directory"
 expect_rc 0 "Pareto set into a new directory" -- "$braid" synth -t dgx-h100-x1 -c allgather --sizes 1K:64K \
-  --time-limit 8 -o "$tmp/newset"
+  --time-limit 8 -o "$tmp/newset" --json "$tmp/newset/set.json"
 [ "$(ls "$tmp"/newset/allgather-dgx-h100-x1-*.xml | wc -l)" -ge 1 ] && ok || fail "new -o directory holds no window"
+grep -q '"windows"' "$tmp/newset/set.json" && ok || fail "no report in the new -o directory"
 mkdir -p "$tmp/set2"
 expect_rc 1 "Pareto set with an unwritable report" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M \
   --time-limit 8 -o "$tmp/set2" --json "$tmp/nodir/set.json"
 [ -z "$(ls "$tmp/set2")" ] && ok || fail "a failed Pareto set left files: $(ls "$tmp/set2")"
 expect_rc 2 "Pareto set with --root" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M --root 3
+# --time-limit is finite and at most 1e6 s: a longer one would overflow the solvers' nanosecond deadlines.
+for t in inf 1e10 1000001 nan 0 -5; do
+  expect_rc 2 "--time-limit $t" -- "$braid" synth -t pcie-2s4g -c allgather --method forest --time-limit "$t"
+  grep -q -- "--time-limit: .* at most 1e+06" "$tmp/err" && ok || fail "--time-limit $t: $(head -2 "$tmp/err")"
+done
+expect_rc 2 "Pareto set with --time-limit inf" -- "$braid" synth -t pcie-2s4g -c allgather --sizes 1K:1M \
+  --time-limit inf
+expect_rc 2 "demo --time-limit 1e10" -- "$braid" demo --time-limit 1e10 -o "$tmp/demo-limit"
+grep -q -- "--time-limit" "$tmp/err" && ok || fail "demo --time-limit 1e10: $(head -2 "$tmp/err")"
+[ ! -e "$tmp/demo-limit" ] && ok || fail "demo with a refused --time-limit created its directory"
+expect_rc 0 "--time-limit 1e6 (the maximum)" -- "$braid" synth -t pcie-2s4g -c allgather --method forest \
+  --time-limit 1e6 --sizes 1M -o "$tmp/max-limit.xml"
 for b in -1 0 99999999999999999999 1.5; do
   expect_rc 2 "--budget $b" -- "$braid" synth -t dgx1-v100 -c allgather --budget "$b"
   grep -q -- "--budget" "$tmp/err" && ok || fail "--budget $b: $(head -2 "$tmp/err")"
 done
 expect_rc 2 "--budget with the forest method" -- "$braid" synth -t dgx1-v100 -c allgather --method forest --budget 5
 
+# --time-limit is finite and at most 1e6 s: a longer one would overflow the solvers' nanosecond deadlines.
+for t in inf 1e10 1000001 nan 0 -5; do
+  expect_rc 2 "--time-limit $t" -- "$braid" synth -t pcie-2s4g -c allgather --method forest --time-limit "$t"
+  grep -q -- "--time-limit: .* at most 1e+06" "$tmp/err" && ok || fail "--time-limit $t: $(head -2 "$tmp/err")"
+done
+expect_rc 2 "Pareto set with --time-limit inf" -- "$braid" synth -t pcie-2s4g -c allgather --sizes 1K:1M \
+  --time-limit inf
+expect_rc 2 "demo --time-limit 1e10" -- "$braid" demo --time-limit 1e10 -o "$tmp/demo-limit"
+grep -q -- "--time-limit" "$tmp/err" && ok || fail "demo --time-limit 1e10: $(head -2 "$tmp/err")"
+[ ! -e "$tmp/demo-limit" ] && ok || fail "demo with a refused --time-limit created its directory"
+expect_rc 0 "--time-limit 1e6 (the maximum)" -- "$braid" synth -t pcie-2s4g -c allgather --method forest \
+  --time-limit 1e6 --sizes 1M -o "$tmp/max-limit.xml"
 finish

@@ -1,6 +1,7 @@
 // writeFileAtomic: whole-or-nothing writes that never replace what is not a regular file.
 #include "braid/file_io.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -64,6 +65,62 @@ TEST_F(FileIoTest, DevicesAndFifosAreNotReplaced) {
     EXPECT_NE(st.message().find("/dev/full"), std::string::npos);
     EXPECT_TRUE(fs::is_character_file(fs::status("/dev/full")));
   }
+}
+
+TEST_F(FileIoTest, NamesOfOpenDescriptors) {
+  EXPECT_EQ(inheritedDescriptor("/dev/stdin"), 0);
+  EXPECT_EQ(inheritedDescriptor("/dev/stdout"), 1);
+  EXPECT_EQ(inheritedDescriptor("/dev//stderr"), 2);
+  EXPECT_EQ(inheritedDescriptor("/dev/fd/7"), 7);
+  EXPECT_EQ(inheritedDescriptor("/dev/fd/../fd/12"), 12);
+  EXPECT_EQ(inheritedDescriptor("/proc/self/fd/3"), 3);
+  EXPECT_EQ(inheritedDescriptor("/proc/thread-self/fd/4"), 4);
+  EXPECT_EQ(inheritedDescriptor("/proc/" + std::to_string(::getpid()) + "/fd/5"), 5);
+  EXPECT_EQ(inheritedDescriptor("/proc/1/fd/5"), ::getpid() == 1 ? 5 : -1);  // another process's descriptor
+  EXPECT_EQ(inheritedDescriptor("/dev/fd/x"), -1);
+  EXPECT_EQ(inheritedDescriptor("/dev/fd/"), -1);
+  EXPECT_EQ(inheritedDescriptor("/dev/stdoutx"), -1);
+  EXPECT_EQ(inheritedDescriptor("/dev/null"), -1);
+  EXPECT_EQ(inheritedDescriptor(""), -1);
+  EXPECT_EQ(inheritedDescriptor((dir_ / "a.txt").string()), -1);
+  // Through a chain of symbolic links, relative ones resolved against the link's directory.
+  fs::create_symlink("/dev/fd/9", dir_ / "abs");
+  fs::create_symlink("abs", dir_ / "rel");
+  EXPECT_EQ(inheritedDescriptor((dir_ / "rel").string()), 9);
+  fs::create_symlink("loop2", dir_ / "loop1");
+  fs::create_symlink("loop1", dir_ / "loop2");
+  EXPECT_EQ(inheritedDescriptor((dir_ / "loop1").string()), -1);
+}
+
+// `{ echo HEAD; braid ... -o /dev/stdout; echo TAIL; } > f`: the output lands between what the shell wrote, at the
+// descriptor's offset, and the file is not replaced.
+TEST_F(FileIoTest, OpenDescriptorsAreWrittenInPlace) {
+  const fs::path f = dir_ / "combined.txt";
+  const int fd = ::open(f.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  struct stat before {};
+  ASSERT_EQ(::fstat(fd, &before), 0);
+  ASSERT_EQ(::write(fd, "HEAD\n", 5), 5);
+  ASSERT_TRUE(writeFileAtomic("/dev/fd/" + std::to_string(fd), "one\n").isOk());
+  ASSERT_TRUE(writeFileAtomic("/proc/self/fd/" + std::to_string(fd), "two\n").isOk());
+  fs::create_symlink("/dev/fd/" + std::to_string(fd), dir_ / "link");
+  ASSERT_TRUE(writeFileAtomic((dir_ / "link").string(), "three\n").isOk());
+  ASSERT_EQ(::write(fd, "TAIL\n", 5), 5);
+  ::close(fd);
+  EXPECT_EQ(readFile(f.string()).value(), "HEAD\none\ntwo\nthree\nTAIL\n");
+  struct stat after {};
+  ASSERT_EQ(::stat(f.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);  // the same file, not a replacement
+  // A descriptor opened for appending (`>> f`) keeps what the file held.
+  const int app = ::open(f.c_str(), O_WRONLY | O_APPEND);
+  ASSERT_GE(app, 0);
+  ASSERT_TRUE(writeFileAtomic("/dev/fd/" + std::to_string(app), "four\n").isOk());
+  ::close(app);
+  EXPECT_EQ(readFile(f.string()).value(), "HEAD\none\ntwo\nthree\nTAIL\nfour\n");
+  // A descriptor that is not open: an error naming the path.
+  const Status closed = writeFileAtomic("/dev/fd/" + std::to_string(fd), "x");
+  EXPECT_EQ(closed.code(), StatusCode::kSystemError);
+  EXPECT_NE(closed.message().find("/dev/fd/" + std::to_string(fd)), std::string::npos);
 }
 
 TEST_F(FileIoTest, BadTargets) {

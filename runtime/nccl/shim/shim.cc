@@ -173,7 +173,8 @@ void configurePareto(ParetoSource& p) {
   if (p.topology.empty()) return;
   p.collectives = envString("BRAID_NCCL_PARETO_COLLS");
   const Result<double> limit = envDouble("BRAID_NCCL_PARETO_TIME_LIMIT");
-  if (limit.isOk() && std::isfinite(*limit) && *limit > 0) {
+  // At most the synthesizer's maximum (kMaxSynthesisTimeLimitSeconds, 1e6 s), which refuses a longer limit.
+  if (limit.isOk() && std::isfinite(*limit) && *limit > 0 && *limit <= 1e6) {
     p.time_limit_s = *limit;
   } else {
     for (const EnvParam& param : envParams()) {
@@ -181,7 +182,7 @@ void configurePareto(ParetoSource& p) {
         p.time_limit_s = std::strtod(param.default_value, nullptr);
       }
     }
-    warn(fmt::format("BRAID_NCCL_PARETO_TIME_LIMIT={}: not a positive number of seconds; {:g} s used",
+    warn(fmt::format("BRAID_NCCL_PARETO_TIME_LIMIT={}: not a positive number of seconds up to 1e6; {:g} s used",
                      envString("BRAID_NCCL_PARETO_TIME_LIMIT"), p.time_limit_s));
   }
   Result<Topology> topology = loadTopologyOrShipped(p.topology);
