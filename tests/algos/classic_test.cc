@@ -167,7 +167,9 @@ TEST(ClassicStructure, TwoDimHierarchicalMessagesFollowTheNodeGrid) {
         EXPECT_EQ(messages[peer], 1) << m << "x" << g << ": rank " << p.rank << " to " << peer;
       }
       EXPECT_LE(p.scratch_chunks, 2 * n);
-      if (m == 1 || g == 1) EXPECT_EQ(p.scratch_chunks, 0) << m << "x" << g;
+      if (m == 1 || g == 1) {
+        EXPECT_EQ(p.scratch_chunks, 0) << m << "x" << g;
+      }
     }
   }
 }

@@ -208,7 +208,9 @@ TEST(RootedStructure, DirectStar) {
   }
   std::set<int> peers;
   for (const Threadblock& tb : b->ranks[root].threadblocks) {
-    if (tb.send_peer >= 0) EXPECT_TRUE(peers.insert(tb.send_peer).second) << "one threadblock per peer";
+    if (tb.send_peer >= 0) {
+      EXPECT_TRUE(peers.insert(tb.send_peer).second) << "one threadblock per peer";
+    }
   }
   EXPECT_EQ(peers.size(), static_cast<size_t>(n - 1));
 
@@ -327,7 +329,9 @@ TEST(RootedStructure, WritesOnlyWhereAllowed) {
             for (const Step& s : tb.steps) {
               if (!opWritesDst(s.type)) continue;
               EXPECT_NE(s.dst_buf, BufferKind::kInput) << r->name << " rank " << p.rank;
-              if (p.rank != root) EXPECT_NE(s.dst_buf, BufferKind::kOutput) << r->name << " rank " << p.rank;
+              if (p.rank != root) {
+                EXPECT_NE(s.dst_buf, BufferKind::kOutput) << r->name << " rank " << p.rank;
+              }
             }
           }
         }
@@ -336,7 +340,9 @@ TEST(RootedStructure, WritesOnlyWhereAllowed) {
         for (const RankProgram& p : b->ranks) {
           for (const Threadblock& tb : p.threadblocks) {
             for (const Step& s : tb.steps) {
-              if (opWritesDst(s.type)) EXPECT_NE(s.dst_buf, BufferKind::kInput) << b->name << " rank " << p.rank;
+              if (opWritesDst(s.type)) {
+                EXPECT_NE(s.dst_buf, BufferKind::kInput) << b->name << " rank " << p.rank;
+              }
             }
           }
         }

@@ -88,8 +88,9 @@ void expectNoGrowth(const char* what, const std::string& transport, int iteratio
   std::printf("%s, %s, %d iterations: RSS %ld -> %ld KiB, fds %d -> %d, threads %d -> %d, /dev/shm segments %d -> %d\n",
               what, transport.c_str(), iterations, before.rss_kib, after.rss_kib, before.fds, after.fds, before.threads,
               after.threads, before.shm_segments, after.shm_segments);
-  if (!kSanitizedAllocator)
+  if (!kSanitizedAllocator) {
     EXPECT_LE(after.rss_kib - before.rss_kib, rss_slack_kib) << what << " on " << transport << ": memory grew";
+  }
   EXPECT_LE(after.fds, before.fds) << what << " on " << transport << ": file descriptors grew";
   EXPECT_LE(after.threads, before.threads) << what << " on " << transport << ": threads grew";
   EXPECT_LE(after.shm_segments, before.shm_segments) << what << " on " << transport << ": /dev/shm segments grew";

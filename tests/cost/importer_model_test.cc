@@ -135,7 +135,9 @@ TEST(ImporterGpuModel, SmiGenerationsAndTacclBuiltinsNameTheirGpus) {
     ASSERT_TRUE(t.isOk()) << t.status().toString();
     const std::string& model = t->vertices[t->gpuVertex(0)].model;
     EXPECT_EQ(gpuComputeCapability(model).value_or(0), c.sm) << model;
-    if (c.gpus > 1) EXPECT_EQ(allReduce256M(*t).arch, c.arch);
+    if (c.gpus > 1) {
+      EXPECT_EQ(allReduce256M(*t).arch, c.arch);
+    }
   }
   // TACCL's built-in NDv2 is 8 V100-SXM2 (Volta).
   const std::string profile =

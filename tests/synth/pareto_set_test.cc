@@ -38,7 +38,9 @@ void expectCoverage(const CollectiveParetoSet& set) {
   for (size_t i = 0; i < set.windows.size(); ++i) {
     const ParetoWindow& w = set.windows[i];
     EXPECT_LE(w.min_bytes, w.max_bytes);
-    if (i > 0) EXPECT_EQ(w.min_bytes, set.windows[i - 1].max_bytes + 1) << "window " << i;
+    if (i > 0) {
+      EXPECT_EQ(w.min_bytes, set.windows[i - 1].max_bytes + 1) << "window " << i;
+    }
     EXPECT_EQ(w.candidate.algorithm.min_bytes, w.min_bytes);
     EXPECT_EQ(w.candidate.algorithm.max_bytes, w.max_bytes);
   }
@@ -68,7 +70,9 @@ void expectNeverSlowerThanNccl(const CollectiveParetoSet& set) {
       EXPECT_LE(p.braid_us, *p.nccl_us * (1 + 1e-9));  // ties within rounding stay Braid's
     }
     // No algorithm without in-network reduction beats the cut bound: where NCCL does (NVLS), NCCL must serve.
-    if (*p.nccl_us < p.cut_bound_us) EXPECT_TRUE(w.nccl);
+    if (*p.nccl_us < p.cut_bound_us) {
+      EXPECT_TRUE(w.nccl);
+    }
     EXPECT_GE(p.braid_us, p.cut_bound_us * (1 - 1e-9));
   }
 }
