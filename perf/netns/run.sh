@@ -34,7 +34,9 @@
 #             addresses, comma-separated); rank 0 must print `SAMPLE <label> <size> <iter> <us>` per timed
 #             iteration and `CHECK <label> <size> <wrong bytes>` per size (as netns_alltoall does).
 #   --delay   one-way delay added on every host's uplink (netem, e.g. 50us): a longer base RTT.
-#   --timeout seconds one policy's run (every size, one round) may take before its ranks are killed (default 900).
+#   --timeout seconds one policy's run (every size, one round) may take before its ranks are killed (default 900);
+#             also the ranks' BRAID_TIMEOUT (a rank that finished an all-to-all waits that long at the next barrier
+#             for the slowest; --env BRAID_TIMEOUT=... overrides it).
 #   --smoke   CI mode: 4 hosts, sizes 256K,1M, 5 iterations, 1 warm-up, 1 round (well under a minute); flags given
 #             beside it win, in any order.
 set -uo pipefail
@@ -230,7 +232,7 @@ run_policy() {
   for ((k = 0; k < hosts; k++)); do
     # The call check off: each timed all-to-all is the exchange alone, without the check's extra message round.
     local env_list=(BRAID_RANK=$k BRAID_WORLD_SIZE=$hosts BRAID_ROOT=${addresses[0]}:$port
-      BRAID_SOCKET_IFNAME=eth0 BRAID_TRANSPORT=tcp BRAID_CALL_CHECK=off BRAID_ALLTOALL=flat BRAID_TIMEOUT=120
+      BRAID_SOCKET_IFNAME=eth0 BRAID_TRANSPORT=tcp BRAID_CALL_CHECK=off BRAID_ALLTOALL=flat BRAID_TIMEOUT=$run_timeout
       NETNS_LABEL=$label NETNS_SIZES=$sizes NETNS_ITERS=$iters NETNS_WARMUP=$warmup NETNS_HOSTS=$host_list)
     # shellcheck disable=SC2206
     env_list+=(${extra_env[@]+"${extra_env[@]}"} $vars)
