@@ -40,7 +40,11 @@ std::optional<int> clash(const char* cmd, const std::vector<PathOption>& inputs,
 }
 
 int runImport(const TopoOptions& opt) {
-  if (std::optional<int> code = clash("import", {{"FILE", opt.file}, {"--sketch", opt.sketch}}, opt.out)) return *code;
+  // Without a sketch the input may also be a shipped name (converted as its YAML is read).
+  const bool may_be_shipped = opt.sketch.empty();
+  if (std::optional<int> code =
+          clash("import", {{"FILE", opt.file, may_be_shipped}, {"--sketch", opt.sketch}}, opt.out))
+    return *code;
   Result<Topology> topo = Status(StatusCode::kInternalError, "not loaded");
   if (!opt.sketch.empty()) {
     // A sketch only makes sense with a TACCL topology profile: it says how many nodes and how they connect.
@@ -55,7 +59,7 @@ int runImport(const TopoOptions& opt) {
     }
     topo = importTacclProfile(*text, opt.file, &*sketch);
   } else {
-    topo = loadTopology(opt.file);
+    topo = loadTopologyOrShipped(opt.file);
   }
   if (!topo) return fail("import", topo.status());
   for (const std::string& note : topo->notes) std::cerr << "note: " << note << "\n";
@@ -94,7 +98,7 @@ void registerTopoCommands(CLI::App& app, int* exit_code) {
 
   CLI::App* import = topo->add_subcommand(
       "import", "Convert NCCL topology XML, nvidia-smi topo -m text, a TACCL profile or Braid YAML to Braid YAML");
-  import->add_option("file", opt->file, "Input file (format detected from its content)")->required();
+  import->add_option("file", opt->file, "Input file (format detected from its content), or a shipped name")->required();
   import->add_option("-o,--output", opt->out, "Braid YAML file to write")->required();
   import->add_option("--sketch", opt->sketch,
                      "TACCL communication sketch (JSON) for a TACCL profile: number of nodes "
