@@ -165,8 +165,9 @@ if [ -e "$companion" ] && [ -e "$build/lib/libnccl-net-braid.so" ] && [ -e "$bui
     fail "run.sh did not expand deps/libz3.so.4.gz: $(ls "$tmp/pp/deps")"
   grep -q "^expanded $tmp/pp/deps/libz3.so.4.gz$" "$tmp/ppo/run.log" && ok || fail "run.sh logged no expansion"
   grep -q "libbraid_nccl_pareto.so: FAIL" "$tmp/ppo/summary.txt" && fail "companion unresolved: $(cat "$tmp/ppo/summary.txt")" || ok
-  LD_LIBRARY_PATH="$tmp/pp/deps" ldd "$tmp/pp/lib/libbraid_nccl_pareto.so" | grep -q "libz3.so.4 => $tmp/pp/deps/libz3.so.4 " &&
-    ok || fail "the packed companion does not take libz3 from the pack"
+  LD_LIBRARY_PATH="$tmp/pp/deps" ldd "$tmp/pp/lib/libbraid_nccl_pareto.so" >"$tmp/ldd.txt" 2>&1
+  grep -q "libz3\.so\.4 => $tmp/pp/deps/libz3\.so\.4 " "$tmp/ldd.txt" && ok ||
+    fail "the packed companion does not take libz3 from the pack: $(grep -i z3 "$tmp/ldd.txt"; ls -l "$tmp/pp/deps")"
   LD_LIBRARY_PATH="$tmp/pp/deps" python3 -c 'import ctypes, sys; ctypes.CDLL(sys.argv[1])' \
     "$tmp/pp/lib/libbraid_nccl_pareto.so" && ok || fail "the packed companion does not load with its stripped deps"
   # A second run finds libz3.so.4 up to date and leaves it.
