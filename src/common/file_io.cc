@@ -177,10 +177,6 @@ std::string writeAll(int fd, const std::string& content, const std::function<voi
   return {};
 }
 
-}  // namespace
-
-namespace {
-
 /// N for "/dev/fd/N" and the other spellings of inheritedDescriptor, on an absolute, lexically normal path.
 int descriptorOfName(const std::string& p) {
   if (p == "/dev/stdin") return 0;
