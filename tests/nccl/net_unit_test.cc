@@ -1,11 +1,18 @@
 // Pieces of the net plugin on their own: interface selection (NCCL_SOCKET_IFNAME syntax), the connect handle,
 // payload striping, the ABI layout and NCCL's library search rules as the harness applies them.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <climits>
+#include <cmath>
 #include <cstring>
 
 #include "abi/net_abi.h"
 #include "nccl/net_harness.h"
+#include "net/comm.h"
 #include "net/devices.h"
 #include "net/handle.h"
 
@@ -25,6 +32,31 @@ std::vector<std::string> names(const Result<std::vector<InterfaceCandidate>>& r)
   if (r.isOk())
     for (const auto& c : r.value()) out.push_back(c.name);
   return out;
+}
+
+// Dead-peer detection on a comm's sockets: keepalive after 10 s idle, probes 5 s apart, and TCP_USER_TIMEOUT at
+// BRAID_TIMEOUT in milliseconds, at least 1 s and at most what the option holds (INT_MAX ms).
+TEST(NetDeadPeer, KeepAliveAndUserTimeoutFollowTheTimeout) {
+  const auto option = [](int fd, int level, int name) {
+    unsigned int value = 0;
+    socklen_t size = sizeof(value);
+    EXPECT_EQ(getsockopt(fd, level, name, &value, &size), 0) << name;
+    return value;
+  };
+  const struct {
+    double seconds;
+    unsigned int expected_ms;
+  } cases[] = {{300, 300000}, {2.5, 2500}, {0.2, 1000}, {1e8, INT_MAX}, {std::nan(""), 1000}};
+  for (const auto& c : cases) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    setDeadPeerDetection(fd, c.seconds);
+    EXPECT_EQ(option(fd, SOL_SOCKET, SO_KEEPALIVE), 1u) << c.seconds;
+    EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_KEEPIDLE), 10u) << c.seconds;
+    EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_KEEPINTVL), 5u) << c.seconds;
+    EXPECT_EQ(option(fd, IPPROTO_TCP, TCP_USER_TIMEOUT), c.expected_ms) << c.seconds;
+    close(fd);
+  }
 }
 
 TEST(NetInterfaces, FilterSyntax) {

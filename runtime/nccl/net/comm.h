@@ -70,6 +70,7 @@ struct DataPathOptions {
   NetTransport transport = NetTransport::kTcp;
   int nthreads = 2;                 // TCP: helper threads
   double idle_timeout_s = 0;        // see BRAID_NET_IDLE_TIMEOUT; 0 = never
+  double dead_peer_s = 300;         // BRAID_TIMEOUT: how long TCP may go without an acknowledgement (keepalive)
   std::shared_ptr<UcxContext> ucx;  // UCX: the process's context
   congestion::Config cc;            // BRAID_CC_*: adaptive receivers of the TCP data path admit senders
   std::string tcp_congestion;       // BRAID_TCP_CONGESTION: the data sockets' TCP congestion control ("": the system's)
@@ -214,6 +215,12 @@ struct RecvComm : CommBase {
   RecvComm() : CommBase(ObjectKind::kRecv, nccl_abi::kNetMaxRequests + 1) {}  // + 1: an iflush slot
   ~RecvComm();
 };
+
+/// Dead-peer detection on one TCP socket of a comm: keepalive probes after 10 s of silence, 5 s apart, and
+/// TCP_USER_TIMEOUT = `dead_peer_s` (milliseconds, clamped to [1 s, INT_MAX ms]): the kernel gives the connection up
+/// (ETIMEDOUT) once nothing sent on it, data or probe, was acknowledged for that long (tcp(7)). Best effort: a
+/// socket option the kernel refuses is left at its default.
+void setDeadPeerDetection(int fd, double dead_peer_s);
 
 /// Builds a comm over connected sockets (`sockets[0]` control, the rest TCP data sockets; UCX: the control socket
 /// alone) and starts its data path; a receiver queues its UCX address for the sender. Errors: the data path's

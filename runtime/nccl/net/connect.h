@@ -18,14 +18,15 @@ struct ConnectionOptions {
   NetTransport transport = NetTransport::kTcp;
   int nsocks = 2;  // TCP: data sockets per connection (threads x sockets per thread)
   int nthreads = 2;
-  double timeout_s = 300;           // connect: how long the listener may stay unreachable
+  double timeout_s = 300;           // connect: how long the listener may stay unreachable; established
+                                    // connections: how long TCP may go unacknowledged before the peer is dead
   double idle_timeout_s = 0;        // a pending request with no byte moving fails after this; 0 = never
   std::shared_ptr<UcxContext> ucx;  // UCX: the process's context (net/ucx_path.h)
   congestion::Config cc;            // BRAID_CC_*: receiver admission on the TCP data path (net/admission.h)
   std::string tcp_congestion;       // BRAID_TCP_CONGESTION
   /// What a comm's data path is built from.
   DataPathOptions dataPath() const {
-    return DataPathOptions{transport, nthreads, idle_timeout_s, ucx, cc, tcp_congestion};
+    return DataPathOptions{transport, nthreads, idle_timeout_s, timeout_s, ucx, cc, tcp_congestion};
   }
 };
 

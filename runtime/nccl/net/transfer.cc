@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "common/plugin_log.h"
 #include "net/admission.h"
@@ -90,20 +92,31 @@ Request* CommBase::allocate(Request::Type type) {
 }
 
 namespace {
-
-// TCP keepalive on every socket of a comm: a peer host that vanishes (power, network) turns into ETIMEDOUT on the
-// sockets after about kKeepIdleS + kKeepCount x kKeepIntervalS seconds, failing the pending requests, while a live
-// peer that is only slow (a rank still computing) is waited for, as NCCL's own socket transport waits.
 constexpr int kKeepIdleS = 10;
 constexpr int kKeepIntervalS = 5;
 constexpr int kKeepCount = 6;
-void setKeepAlive(int fd) {
+}  // namespace
+
+// Every socket of a comm gets it, with BRAID_TIMEOUT: a peer that is only slow, or whose flow sits in
+// retransmission back-off, is waited for as NCCL's own socket transport waits, and a vanished host fails the comm
+// after BRAID_TIMEOUT. A count of probes alone (TCP_KEEPCNT: 6 probes, about 40 s) is not enough: in an incast that
+// keeps a downlink's buffer full, probes and their answers are dropped like data, and connections of live peers
+// timed out that way (perf/netns, 8 hosts, 16 MiB per peer at 20 Mbit/s). With SO_KEEPALIVE, TCP_USER_TIMEOUT
+// decides when keepalive failure closes the connection (tcp(7)).
+void setDeadPeerDetection(int fd, double dead_peer_s) {
   const int on = 1, idle = kKeepIdleS, interval = kKeepIntervalS, count = kKeepCount;
   setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof(idle));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof(interval));
   setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof(count));
+  double ms = dead_peer_s * 1000.0;
+  if (!(ms >= 1000.0)) ms = 1000.0;  // NaN too
+  ms = std::min(ms, static_cast<double>(std::numeric_limits<int>::max()));
+  const unsigned int user_timeout_ms = static_cast<unsigned int>(ms);
+  setsockopt(fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout_ms, sizeof(user_timeout_ms));
 }
+
+namespace {
 
 // Appends one control record (and its payload) to the bytes to write.
 void queueRecord(CommBase* comm, const MessageHeader& record, const std::string& payload = {}) {
@@ -432,7 +445,7 @@ template <class Comm>
 Result<std::unique_ptr<Comm>> makeComm(bool sending, std::vector<net::Fd> sockets, const DataPathOptions& options,
                                        std::string peer) {
   auto comm = std::make_unique<Comm>();
-  for (const net::Fd& s : sockets) setKeepAlive(s.get());
+  for (const net::Fd& s : sockets) setDeadPeerDetection(s.get(), options.dead_peer_s);
   if (!options.tcp_congestion.empty()) {
     for (size_t i = 1; i < sockets.size(); ++i) {
       const std::string& name = options.tcp_congestion;
