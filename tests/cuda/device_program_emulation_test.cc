@@ -167,6 +167,7 @@ TEST(DeviceProgramEmulation, ProxiedClassicalAlgorithmsMatchTheReference) {
       }
     }
   }
+  RecordProperty("runs", runs);
   EXPECT_GT(runs, 100);
 }
 
@@ -193,6 +194,7 @@ TEST(DeviceProgramEmulation, ProxiedCorpusAlgorithmsMatchTheReference) {
       ++runs;
     }
   }
+  RecordProperty("runs", runs);
   EXPECT_GE(runs, 20);
 }
 
