@@ -609,7 +609,7 @@ BRAID_HD void runThreadblock(const DeviceLaunch& launch, const DevicePlanView& p
         simpleSlice<T, kOp>(step.op, io);
         syncBlock();
       }
-      // Give the incoming slot back, publish the outgoing message (Simple) and this block's progress.
+      // Give the incoming slot back, publish the outgoing message (Simple, proxied) and this block's progress.
       if (threadIndex() == 0) {
         if (sends && out_tail_store) {
           fence(true);
