@@ -8,14 +8,27 @@
 // array of these pointers. Counters in regions only grow, and each launch's values start where the previous
 // launch's ended (device_plan.h), so nothing is reset between launches; a launch that fails on the host leaves its
 // plan unusable (the ranks' launch counts would differ).
+//
+// Ranks on several hosts (DeviceExecutorOptions::proxy_transport): CUDA IPC handles are exchanged among the ranks
+// of this host only; connections to ranks of other hosts are proxied (device_plan.h). Each prepared plan with
+// proxied connections gets a proxy area (cudaHostAlloc, mapped and portable, zeroed at prepare) that the kernel
+// reaches through DeviceLaunch::proxy, and every launch of it is queued for the executor's proxy thread, which
+// runs device_proxy.h's runDeviceProxy for the launches in order over the proxy transport, so the kernel and its
+// proxy run at the same time (NCCL's proxy thread). A proxy failure sets the kernel's abort flag and is kept for
+// asyncError().
 #include <cuda_runtime.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <new>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "braid/cuda.h"
@@ -23,6 +36,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_kernel.cuh"
 #include "cuda/device_plan_codec.h"
+#include "cuda/device_proxy.h"
 
 namespace braid {
 namespace {
@@ -69,6 +83,7 @@ const char* waitName(int32_t what) {
     case cuda::DeviceWait::kData: return "a message";
     case cuda::DeviceWait::kCredit: return "a free slot of its outgoing connection";
     case cuda::DeviceWait::kBarrier: return "the other blocks after the precopies";
+    case cuda::DeviceWait::kKernel: return "this rank's kernel";
     case cuda::DeviceWait::kNone: break;
   }
   return "?";
@@ -89,12 +104,15 @@ class DeviceExecutorImpl final : public DeviceExecutor {
  private:
   struct Prepared {
     cuda::DevicePlanHeader header;
-    uint8_t* blob = nullptr;      // device
-    uint8_t* region = nullptr;    // device, this rank's
-    uint8_t** regions = nullptr;  // device array of every rank's region
-    uint8_t* scratch = nullptr;   // device, scratch + staging
-    std::vector<void*> opened;    // peers' regions mapped through IPC
-    uint64_t used[3] = {};        // bytes of input, output, scratch the plan touches
+    std::shared_ptr<const cuda::DecodedDevicePlan> decoded;  // this rank's, for its proxy
+    uint8_t* blob = nullptr;                                 // device
+    uint8_t* region = nullptr;                               // device, this rank's
+    uint8_t** regions = nullptr;      // device array of every rank's region (null for ranks of other hosts)
+    uint8_t* scratch = nullptr;       // device, scratch + staging
+    uint8_t* proxy_host = nullptr;    // the proxy area (pinned host memory), null without proxied connections
+    uint8_t* proxy_device = nullptr;  // the same as the kernel maps it
+    std::vector<void*> opened;        // peers' regions mapped through IPC
+    uint64_t used[3] = {};            // bytes of input, output, scratch the plan touches
     bool reduces = false;
     bool failed = false;
     uint64_t launches = 0;
@@ -107,9 +125,19 @@ class DeviceExecutorImpl final : public DeviceExecutor {
   Status mapPeers(Prepared* p);
   Result<uint32_t> residentBlocks(const void* kernel);
   void release(Prepared* p);
+  void proxyLoop();
+
+  /// One launch for the proxy thread.
+  struct ProxyJob {
+    std::shared_ptr<const cuda::DecodedDevicePlan> plan;
+    uint8_t* proxy = nullptr;
+    uint64_t launch = 0;
+  };
 
   Bootstrap& bootstrap_;
   const DeviceExecutorOptions options_;
+  std::vector<int> host_of_rank_;  // index of the first rank with the same host name
+  bool spans_hosts_ = false;
   int device_ = -1;
   double timeout_s_ = 0;
   cuda::DeviceError* error_host_ = nullptr;
@@ -117,20 +145,40 @@ class DeviceExecutorImpl final : public DeviceExecutor {
   std::vector<Prepared> plans_;
   std::map<std::string, int> by_encoding_;
   std::map<const void*, uint32_t> resident_;  // kernel -> blocks of kDeviceBlock threads resident at once
+  // The proxy thread (started when a plan with proxied connections is first launched) and its queue.
+  std::thread proxy_thread_;
+  std::mutex proxy_mutex_;
+  std::condition_variable proxy_cv_;
+  std::deque<ProxyJob> proxy_jobs_;
+  bool proxy_stopping_ = false;
+  Status proxy_error_;  // its first failure
 };
 
 Status DeviceExecutorImpl::init() {
   const std::vector<std::string>& hosts = bootstrap_.hostNames();
+  Status status;
   for (int r = 0; r < bootstrap_.size(); ++r) {
-    if (hosts[r] != hosts[bootstrap_.rank()]) {
-      return unsupported(concat(kName, ": rank ", r, " is on host '", hosts[r], "' and rank ", bootstrap_.rank(),
-                                " on '", hosts[bootstrap_.rank()],
-                                "'; the device-resident executor runs the ranks of one host (the CUDA transport "
-                                "runs the others)"));
+    int first = 0;
+    while (hosts[static_cast<size_t>(first)] != hosts[static_cast<size_t>(r)]) ++first;
+    host_of_rank_.push_back(first);
+    if (hosts[static_cast<size_t>(r)] != hosts[static_cast<size_t>(bootstrap_.rank())] && !spans_hosts_) {
+      spans_hosts_ = true;
+      if (options_.proxy_transport == nullptr) {
+        status = unsupported(concat(kName, ": rank ", r, " is on host '", hosts[r], "' and rank ", bootstrap_.rank(),
+                                    " on '", hosts[bootstrap_.rank()],
+                                    "'; ranks on several hosts need DeviceExecutorOptions::proxy_transport (or the "
+                                    "CUDA transport runs them)"));
+      }
+    }
+  }
+  if (status.isOk() && options_.proxy_transport != nullptr) {
+    const std::vector<int>& local = options_.proxy_transport->localRanks();
+    if (std::find(local.begin(), local.end(), bootstrap_.rank()) == local.end()) {
+      status = invalidArgument(concat(kName, ": the proxy transport does not drive rank ", bootstrap_.rank()));
     }
   }
   Result<double> timeout = resolveTimeoutSeconds(options_.timeout_s);
-  Status status = timeout.status();
+  if (status.isOk()) status = timeout.status();
   if (timeout.isOk()) timeout_s_ = *timeout;
   if (status.isOk()) {
     if (options_.device >= 0) {
@@ -157,6 +205,16 @@ Status DeviceExecutorImpl::init() {
 }
 
 DeviceExecutorImpl::~DeviceExecutorImpl() {
+  // The proxy thread first finishes the launches queued (each ends when its messages moved, or fails within the
+  // timeout and stops its kernel): the kernels below can only end once their proxies ran.
+  if (proxy_thread_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(proxy_mutex_);
+      proxy_stopping_ = true;
+    }
+    proxy_cv_.notify_all();
+    proxy_thread_.join();
+  }
   if (device_ < 0) return;
   (void)useDevice();
   // Peers write into this rank's region (credits) until their kernels end: wait for this device, then for every
@@ -174,8 +232,28 @@ void DeviceExecutorImpl::release(Prepared* p) {
                        static_cast<void*>(p->scratch)}) {
     if (memory != nullptr) (void)cudaFree(memory);
   }
-  p->blob = p->region = p->scratch = nullptr;
+  if (p->proxy_host != nullptr) (void)cudaFreeHost(p->proxy_host);
+  p->blob = p->region = p->scratch = p->proxy_host = p->proxy_device = nullptr;
   p->regions = nullptr;
+}
+
+void DeviceExecutorImpl::proxyLoop() {
+  while (true) {
+    ProxyJob job;
+    {
+      std::unique_lock<std::mutex> lock(proxy_mutex_);
+      proxy_cv_.wait(lock, [&] { return proxy_stopping_ || !proxy_jobs_.empty(); });
+      if (proxy_jobs_.empty()) return;  // stopping, nothing left
+      job = std::move(proxy_jobs_.front());
+      proxy_jobs_.pop_front();
+    }
+    const Status status =
+        cuda::runDeviceProxy(*job.plan, job.proxy, job.launch, *options_.proxy_transport, timeout_s_, error_host_);
+    if (!status.isOk()) {
+      std::lock_guard<std::mutex> lock(proxy_mutex_);
+      if (proxy_error_.isOk()) proxy_error_ = status;
+    }
+  }
 }
 
 Status DeviceExecutorImpl::allocate(const cuda::DecodedDevicePlan& mine, const std::vector<uint8_t>& blob,
@@ -187,12 +265,22 @@ Status DeviceExecutorImpl::allocate(const cuda::DecodedDevicePlan& mine, const s
   BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(p->region, 0, h.region_bytes));
   if (h.scratch_bytes > 0) BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->scratch, h.scratch_bytes));
   BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->regions, sizeof(uint8_t*) * static_cast<size_t>(h.num_ranks)));
+  if (h.proxy_bytes > 0) {
+    void* host = nullptr;
+    BRAID_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&host, h.proxy_bytes, cudaHostAllocMapped | cudaHostAllocPortable));
+    p->proxy_host = static_cast<uint8_t*>(host);
+    std::memset(host, 0, h.proxy_bytes);
+    void* device = nullptr;
+    BRAID_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&device, host, 0));
+    p->proxy_device = static_cast<uint8_t*>(device);
+  }
   BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the zeroed region is visible before any peer maps it
   return Status::ok();
 }
 
-// Every rank's region as this process reaches it: its own, IPC mappings of other processes' regions, and the
-// pointers of regions of this process (with peer access across devices).
+// Every rank's region of this host as this process reaches it: its own, IPC mappings of other processes' regions,
+// and the pointers of regions of this process (with peer access across devices). Ranks of other hosts are reached
+// only through the proxies: their entries stay null.
 Status DeviceExecutorImpl::mapPeers(Prepared* p) {
   const int n = bootstrap_.size();
   const int rank = bootstrap_.rank();
@@ -209,6 +297,8 @@ Status DeviceExecutorImpl::mapPeers(Prepared* p) {
     const RegionInfo& info = infos[static_cast<size_t>(q)];
     if (q == rank) {
       regions[q] = p->region;
+    } else if (host_of_rank_[static_cast<size_t>(q)] != host_of_rank_[static_cast<size_t>(rank)]) {
+      continue;
     } else if (info.pid == mine.pid) {
       if (info.device != device_) {
         int can = 0;
@@ -248,7 +338,7 @@ Status DeviceExecutorImpl::mapPeers(Prepared* p) {
 
 Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
   BRAID_RETURN_IF_ERROR(useDevice());
-  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> blobs, cuda::encodeDevicePlans(plan));
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> blobs, cuda::encodeDevicePlans(plan, host_of_rank_));
   if (static_cast<int>(blobs.size()) != bootstrap_.size()) {
     return invalidArgument(concat(kName, ": plan '", plan.algorithm, "' has ", blobs.size(),
                                   " ranks, the executor's "
@@ -277,6 +367,7 @@ Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
   const cuda::DecodedDevicePlan& mine = decoded[static_cast<size_t>(bootstrap_.rank())];
   Prepared p;
   p.header = mine.header;
+  p.decoded = std::make_shared<const cuda::DecodedDevicePlan>(mine);
   const Status allocated = allocate(mine, blobs[static_cast<size_t>(bootstrap_.rank())], &p);
   Status status = agree(bootstrap_, allocated, "allocate its plan");
   if (status.isOk()) status = mapPeers(&p);
@@ -374,9 +465,15 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
                               device_, " holds at most ", resident, " blocks of ", cuda::kDeviceBlock,
                               " threads at once (every block waits for others: all must be resident)"));
   }
+  if (p.header.proxy_bytes > 0 && options_.proxy_transport == nullptr) {
+    return Status(StatusCode::kInternalError, concat(kName, ": plan ", handle,
+                                                     " has proxied connections but the "
+                                                     "executor has no proxy transport"));
+  }
   cuda::DeviceLaunch args;
   args.plan = p.blob;
   args.regions = p.regions;
+  args.proxy = p.proxy_device;
   args.buffers[0] = static_cast<uint8_t*>(memory.input);
   args.buffers[1] = static_cast<uint8_t*>(memory.output);
   args.buffers[2] = scratch;
@@ -390,13 +487,33 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
     p.failed = true;
     return launched;
   }
+  if (p.header.proxy_bytes > 0) {
+    {
+      std::lock_guard<std::mutex> lock(proxy_mutex_);
+      proxy_jobs_.push_back(ProxyJob{p.decoded, p.proxy_host, p.launches});
+    }
+    if (!proxy_thread_.joinable()) proxy_thread_ = std::thread([this] { proxyLoop(); });
+    proxy_cv_.notify_one();
+  }
   ++p.launches;
   return Status::ok();
 }
 
 Status DeviceExecutorImpl::asyncError() {
   const volatile cuda::DeviceError* e = error_host_;
+  {
+    std::lock_guard<std::mutex> lock(proxy_mutex_);
+    // A proxy's own failure (a kernel's is reported below from DeviceError, code 1).
+    if (!proxy_error_.isOk() && (e == nullptr || e->code != 1)) return proxy_error_;
+  }
   if (e == nullptr || e->code == 0) return Status::ok();
+  if (e->code == 2) {  // a proxy gave up; its Status (above) has the details once its thread stored it
+    const std::string about =
+        e->what == static_cast<int32_t>(cuda::DeviceWait::kKernel) ? "" : concat(" (rank ", e->peer, ")");
+    return Status(StatusCode::kTimeout, concat(kName, ": rank ", e->rank, ": the proxy of tb ", e->tb, ", message ",
+                                               e->slice, ": waited more than ", static_cast<double>(e->waited_ns) / 1e9,
+                                               " s (BRAID_TIMEOUT) for ", waitName(e->what), about));
+  }
   std::string peer = e->peer >= 0 ? concat(" from rank ", e->peer) : "";
   if (e->what == static_cast<int32_t>(cuda::DeviceWait::kCredit) && e->peer >= 0) peer = concat(" to rank ", e->peer);
   return Status(StatusCode::kTimeout, concat(kName, ": rank ", e->rank, " tb ", e->tb, " step ", e->step, ", slice ",

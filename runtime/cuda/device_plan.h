@@ -23,6 +23,18 @@
 // ranks of one process). Layout, each part 128-byte aligned: the FIFOs of its incoming connections, their tail
 // counters, the head counters of its outgoing connections, one progress counter per threadblock, and the grid
 // barrier counter. Counters are 64-bit and start at 0 (the region is zeroed once, when the plan is prepared).
+//
+// Proxied connections (ranks on different hosts; NCCL's net transport with its proxy thread, MSCCL's kernel
+// driving it). A connection whose sender and receiver are on different hosts (DevicePlanHeader::host) is marked
+// `proxied` on both ends, and each end keeps its own FIFO of `depth` slots, tail and head counter in its rank's
+// *proxy area* (host-pinned memory the kernel maps; DevicePlanHeader::proxy_bytes; layout, each part 128-byte
+// aligned: the FIFOs of its proxied ends, sending then receiving in (sender, receiver, channel) order, their tail
+// counters, their head counters) instead of in the regions. The kernel runs such a connection as a local one whose
+// other end is the rank's host proxy (device_proxy.h), with Simple's counters in both protocols: the sending block
+// writes slot m % depth, fences (system scope) and stores tail = m + 1 (LL too, after its lines); its proxy sends
+// the slot's message once tail >= m + 1 and stores head = m + 1 when the send completed. The receiving rank's
+// proxy receives message m into slot m % depth once head >= m + 1 - depth and stores tail = m + 1 when it arrived;
+// the receiving block waits for tail (LL too; its lines keep their flags), reads the slot and stores head.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +42,7 @@
 namespace braid::cuda {
 
 inline constexpr uint32_t kDevicePlanMagic = 0x50445242;  // "BRDP" little-endian
-inline constexpr uint32_t kDevicePlanVersion = 1;
+inline constexpr uint32_t kDevicePlanVersion = 2;
 /// Alignment of every table in the blob and of every part of a region, bytes.
 inline constexpr uint64_t kDevicePlanAlign = 128;
 /// Bytes of an LL line and the data bytes it carries.
@@ -73,7 +85,7 @@ struct DevicePlanHeader {
   uint64_t element_bytes = 1;
   uint64_t slice_bytes = 0;  // the executed slice (plan::executedSliceBytes); 0: one slice per step
   uint32_t fifo_depth = 0;   // slots per connection
-  uint32_t reserved1 = 0;
+  int32_t host = 0;          // this rank's host: ranks with the same value share one (CUDA IPC); others are proxied
   uint64_t input_bytes = 0;
   uint64_t output_bytes = 0;
   uint64_t scratch_bytes = 0;  // the algorithm's scratch plus the staging after it (RankPlan temp_bytes)
@@ -88,6 +100,8 @@ struct DevicePlanHeader {
   uint64_t region_bytes = 0;
   uint64_t progress_offset = 0;  // num_threadblocks 64-bit counters
   uint64_t barrier_offset = 0;   // one 64-bit counter
+  // This rank's proxy area (host-pinned, device-mapped): the FIFOs and counters of its proxied connection ends.
+  uint64_t proxy_bytes = 0;  // 0: no proxied connection
 };
 
 struct DeviceThreadblock {
@@ -129,11 +143,12 @@ struct DeviceConnection {
   int32_t channel = 0;
   uint32_t tb = 0;      // the threadblock of this rank that drives this end
   uint8_t sending = 0;  // 1: this rank is the sender
-  uint8_t reserved[7] = {};
+  uint8_t proxied = 0;  // 1: the peer is on another host; the offsets below are in this rank's proxy area
+  uint8_t reserved[6] = {};
   uint64_t messages = 0;     // messages per launch
-  uint64_t fifo_offset = 0;  // in the receiver's region
-  uint64_t tail_offset = 0;  // in the receiver's region (Simple)
-  uint64_t head_offset = 0;  // in the sender's region
+  uint64_t fifo_offset = 0;  // in the receiver's region (proxied: this rank's proxy area)
+  uint64_t tail_offset = 0;  // in the receiver's region, Simple only (proxied: this rank's proxy area, both protocols)
+  uint64_t head_offset = 0;  // in the sender's region (proxied: this rank's proxy area)
 };
 
 struct DevicePrecopy {
@@ -181,6 +196,18 @@ __host__ __device__
   const uint64_t offset = slice * slice_bytes;
   if (offset >= bytes) return 0;
   return bytes - offset < slice_bytes ? bytes - offset : slice_bytes;
+}
+
+/// Bytes of its slot that a message of `bytes` data bytes fills, what a proxy moves for it: Simple, the bytes
+/// themselves; LL, its 16-byte lines of 8 data bytes each (a zero-byte message is one line).
+#if defined(__CUDACC__)
+__host__ __device__
+#endif
+    inline uint64_t
+    deviceMessageSlotBytes(DeviceProtocol protocol, uint64_t bytes) {
+  if (protocol != DeviceProtocol::kLL) return bytes;
+  const uint64_t lines = bytes == 0 ? 1 : (bytes + kLLDataBytes - 1) / kLLDataBytes;
+  return lines * kLLLineBytes;
 }
 
 }  // namespace braid::cuda

@@ -40,11 +40,21 @@ struct RegionLayout {
   uint64_t bytes = 0;
 };
 
-/// The per-rank facts the encoder of every rank needs: connection ends and the region layout.
+/// Where a rank's proxy area puts the parts of its proxied connection ends (each end has its own FIFO, tail and
+/// head there).
+struct ProxyLayout {
+  std::map<ConnectionKey, uint64_t> fifo;
+  std::map<ConnectionKey, uint64_t> tail;
+  std::map<ConnectionKey, uint64_t> head;
+  uint64_t bytes = 0;
+};
+
+/// The per-rank facts the encoder of every rank needs: connection ends, the region and proxy area layouts.
 struct RankShape {
   std::map<ConnectionKey, ConnectionEnd> outgoing;
   std::map<ConnectionKey, ConnectionEnd> incoming;
   RegionLayout region;
+  ProxyLayout proxy;
 };
 
 bool sends(DeviceOp op) {
@@ -88,10 +98,16 @@ void forEachMessage(const DeviceStep* steps, uint32_t num_steps, uint32_t iterat
 
 class Encoder {
  public:
-  explicit Encoder(const Plan& plan) : plan_(plan), slice_(plan::executedSliceBytes(plan)) {}
+  Encoder(const Plan& plan, const std::vector<int>& host_of_rank)
+      : plan_(plan), slice_(plan::executedSliceBytes(plan)), hosts_(host_of_rank) {}
 
   Status prepare() {
     BRAID_RETURN_IF_ERROR(validatePlan(plan_));
+    if (hosts_.empty()) hosts_.assign(static_cast<size_t>(plan_.num_ranks), 0);
+    if (hosts_.size() != static_cast<size_t>(plan_.num_ranks)) {
+      return invalidArgument(
+          fmt::format("plan '{}': {} host entries for {} ranks", plan_.algorithm, hosts_.size(), plan_.num_ranks));
+    }
     if (plan_.fifo_depth < 1) {
       return invalidArgument(
           fmt::format("plan '{}': fifo_depth {} leaves a connection no slot", plan_.algorithm, plan_.fifo_depth));
@@ -103,7 +119,10 @@ class Encoder {
       BRAID_RETURN_IF_ERROR(collectConnections(r, &largest));
     }
     slot_ = slotBytes(protocol_, largest);
-    for (int r = 0; r < plan_.num_ranks; ++r) layoutRegion(r);
+    for (int r = 0; r < plan_.num_ranks; ++r) {
+      layoutRegion(r);
+      layoutProxy(r);
+    }
     return Status::ok();
   }
 
@@ -118,6 +137,7 @@ class Encoder {
     h.element_bytes = plan_.element_bytes;
     h.slice_bytes = slice_;
     h.fifo_depth = static_cast<uint32_t>(plan_.fifo_depth);
+    h.host = hosts_[static_cast<size_t>(r)];
     h.input_bytes = rank.input_bytes;
     h.output_bytes = rank.output_bytes;
     h.scratch_bytes = rank.scratch_bytes + rank.temp_bytes;
@@ -125,6 +145,7 @@ class Encoder {
     h.region_bytes = shape.region.bytes;
     h.progress_offset = shape.region.progress;
     h.barrier_offset = shape.region.barrier;
+    h.proxy_bytes = shape.proxy.bytes;
     BRAID_RETURN_IF_ERROR(encodeSteps(rank, &out));
     BRAID_RETURN_IF_ERROR(orderSteps(r, &out));
     encodeConnections(r, &out);
@@ -175,20 +196,28 @@ class Encoder {
     return Status::ok();
   }
 
+  /// A connection between ranks of different hosts: its ends meet through their proxies.
+  bool proxied(const ConnectionKey& key) const {
+    return hosts_[static_cast<size_t>(std::get<0>(key))] != hosts_[static_cast<size_t>(std::get<1>(key))];
+  }
+
   void layoutRegion(int r) {
     RankShape& shape = shapes_[static_cast<size_t>(r)];
     RegionLayout& region = shape.region;
     uint64_t offset = 0;
     for (const auto& [key, end] : shape.incoming) {
+      if (proxied(key)) continue;
       region.fifo[key] = offset;
       offset = alignUp(offset + slot_ * static_cast<uint64_t>(plan_.fifo_depth), kDevicePlanAlign);
     }
     for (const auto& [key, end] : shape.incoming) {
+      if (proxied(key)) continue;
       region.tail[key] = offset;
       offset += 8;
     }
     offset = alignUp(offset, kDevicePlanAlign);
     for (const auto& [key, end] : shape.outgoing) {
+      if (proxied(key)) continue;
       region.head[key] = offset;
       offset += 8;
     }
@@ -197,6 +226,34 @@ class Encoder {
     offset = alignUp(offset + 8 * plan_.ranks[static_cast<size_t>(r)].threadblocks.size(), kDevicePlanAlign);
     region.barrier = offset;
     region.bytes = alignUp(offset + 8, kDevicePlanAlign);
+  }
+
+  // The proxy area: FIFOs of the proxied ends (sending, then receiving), their tails, their heads.
+  void layoutProxy(int r) {
+    RankShape& shape = shapes_[static_cast<size_t>(r)];
+    ProxyLayout& proxy = shape.proxy;
+    std::vector<ConnectionKey> ends;
+    for (const auto* side : {&shape.outgoing, &shape.incoming}) {
+      for (const auto& [key, end] : *side) {
+        if (proxied(key)) ends.push_back(key);
+      }
+    }
+    if (ends.empty()) return;
+    uint64_t offset = 0;
+    for (const ConnectionKey& key : ends) {
+      proxy.fifo[key] = offset;
+      offset = alignUp(offset + slot_ * static_cast<uint64_t>(plan_.fifo_depth), kDevicePlanAlign);
+    }
+    for (const ConnectionKey& key : ends) {
+      proxy.tail[key] = offset;
+      offset += 8;
+    }
+    offset = alignUp(offset, kDevicePlanAlign);
+    for (const ConnectionKey& key : ends) {
+      proxy.head[key] = offset;
+      offset += 8;
+    }
+    proxy.bytes = alignUp(offset, kDevicePlanAlign);
   }
 
   Status encodeSteps(const RankPlan& rank, DecodedDevicePlan* out) const {
@@ -333,9 +390,17 @@ class Encoder {
         c.tb = static_cast<uint32_t>(end.tb);
         c.sending = sending ? 1 : 0;
         c.messages = end.messages;
-        c.fifo_offset = receiver_region.fifo.at(key);
-        c.tail_offset = receiver_region.tail.at(key);
-        c.head_offset = sender_region.head.at(key);
+        if (proxied(key)) {
+          const ProxyLayout& proxy = shapes_[static_cast<size_t>(r)].proxy;
+          c.proxied = 1;
+          c.fifo_offset = proxy.fifo.at(key);
+          c.tail_offset = proxy.tail.at(key);
+          c.head_offset = proxy.head.at(key);
+        } else {
+          c.fifo_offset = receiver_region.fifo.at(key);
+          c.tail_offset = receiver_region.tail.at(key);
+          c.head_offset = sender_region.head.at(key);
+        }
         DeviceThreadblock& tb = out->threadblocks[static_cast<size_t>(end.tb)];
         (sending ? tb.send_connection : tb.recv_connection) = static_cast<int32_t>(out->connections.size());
         out->connections.push_back(c);
@@ -346,6 +411,7 @@ class Encoder {
 
   const Plan& plan_;
   const uint64_t slice_;
+  std::vector<int> hosts_;
   DeviceProtocol protocol_ = DeviceProtocol::kSimple;
   uint64_t slot_ = 16;
   std::vector<RankShape> shapes_;
@@ -586,8 +652,20 @@ class RankValidator {
     if ((conn.sending ? tb.send_connection : tb.recv_connection) != static_cast<int32_t>(c)) {
       return invalidArgument(fmt::format("{}: tb {} does not drive it", where, conn.tb));
     }
-    // This rank's own parts of the connection: the FIFO and tail when receiving, the head when sending.
-    if (conn.sending) {
+    if (conn.proxied > 1) {
+      return invalidArgument(fmt::format("{}: proxied is {}, not 0 or 1", where, conn.proxied));
+    }
+    if (conn.proxied) {
+      // Each end of a proxied connection has its FIFO, tail and head in its own rank's proxy area.
+      proxy_parts_.push_back({conn.fifo_offset, h_.slot_bytes * h_.fifo_depth, name + " FIFO"});
+      proxy_parts_.push_back({conn.tail_offset, 8, name + " tail"});
+      proxy_parts_.push_back({conn.head_offset, 8, name + " head"});
+      if (conn.fifo_offset % kDevicePlanAlign != 0) {
+        return invalidArgument(fmt::format("{}: proxied FIFO at byte {} is not {}-byte aligned", where,
+                                           conn.fifo_offset, kDevicePlanAlign));
+      }
+    } else if (conn.sending) {
+      // This rank's own parts of the connection: the FIFO and tail when receiving, the head when sending.
       parts_.push_back({conn.head_offset, 8, name + " head"});
     } else {
       parts_.push_back({conn.fifo_offset, h_.slot_bytes * h_.fifo_depth, name + " FIFO"});
@@ -617,16 +695,27 @@ class RankValidator {
       return invalidArgument(fmt::format("{}: progress counters at byte {} or barrier at byte {} not 8-byte aligned",
                                          at(), h_.progress_offset, h_.barrier_offset));
     }
-    std::sort(parts_.begin(), parts_.end(), [](const Part& a, const Part& b) { return a.offset < b.offset; });
-    for (size_t i = 0; i < parts_.size(); ++i) {
-      const Part& part = parts_[i];
-      if (part.offset > h_.region_bytes || part.bytes > h_.region_bytes - part.offset) {
-        return invalidArgument(fmt::format("{}: {} [{}, +{}) is outside the {}-byte region", at(), part.what,
-                                           part.offset, part.bytes, h_.region_bytes));
+    if (h_.proxy_bytes % kDevicePlanAlign != 0) {
+      return invalidArgument(
+          fmt::format("{}: proxy_bytes {} is not a multiple of {}", at(), h_.proxy_bytes, kDevicePlanAlign));
+    }
+    BRAID_RETURN_IF_ERROR(checkParts(&parts_, h_.region_bytes, "region"));
+    return checkParts(&proxy_parts_, h_.proxy_bytes, "proxy area");
+  }
+
+  // Parts inside [0, bytes) of the memory named `memory`, without overlap.
+  Status checkParts(std::vector<Part>* parts, uint64_t bytes, const char* memory) const {
+    std::sort(parts->begin(), parts->end(), [](const Part& a, const Part& b) { return a.offset < b.offset; });
+    for (size_t i = 0; i < parts->size(); ++i) {
+      const Part& part = (*parts)[i];
+      if (part.offset > bytes || part.bytes > bytes - part.offset) {
+        return invalidArgument(fmt::format("{}: {} [{}, +{}) is outside the {}-byte {}", at(), part.what, part.offset,
+                                           part.bytes, bytes, memory));
       }
-      if (i > 0 && parts_[i - 1].offset + parts_[i - 1].bytes > part.offset) {
-        return invalidArgument(fmt::format("{}: {} [{}, +{}) overlaps {} at byte {}", at(), part.what, part.offset,
-                                           part.bytes, parts_[i - 1].what, parts_[i - 1].offset));
+      const Part* previous = i > 0 ? &(*parts)[i - 1] : nullptr;
+      if (previous != nullptr && previous->offset + previous->bytes > part.offset) {
+        return invalidArgument(fmt::format("{}: {} [{}, +{}) overlaps {} at byte {} of the {}", at(), part.what,
+                                           part.offset, part.bytes, previous->what, previous->offset, memory));
       }
     }
     return Status::ok();
@@ -636,10 +725,12 @@ class RankValidator {
   const DevicePlanHeader& h_;
   uint64_t largest_message_ = 0;
   std::vector<Part> parts_;
+  std::vector<Part> proxy_parts_;
 };
 
-/// The message sizes of one connection end, in the order its threadblock runs them.
-std::vector<uint64_t> messageSizes(const DecodedDevicePlan& plan, const DeviceConnection& c) {
+}  // namespace
+
+std::vector<uint64_t> deviceMessageBytes(const DecodedDevicePlan& plan, const DeviceConnection& c) {
   std::vector<uint64_t> sizes;
   const DeviceThreadblock& tb = plan.threadblocks[c.tb];
   forEachMessage(plan.steps.data() + tb.first_step, tb.num_steps, tb.iterations, plan.header.slice_bytes,
@@ -647,10 +738,8 @@ std::vector<uint64_t> messageSizes(const DecodedDevicePlan& plan, const DeviceCo
   return sizes;
 }
 
-}  // namespace
-
-Result<std::vector<std::vector<uint8_t>>> encodeDevicePlans(const Plan& plan) {
-  Encoder encoder(plan);
+Result<std::vector<std::vector<uint8_t>>> encodeDevicePlans(const Plan& plan, const std::vector<int>& host_of_rank) {
+  Encoder encoder(plan, host_of_rank);
   BRAID_RETURN_IF_ERROR(encoder.prepare());
   std::vector<std::vector<uint8_t>> blobs;
   for (int r = 0; r < plan.num_ranks; ++r) {
@@ -660,11 +749,11 @@ Result<std::vector<std::vector<uint8_t>>> encodeDevicePlans(const Plan& plan) {
   return blobs;
 }
 
-Result<std::vector<uint8_t>> encodeDevicePlan(const Plan& plan, int rank) {
+Result<std::vector<uint8_t>> encodeDevicePlan(const Plan& plan, int rank, const std::vector<int>& host_of_rank) {
   if (rank < 0 || rank >= plan.num_ranks) {
     return invalidArgument(fmt::format("plan '{}': no rank {} among {}", plan.algorithm, rank, plan.num_ranks));
   }
-  Encoder encoder(plan);
+  Encoder encoder(plan, host_of_rank);
   BRAID_RETURN_IF_ERROR(encoder.prepare());
   return encoder.encode(rank);
 }
@@ -752,8 +841,26 @@ Status validateDevicePlans(const std::vector<DecodedDevicePlan>& plans) {
                                            describeConnection(key), c.sender, c.messages, c.receiver));
       }
       const DeviceConnection& r = *other->second;
-      if (r.messages != c.messages || r.fifo_offset != c.fifo_offset || r.tail_offset != c.tail_offset ||
-          r.head_offset != c.head_offset) {
+      const int sender_host = plans[static_cast<size_t>(c.sender)].header.host;
+      const int receiver_host = plans[static_cast<size_t>(c.receiver)].header.host;
+      if (c.proxied != r.proxied) {
+        return invalidArgument(fmt::format("device plans: {}: proxied is {} on the sender and {} on the receiver",
+                                           describeConnection(key), c.proxied, r.proxied));
+      }
+      if ((c.proxied != 0) != (sender_host != receiver_host)) {
+        return invalidArgument(fmt::format(
+            "device plans: {}: proxied is {} but rank {} is on host {} and rank {} on host {} (proxied exactly when "
+            "the hosts differ)",
+            describeConnection(key), c.proxied, c.sender, sender_host, c.receiver, receiver_host));
+      }
+      if (c.proxied && r.messages != c.messages) {
+        return invalidArgument(fmt::format("device plans: {}: the sender has {} messages, the receiver {}",
+                                           describeConnection(key), c.messages, r.messages));
+      }
+      // A proxied connection's ends each have their own FIFO and counters in their own proxy area (checked per
+      // rank); the others share the receiver's FIFO and tail and the sender's head.
+      if (!c.proxied && (r.messages != c.messages || r.fifo_offset != c.fifo_offset || r.tail_offset != c.tail_offset ||
+                         r.head_offset != c.head_offset)) {
         return invalidArgument(fmt::format(
             "device plans: {}: the sender has {} messages, FIFO {} tail {} head {}; the receiver {}, {}, {}, {}",
             describeConnection(key), c.messages, c.fifo_offset, c.tail_offset, c.head_offset, r.messages, r.fifo_offset,
@@ -761,15 +868,15 @@ Status validateDevicePlans(const std::vector<DecodedDevicePlan>& plans) {
       }
       const DevicePlanHeader& rh = plans[static_cast<size_t>(c.receiver)].header;
       const uint64_t fifo_bytes = rh.slot_bytes * rh.fifo_depth;
-      if (c.fifo_offset > rh.region_bytes || fifo_bytes > rh.region_bytes - c.fifo_offset ||
-          c.tail_offset + 8 > rh.region_bytes) {
+      if (!c.proxied && (c.fifo_offset > rh.region_bytes || fifo_bytes > rh.region_bytes - c.fifo_offset ||
+                         c.tail_offset + 8 > rh.region_bytes)) {
         return invalidArgument(fmt::format(
             "device plans: {}: FIFO [{}, +{}) or tail {} is outside rank {}'s {}-byte "
             "region",
             describeConnection(key), c.fifo_offset, fifo_bytes, c.tail_offset, c.receiver, rh.region_bytes));
       }
-      const std::vector<uint64_t> sent = messageSizes(plan, c);
-      const std::vector<uint64_t> received = messageSizes(plans[static_cast<size_t>(c.receiver)], r);
+      const std::vector<uint64_t> sent = deviceMessageBytes(plan, c);
+      const std::vector<uint64_t> received = deviceMessageBytes(plans[static_cast<size_t>(c.receiver)], r);
       if (sent != received) {
         size_t m = 0;
         while (m < sent.size() && m < received.size() && sent[m] == received[m]) ++m;

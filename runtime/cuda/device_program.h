@@ -9,11 +9,12 @@
 // A block: (1) with precopies, every block of the grid copies its share of each, then all meet at a grid barrier
 // (a counter in the region: every launch adds the grid size); (2) loops over slice iterations j and its steps s,
 // skipping steps with no slice j: waits for the dependencies (progress counters of other blocks), for the
-// incoming message (Simple: the tail counter; LL: the flags of every line) and for a free slot of the outgoing
-// connection (the head counter), runs the step's element-wise work on the slice (elementwise.h at block level; LL
-// line by line), then gives the incoming slot back (head), publishes the outgoing message (Simple: tail) and its
-// own progress. Every wait is bounded by the launch's timeout: a block that gives up records why in DeviceError
-// (host-mapped on the device) and sets its abort flag, and every other block then stops waiting too.
+// incoming message (Simple: the tail counter; LL: the flags of every line; a proxied connection: the tail counter
+// in both protocols, device_plan.h) and for a free slot of the outgoing connection (the head counter), runs the
+// step's element-wise work on the slice (elementwise.h at block level; LL line by line), then gives the incoming
+// slot back (head), publishes the outgoing message (Simple and proxied: tail) and its own progress. Every wait is
+// bounded by the launch's timeout: a block that gives up records why in DeviceError (host-mapped on the device) and
+// sets its abort flag, and every other block then stops waiting too.
 //
 // Operand order follows the CPU executor (runtime/executor/executor.cc), which matters for min/max ties: a
 // receive-reduce computes received (op) src, except when src and dst are the same range, where the executor
@@ -39,12 +40,15 @@ namespace braid::cuda {
 inline constexpr uint32_t kDeviceBlock = 512;
 
 /// What a block waited for when it gave up (DeviceError::what).
-enum class DeviceWait : int32_t { kNone = 0, kDependency = 1, kData = 2, kCredit = 3, kBarrier = 4 };
+/// kKernel: a proxy (device_proxy.h) waited for its own rank's kernel (a message to send, a slot to receive into).
+enum class DeviceWait : int32_t { kNone = 0, kDependency = 1, kData = 2, kCredit = 3, kBarrier = 4, kKernel = 5 };
 
 /// A kernel's failure, in host-mapped pinned memory (DeviceExecutor::asyncError reads it). The first block to fail
-/// fills it (code 0 -> 1 by compare-and-swap) and sets `aborted`; later failures leave it.
+/// fills it (code 0 -> 1 by compare-and-swap) and sets `aborted`; later failures leave it. A proxy that gives up
+/// fills it the same way with code 2 (tb: the connection's threadblock, step -1, slice: the message's index in its
+/// launch).
 struct DeviceError {
-  uint32_t code = 0;     // 0: none; 1: a wait timed out
+  uint32_t code = 0;     // 0: none; 1: a block's wait timed out; 2: a proxy's wait timed out
   uint32_t aborted = 0;  // blocks stop waiting once it is set
   int32_t rank = -1;
   int32_t tb = -1;
@@ -58,7 +62,8 @@ struct DeviceError {
 /// The arguments of one launch.
 struct DeviceLaunch {
   const uint8_t* plan = nullptr;      // the rank's blob
-  uint8_t* const* regions = nullptr;  // every rank's region as this process maps it
+  uint8_t* const* regions = nullptr;  // every rank's region as this process maps it (ranks of other hosts: unused)
+  uint8_t* proxy = nullptr;           // this rank's proxy area as the kernel maps it (null: no proxied connection)
   uint8_t* buffers[3] = {};           // input, output, scratch (DeviceBuffer order)
   uint64_t launch = 0;                // launches of this plan before this one
   uint64_t timeout_ns = 0;            // longest wait of any block
@@ -531,19 +536,26 @@ BRAID_HD void runThreadblock(const DeviceLaunch& launch, const DevicePlanView& p
   const uint64_t span = uint64_t{tb.iterations} * tb.num_steps;
   const uint64_t base = launch.launch * span;
   const bool ll = h.protocol == DeviceProtocol::kLL;
-  // The connections this block drives and their message counters (first message of this launch).
+  // The connections this block drives and their message counters (first message of this launch). A proxied
+  // connection has its FIFO, tail and head in this rank's proxy area, at both ends, and uses tail in LL too.
   const DeviceConnection* in = tb.recv_connection >= 0 ? &plan.connections[tb.recv_connection] : nullptr;
   const DeviceConnection* out = tb.send_connection >= 0 ? &plan.connections[tb.send_connection] : nullptr;
+  const bool in_proxied = in != nullptr && in->proxied != 0;
+  const bool out_proxied = out != nullptr && out->proxied != 0;
+  const bool in_tail_wait = !ll || in_proxied;     // the receiver waits for tail before it reads the slot
+  const bool out_tail_store = !ll || out_proxied;  // the sender publishes tail after it wrote the slot
   uint64_t in_seq = in != nullptr ? launch.launch * in->messages : 0;
   uint64_t out_seq = out != nullptr ? launch.launch * out->messages : 0;
-  uint8_t* in_fifo = in != nullptr ? own + in->fifo_offset : nullptr;
-  uint64_t* in_tail = in != nullptr ? reinterpret_cast<uint64_t*>(own + in->tail_offset) : nullptr;
-  uint64_t* in_head =
-      in != nullptr ? reinterpret_cast<uint64_t*>(launch.regions[in->sender] + in->head_offset) : nullptr;
-  uint8_t* out_fifo = out != nullptr ? launch.regions[out->receiver] + out->fifo_offset : nullptr;
-  uint64_t* out_tail =
-      out != nullptr ? reinterpret_cast<uint64_t*>(launch.regions[out->receiver] + out->tail_offset) : nullptr;
-  uint64_t* out_head = out != nullptr ? reinterpret_cast<uint64_t*>(own + out->head_offset) : nullptr;
+  uint8_t* in_base = in_proxied ? launch.proxy : own;                                                   // FIFO and tail
+  uint8_t* in_peer = in == nullptr ? nullptr : in_proxied ? launch.proxy : launch.regions[in->sender];  // head
+  uint8_t* out_peer = out == nullptr ? nullptr : out_proxied ? launch.proxy : launch.regions[out->receiver];
+  uint8_t* out_base = out_proxied ? launch.proxy : own;  // head
+  uint8_t* in_fifo = in != nullptr ? in_base + in->fifo_offset : nullptr;
+  uint64_t* in_tail = in != nullptr ? reinterpret_cast<uint64_t*>(in_base + in->tail_offset) : nullptr;
+  uint64_t* in_head = in != nullptr ? reinterpret_cast<uint64_t*>(in_peer + in->head_offset) : nullptr;
+  uint8_t* out_fifo = out != nullptr ? out_peer + out->fifo_offset : nullptr;
+  uint64_t* out_tail = out != nullptr ? reinterpret_cast<uint64_t*>(out_peer + out->tail_offset) : nullptr;
+  uint64_t* out_head = out != nullptr ? reinterpret_cast<uint64_t*>(out_base + out->head_offset) : nullptr;
   for (uint32_t j = 0; j < tb.iterations; ++j) {
     for (uint32_t s = 0; s < tb.num_steps; ++s) {
       const DeviceStep& step = plan.steps[tb.first_step + s];
@@ -564,13 +576,15 @@ BRAID_HD void runThreadblock(const DeviceLaunch& launch, const DevicePlanView& p
           ok = waitCounter(b, progress + dep.tb, launch.launch * other_span + position, false, DeviceWait::kDependency,
                            -1);
         }
-        if (ok && receives && !ll) ok = waitCounter(b, in_tail, in_seq + 1, true, DeviceWait::kData, in->sender);
+        if (ok && receives && in_tail_wait) {
+          ok = waitCounter(b, in_tail, in_seq + 1, true, DeviceWait::kData, in->sender);
+        }
         if (ok && sends && out_seq + 1 > h.fifo_depth) {
           ok = waitCounter(b, out_head, out_seq + 1 - h.fifo_depth, true, DeviceWait::kCredit, out->receiver);
         }
       }
       if (!blockAgrees(ok)) return;
-      if (receives && !ll) fence(true);  // every thread's later loads see the peer's data
+      if (receives && in_tail_wait) fence(true);  // every thread's later loads see the peer's data
       SliceIo io;
       const uint64_t offset = uint64_t{j} * h.slice_bytes;
       io.bytes = deviceSliceBytes(step.bytes, h.slice_bytes, j);
@@ -595,9 +609,9 @@ BRAID_HD void runThreadblock(const DeviceLaunch& launch, const DevicePlanView& p
         simpleSlice<T, kOp>(step.op, io);
         syncBlock();
       }
-      // Give the incoming slot back, publish the outgoing message (Simple) and this block's progress.
+      // Give the incoming slot back, publish the outgoing message (Simple, proxied) and this block's progress.
       if (threadIndex() == 0) {
-        if (sends && !ll) {
+        if (sends && out_tail_store) {
           fence(true);
           storeRelease(out_tail, out_seq + 1, true);
         }

@@ -1,9 +1,10 @@
 // runtime/cuda on a GPU: the element-wise kernels against runtime/reduce (every datatype and operator, counts 0, 1,
 // primes and a large one, pointers off 16-byte boundaries), the device-resident executor with ranks as threads of
-// one process and as processes (CUDA IPC) against the collectives' reference (tests/cuda/device_emulator.h), its
-// timeout report, and the CUDA transport through executeOnStream on a stream. Every body runs in a forked child
-// (CUDA must not start in the test process, which forks); on a machine without a usable GPU every test skips,
-// naming CUDA's reason (cudaGetDeviceCount's error), and in a build without CUDA it skips saying so.
+// one process and as processes (CUDA IPC) and with ranks on two (named) hosts through proxies, against the
+// collectives' reference (tests/cuda/device_emulator.h), its timeout report, and the CUDA transport through
+// executeOnStream on a stream. Every body runs in a forked child (CUDA must not start in the test process, which
+// forks); on a machine without a usable GPU every test skips, naming CUDA's reason (cudaGetDeviceCount's error), and in
+// a build without CUDA it skips saying so.
 #include <gtest/gtest.h>
 
 #ifdef BRAID_HAVE_CUDA
@@ -147,10 +148,12 @@ TEST(CudaKernels, ReduceCopyAndDivideEqualTheCpuReference) {
 
 /// One rank of the device-resident executor on its own bootstrap: prepares and launches `plans` (twice each) on
 /// device buffers, checks every result against the reference. 0 on success.
-int runDeviceRank(Bootstrap& bootstrap, const std::vector<Plan>& plans, const testing::EmulationOptions& options) {
+int runDeviceRank(Bootstrap& bootstrap, const std::vector<Plan>& plans, const testing::EmulationOptions& options,
+                  DataTransport* proxy_transport = nullptr) {
   const int r = bootstrap.rank();
   DeviceExecutorOptions executor_options;
   executor_options.timeout_s = 30;
+  executor_options.proxy_transport = proxy_transport;
   auto executor = createDeviceExecutor(bootstrap, executor_options);
   BRAID_CHILD_CHECK_OK(executor);
   cudaStream_t stream = nullptr;
@@ -235,6 +238,65 @@ TEST(CudaDeviceExecutor, RanksAsThreadsOfOneProcess) {
           threads.emplace_back([&, r] {
             auto bootstrap = connectBootstrap(*id, r, n);
             failures[r] = bootstrap.isOk() ? runDeviceRank(**bootstrap, plans, testing::EmulationOptions{}) : 1;
+          });
+        }
+        for (std::thread& t : threads) t.join();
+        for (int f : failures) BRAID_CHILD_CHECK(f == 0);
+        return 0;
+      },
+      /*timeout_s=*/300);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+}
+
+/// A bootstrap whose ranks claim the host names `hosts` (the rest is `inner`'s): ranks of one process that the
+/// executor treats as ranks of several hosts.
+class NamedHostsBootstrap : public Bootstrap {
+ public:
+  NamedHostsBootstrap(std::unique_ptr<Bootstrap> inner, std::vector<std::string> hosts)
+      : inner_(std::move(inner)), hosts_(std::move(hosts)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const std::vector<std::string>& hostNames() const override { return hosts_; }
+  const std::vector<int64_t>& processIds() const override { return inner_->processIds(); }
+  Status allGather(void* data, size_t bytes) override { return inner_->allGather(data, bytes); }
+  Status barrier() override { return inner_->barrier(); }
+  Status send(int peer, int tag, const void* data, size_t bytes) override {
+    return inner_->send(peer, tag, data, bytes);
+  }
+  Status recv(int peer, int tag, void* data, size_t bytes) override { return inner_->recv(peer, tag, data, bytes); }
+  Status checkPeers() override { return inner_->checkPeers(); }
+  void abort(const std::string& why) override { inner_->abort(why); }
+
+ private:
+  std::unique_ptr<Bootstrap> inner_;
+  std::vector<std::string> hosts_;
+};
+
+// 4 ranks as threads of one process, named as 2 hosts of 2: connections between the hosts are proxied (host-mapped
+// proxy areas, the executor's proxy thread over the threads transport), the others through the regions.
+TEST(CudaDeviceExecutor, RanksOnTwoHostsThroughProxies) {
+  BRAID_SKIP_WITHOUT_GPU();
+  const int n = 4;
+  const ForkResult result = runForked(
+      1,
+      [&](int) -> int {
+        Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+        BRAID_CHILD_CHECK_OK(id);
+        const std::vector<Plan> plans = devicePlans(n);
+        TransportOptions transport_options;
+        transport_options.timeout_s = 30;
+        std::vector<std::unique_ptr<DataTransport>> proxies = createThreadsWorld(n, transport_options);
+        std::vector<int> failures(n, 0);
+        std::vector<std::thread> threads;
+        for (int r = 0; r < n; ++r) {
+          threads.emplace_back([&, r] {
+            auto bootstrap = connectBootstrap(*id, r, n);
+            if (!bootstrap.isOk()) {
+              failures[r] = 1;
+              return;
+            }
+            NamedHostsBootstrap named(std::move(bootstrap).value(), {"host-a", "host-a", "host-b", "host-b"});
+            failures[r] = runDeviceRank(named, plans, testing::EmulationOptions{}, proxies[r].get());
           });
         }
         for (std::thread& t : threads) t.join();

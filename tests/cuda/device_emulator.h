@@ -4,6 +4,11 @@
 // (zeroed once and kept across launches, as the executor keeps it) and its input, output and scratch. The result
 // of every launch is compared with a reference computed element by element from the collective's definition.
 //
+// Ranks on several hosts (EmulationOptions::host_of_rank): connections between hosts are proxied (device_plan.h);
+// each rank with proxied connections gets its proxy area (zeroed once, kept across launches) and, every launch, a
+// proxy (runtime/cuda/device_proxy.h) on a host thread of its own beside its blocks, over a real CPU transport
+// between the ranks: the threads transport, or TCP over loopback with an in-process bootstrap per rank.
+//
 // Data: element i of rank q's input is one of -2, -1, 1, 2 (position- and rank-dependent) in the datatype, so
 // sums of up to 16 values, products and min/max are exact in every type and any order of reduction gives the
 // same bits as the reference's (reduce2 in rank order). Output and scratch start as 0xA5 bytes.
@@ -11,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -18,11 +24,15 @@
 #include <thread>
 #include <vector>
 
+#include "braid/bootstrap.h"
 #include "braid/datatype.h"
 #include "braid/plan.h"
+#include "braid/transports.h"
 #include "cuda/device_plan_codec.h"
 #include "cuda/device_program.h"
+#include "cuda/device_proxy.h"
 #include "support/store_value.h"
+#include "transport/threads/threads_transport.h"
 
 namespace braid::testing {
 
@@ -33,8 +43,55 @@ struct EmulationOptions {
   uint32_t threads_per_block = 1;
   int launches = 2;  // consecutive launches of the plan, on the same regions
   double timeout_s = 30;
-  std::vector<int> ranks;  // ranks that run (empty: all); the others never start (timeout tests)
+  std::vector<int> ranks;          // ranks that run (empty: all); the others never start (timeout tests)
+  std::vector<int> host_of_rank;   // rank r's host (encodeDevicePlans); empty: all on one host
+  bool tcp_proxies = false;        // the proxies' transport: TCP over loopback (else the threads transport)
+  std::vector<int> without_proxy;  // running ranks whose proxy never runs (timeout tests)
 };
+
+/// The proxies' transport endpoints of `n` ranks of this process (index = rank), and what they need to live.
+struct ProxyTransports {
+  std::vector<std::unique_ptr<Bootstrap>> bootstraps;
+  std::vector<std::unique_ptr<DataTransport>> endpoints;
+};
+
+inline Result<ProxyTransports> createProxyTransports(int n, bool tcp, double timeout_s) {
+  ProxyTransports out;
+  TransportOptions options;
+  options.timeout_s = timeout_s;
+  if (!tcp) {
+    out.endpoints = createThreadsWorld(n, options);
+    return out;
+  }
+  // TCP: one bootstrap and endpoint per rank, created together (both are collective), each by a thread of its own.
+  BRAID_ASSIGN_OR_RETURN(const UniqueId id, createUniqueId("127.0.0.1:0"));
+  out.bootstraps.resize(static_cast<size_t>(n));
+  out.endpoints.resize(static_cast<size_t>(n));
+  std::vector<Status> statuses(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      BootstrapOptions bootstrap_options;
+      bootstrap_options.timeout_s = timeout_s;
+      Result<std::unique_ptr<Bootstrap>> bootstrap = connectBootstrap(id, r, n, bootstrap_options);
+      if (!bootstrap.isOk()) {
+        statuses[r] = bootstrap.status();
+        return;
+      }
+      out.bootstraps[r] = std::move(bootstrap).value();
+      Result<std::unique_ptr<DataTransport>> endpoint =
+          createTransport(TransportKind::kTcp, *out.bootstraps[r], options);
+      if (!endpoint.isOk()) {
+        statuses[r] = endpoint.status();
+        return;
+      }
+      out.endpoints[r] = std::move(endpoint).value();
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (const Status& status : statuses) BRAID_RETURN_IF_ERROR(status);
+  return out;
+}
 
 /// Input element i of rank q, in `type`, as bytes.
 inline void inputElement(DataType type, int q, uint64_t i, uint8_t* out) {
@@ -55,6 +112,7 @@ inline std::vector<uint8_t> inputOf(DataType type, int q, uint64_t elements) {
 struct EmulatedRank {
   std::vector<uint8_t> input, output, scratch;
   std::vector<uint64_t> region;  // 8-byte words: counters are 64-bit
+  std::vector<uint64_t> proxy;   // the proxy area
 };
 
 /// What rank r holds after `plan` ran on `inputs` (every rank's input, as inputOf makes them): in *want, and in *got
@@ -131,7 +189,7 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
   const int n = plan.num_ranks;
   const size_t size = dataTypeSize(options.type);
   if (plan.element_bytes != size) return invalidArgument("emulateDevicePlan: plan lowered for another element size");
-  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> blobs, encodeDevicePlans(plan));
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> blobs, encodeDevicePlans(plan, options.host_of_rank));
   std::vector<DecodedDevicePlan> decoded;
   for (const auto& blob : blobs) {
     BRAID_ASSIGN_OR_RETURN(DecodedDevicePlan d, decodeDevicePlan(blob.data(), blob.size()));
@@ -146,10 +204,17 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
   }
   std::vector<EmulatedRank> ranks(static_cast<size_t>(n));
   std::vector<uint8_t*> regions(static_cast<size_t>(n));
+  bool proxied = false;
   for (int r = 0; r < n; ++r) {
     const DevicePlanHeader& h = decoded[r].header;
     ranks[r].region.assign(h.region_bytes / 8 + 1, 0);
+    ranks[r].proxy.assign(h.proxy_bytes / 8 + 1, 0);
     regions[r] = reinterpret_cast<uint8_t*>(ranks[r].region.data());
+    proxied = proxied || h.proxy_bytes > 0;
+  }
+  ProxyTransports transports;
+  if (proxied) {
+    BRAID_ASSIGN_OR_RETURN(transports, createProxyTransports(n, options.tcp_proxies, options.timeout_s));
   }
   const CollectiveKind kind = plan.collective;
   const bool reduces =
@@ -181,6 +246,7 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
       std::memcpy(in, inputs[r].data(), inputs[r].size());
       args[r].plan = reinterpret_cast<const uint8_t*>(aligned_blobs[r].data());
       args[r].regions = regions.data();
+      args[r].proxy = decoded[r].header.proxy_bytes > 0 ? reinterpret_cast<uint8_t*>(m.proxy.data()) : nullptr;
       args[r].buffers[0] = m.input.data();
       args[r].buffers[1] = m.output.data();
       args[r].buffers[2] = m.scratch.data();
@@ -229,16 +295,32 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
         }
       }
     }
+    // Every running rank's proxy, beside its blocks.
+    std::vector<Status> proxy_status(static_cast<size_t>(n));
+    for (int r : running) {
+      if (decoded[r].header.proxy_bytes == 0) continue;
+      if (std::find(options.without_proxy.begin(), options.without_proxy.end(), r) != options.without_proxy.end()) {
+        continue;
+      }
+      threads.emplace_back([&, r] {
+        proxy_status[r] =
+            runDeviceProxy(decoded[r], reinterpret_cast<uint8_t*>(ranks[r].proxy.data()), static_cast<uint64_t>(launch),
+                           *transports.endpoints[r], options.timeout_s, &errors[r]);
+      });
+    }
     for (std::thread& t : threads) t.join();
     for (int r : running) {
       const DeviceError& e = errors[r];
       if (e.code != 0) {
         if (error_out != nullptr) *error_out = e;
-        return Status(StatusCode::kTimeout, fmt::format("launch {}: rank {} tb {} step {} slice {} gave up waiting "
-                                                        "(what {}, peer {})",
-                                                        launch, e.rank, e.tb, e.step, e.slice, e.what, e.peer));
+        return Status(StatusCode::kTimeout,
+                      fmt::format("launch {}: rank {} {} {} step {} slice {} gave up waiting "
+                                  "(what {}, peer {}){}",
+                                  launch, e.rank, e.code == 2 ? "proxy of tb" : "tb", e.tb, e.step, e.slice, e.what,
+                                  e.peer, proxy_status[r].isOk() ? "" : ": " + proxy_status[r].message()));
       }
     }
+    for (int r : running) BRAID_RETURN_IF_ERROR(proxy_status[r]);
     for (int r : running) {
       const uint8_t* got = nullptr;
       std::vector<uint8_t> want;

@@ -94,15 +94,19 @@ inline Status compareWithPlan(const Plan& plan, const cuda::DecodedDevicePlan& d
   return Status::ok();
 }
 
-/// Encodes every rank of `plan`, checks that each blob decodes and serializes back to the same bytes and holds
-/// what the plan says (compareWithPlan), and that validateDevicePlans accepts them together.
-inline Status checkDeviceEncoding(const Plan& plan) {
-  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> blobs, cuda::encodeDevicePlans(plan));
+/// Encodes every rank of `plan` (ranks on the hosts `host_of_rank`, empty: one host), checks that each blob
+/// decodes and serializes back to the same bytes and holds what the plan says (compareWithPlan) and its host, and
+/// that validateDevicePlans accepts them together.
+inline Status checkDeviceEncoding(const Plan& plan, const std::vector<int>& host_of_rank = {}) {
+  BRAID_ASSIGN_OR_RETURN(std::vector<std::vector<uint8_t>> blobs, cuda::encodeDevicePlans(plan, host_of_rank));
   std::vector<cuda::DecodedDevicePlan> decoded;
   for (size_t r = 0; r < blobs.size(); ++r) {
     BRAID_ASSIGN_OR_RETURN(cuda::DecodedDevicePlan d, cuda::decodeDevicePlan(blobs[r].data(), blobs[r].size()));
     if (cuda::serializeDevicePlan(d) != blobs[r]) {
       return internalError(fmt::format("plan '{}' rank {}: decode + serialize changed the blob", plan.algorithm, r));
+    }
+    if (d.header.host != (host_of_rank.empty() ? 0 : host_of_rank[r])) {
+      return internalError(fmt::format("plan '{}' rank {}: host {}", plan.algorithm, r, d.header.host));
     }
     BRAID_RETURN_IF_ERROR(compareWithPlan(plan, d));
     decoded.push_back(std::move(d));
@@ -112,9 +116,12 @@ inline Status checkDeviceEncoding(const Plan& plan) {
 
 /// Lowers `algorithm` for fp32 at each of `counts` (elements per rank piece, nccl-tests' count times the size
 /// multiplier) in each mode it declares, with its own protocol and with LL, and checks every encoding
-/// (checkDeviceEncoding). The first failure, naming the size and mode.
+/// (checkDeviceEncoding) with the ranks split into `hosts` hosts of consecutive ranks. The first failure, naming the
+/// size and mode.
 inline Status checkDeviceEncodings(const Algorithm& algorithm, const std::vector<uint64_t>& counts,
-                                   const std::vector<int>& instances = {1}) {
+                                   const std::vector<int>& instances = {1}, int hosts = 1) {
+  std::vector<int> host_of_rank;
+  for (int r = 0; r < algorithm.num_ranks; ++r) host_of_rank.push_back(r * hosts / algorithm.num_ranks);
   BRAID_ASSIGN_OR_RETURN(CollectiveSpec spec, algorithm.spec(!algorithm.out_of_place));
   const uint64_t multiplier = static_cast<uint64_t>(spec.sizeMultiplier());
   for (bool in_place : {false, true}) {
@@ -128,7 +135,7 @@ inline Status checkDeviceEncodings(const Algorithm& algorithm, const std::vector
           // Uneven counts an algorithm cannot split are lowering's to refuse (kUnsupported), not the encoder's.
           if (!plan.isOk() && plan.status().code() == StatusCode::kUnsupported) continue;
           if (!plan.isOk()) return plan.status();
-          const Status status = checkDeviceEncoding(*plan);
+          const Status status = checkDeviceEncoding(*plan, host_of_rank);
           if (!status.isOk()) {
             return Status(status.code(), fmt::format("{} count {} {} instances {} {}: {}", algorithm.name, count,
                                                      in_place ? "in place" : "out of place", copies,

@@ -3,7 +3,9 @@
 // sizes in Simple and LL, encodes for every rank, decodes and serializes back to the same bytes, holds the plan's
 // fields, and passes validateDevicePlans (tests/cuda/device_plan_check.h). Layouts of a hand-built plan are checked
 // against numbers worked out by hand; corrupted blobs are refused naming the field; plans the kernel cannot run
-// (a dependency cycle, two threadblocks on one connection end) are refused at encoding.
+// (a dependency cycle, two threadblocks on one connection end) are refused at encoding. Ranks on several hosts: the
+// same algorithms split into 2 and 3 hosts encode and validate with their cross-host connections proxied, the
+// hand-built plan's proxy areas hold the numbers worked out by hand, and corrupted proxied fields are refused.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -32,6 +34,20 @@ TEST(DevicePlan, ClassicalAlgorithmsEncodeAndValidate) {
       const Status status = testing::checkDeviceEncodings(algorithm, {1, 7, 300007}, {1, 2});
       EXPECT_TRUE(status.isOk()) << n << " ranks: " << status.toString();
       ++checked;
+    }
+  }
+  EXPECT_GT(checked, 60);
+}
+
+TEST(DevicePlan, ClassicalAlgorithmsAcrossHostsEncodeAndValidate) {
+  int checked = 0;
+  for (int n : {4, 6, 8}) {
+    for (int hosts : {2, 3}) {
+      for (const Algorithm& algorithm : testing::classicalTestAlgorithms(n)) {
+        const Status status = testing::checkDeviceEncodings(algorithm, {1, 7, 300007}, {1, 2}, hosts);
+        EXPECT_TRUE(status.isOk()) << n << " ranks on " << hosts << " hosts: " << status.toString();
+        ++checked;
+      }
     }
   }
   EXPECT_GT(checked, 60);
@@ -139,6 +155,60 @@ TEST(DevicePlan, HandPlanLayoutIsWhatWasWorkedOut) {
   EXPECT_EQ(ll[1].connections[0].tail_offset, 640u);  // FIFO of 8 x 80 bytes
 }
 
+// The hand-built plan with its ranks on two hosts: the one connection is proxied, and each end has FIFO, tail and
+// head in its own proxy area; the regions keep only the progress counters and the barrier.
+TEST(DevicePlan, HandPlanAcrossHostsLayoutIsWhatWasWorkedOut) {
+  const Plan plan = handPlan(Protocol::kSimple);
+  ASSERT_TRUE(testing::checkDeviceEncoding(plan, {0, 1}).isOk());
+  std::vector<DecodedDevicePlan> d;
+  const std::vector<std::vector<uint8_t>> blobs = cuda::encodeDevicePlans(plan, {0, 1}).value();
+  for (const auto& blob : blobs) {
+    d.push_back(cuda::decodeDevicePlan(blob.data(), blob.size()).value());
+  }
+  ASSERT_EQ(d.size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(d[r].header.host, r);
+    ASSERT_EQ(d[r].connections.size(), 1u);
+    const cuda::DeviceConnection& c = d[r].connections[0];
+    EXPECT_EQ(c.proxied, 1) << r;
+    EXPECT_EQ(c.sending, r == 0 ? 1 : 0);
+    EXPECT_EQ(c.messages, 3u);
+    // Slots of 48 bytes, 8 of them: FIFO [0, 384), tail at 384, head at 512 (its own 128-byte part), 640 bytes.
+    EXPECT_EQ(c.fifo_offset, 0u) << r;
+    EXPECT_EQ(c.tail_offset, 384u) << r;
+    EXPECT_EQ(c.head_offset, 512u) << r;
+    EXPECT_EQ(d[r].header.proxy_bytes, 640u) << r;
+  }
+  // Rank 0's region: no head any more; progress at 0 (1 tb), barrier at 128, 256 bytes. Rank 1's: no FIFO or tail;
+  // progress at 0 (2 tbs), barrier at 128, 256 bytes.
+  EXPECT_EQ(d[0].header.progress_offset, 0u);
+  EXPECT_EQ(d[0].header.barrier_offset, 128u);
+  EXPECT_EQ(d[0].header.region_bytes, 256u);
+  EXPECT_EQ(d[1].header.progress_offset, 0u);
+  EXPECT_EQ(d[1].header.barrier_offset, 128u);
+  EXPECT_EQ(d[1].header.region_bytes, 256u);
+  // LL: slots of 5 lines, 80 bytes: FIFO [0, 640), tail at 640, head at 768, 896 bytes.
+  const std::vector<uint8_t> ll = cuda::encodeDevicePlan(handPlan(Protocol::kLL), 1, {0, 1}).value();
+  const DecodedDevicePlan ll1 = cuda::decodeDevicePlan(ll.data(), ll.size()).value();
+  EXPECT_EQ(ll1.connections[0].tail_offset, 640u);
+  EXPECT_EQ(ll1.connections[0].head_offset, 768u);
+  EXPECT_EQ(ll1.header.proxy_bytes, 896u);
+  // Two ranks with the same host value (any integer) are one host: nothing proxied, the layout of one host.
+  const std::vector<DecodedDevicePlan> one = encodeAll(plan);
+  const std::vector<std::vector<uint8_t>> same_host = cuda::encodeDevicePlans(plan, {7, 7}).value();
+  for (const auto& blob : same_host) {
+    const DecodedDevicePlan same = cuda::decodeDevicePlan(blob.data(), blob.size()).value();
+    EXPECT_EQ(same.header.host, 7);
+    EXPECT_EQ(same.header.proxy_bytes, 0u);
+    EXPECT_EQ(same.connections[0].proxied, 0);
+    EXPECT_EQ(same.header.region_bytes, one[same.header.rank].header.region_bytes);
+    EXPECT_EQ(same.connections[0].fifo_offset, one[same.header.rank].connections[0].fifo_offset);
+  }
+  const Status wrong = cuda::encodeDevicePlans(plan, {0, 1, 2}).status();
+  EXPECT_EQ(wrong.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.message().find("3 host entries for 2 ranks"), std::string::npos) << wrong.toString();
+}
+
 // One corruption of a valid encoding (of the 4-rank ring, or of the hand-built plan, whose rank 1 has a
 // dependency) and the words the validator must use for it.
 struct Corruption {
@@ -210,6 +280,67 @@ TEST(DevicePlan, CorruptedPlansAreRefusedNamingTheField) {
   EXPECT_NE(mismatch.message().find("bytes on the sender"), std::string::npos) << mismatch.toString();
 }
 
+// Corruptions of the proxied fields of the 4-rank ring on two hosts (ranks 0, 1 and 2, 3): rank 1 sends to rank 2
+// and rank 3 to rank 0 through proxies.
+TEST(DevicePlan, CorruptedProxiedFieldsAreRefusedNamingTheField) {
+  const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4);
+  LowerOptions options = callLowerOptions(4 * 100003, false, 1, 4);
+  const Plan plan = lowerAlgorithm(ring, options).value();
+  const std::vector<int> hosts = {0, 0, 1, 1};
+  ASSERT_TRUE(testing::checkDeviceEncoding(plan, hosts).isOk());
+  std::vector<DecodedDevicePlan> good;
+  const std::vector<std::vector<uint8_t>> blobs = cuda::encodeDevicePlans(plan, hosts).value();
+  for (const auto& blob : blobs) {
+    good.push_back(cuda::decodeDevicePlan(blob.data(), blob.size()).value());
+  }
+  const std::vector<DecodedDevicePlan> one_host = encodeAll(plan);
+  // Rank 2's end of rank 1 -> rank 2 (proxied, receiving) and rank 1's (proxied, sending).
+  auto proxiedEnd = [](DecodedDevicePlan& p, bool sending) -> cuda::DeviceConnection& {
+    for (cuda::DeviceConnection& c : p.connections)
+      if (c.proxied && (c.sending != 0) == sending) return c;
+    return p.connections[0];
+  };
+  int proxied = 0;
+  for (const DecodedDevicePlan& p : good) {
+    for (const cuda::DeviceConnection& c : p.connections) proxied += c.proxied;
+  }
+  ASSERT_GT(proxied, 0);
+  const Corruption corruptions[] = {
+      {"proxied value", false, [&](auto& p) { proxiedEnd(p[2], false).proxied = 2; }, "proxied is 2, not 0 or 1"},
+      {"proxy area", false, [&](auto& p) { p[2].header.proxy_bytes = 128; }, "outside the 128-byte proxy area"},
+      {"proxy overlap", false,
+       [&](auto& p) { proxiedEnd(p[1], true).head_offset = proxiedEnd(p[1], true).tail_offset; }, "of the proxy area"},
+      {"proxy FIFO alignment", false, [&](auto& p) { proxiedEnd(p[2], false).fifo_offset += 8; },
+       "proxied FIFO at byte"},
+      {"proxy area size", false, [&](auto& p) { p[1].header.proxy_bytes += 8; }, "proxy_bytes"},
+      {"same host", false, [&](auto& p) { p[2].header.host = 0; }, "proxied exactly when the hosts differ"},
+      {"proxied messages", false, [&](auto& p) { proxiedEnd(p[1], true).messages += 1; }, "is not this threadblock's"},
+  };
+  for (const Corruption& c : corruptions) {
+    std::vector<DecodedDevicePlan> bad = good;
+    c.apply(bad);
+    const Status status = cuda::validateDevicePlans(bad);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << c.name << ": " << status.toString();
+    EXPECT_NE(status.message().find(c.expect), std::string::npos) << c.name << ": " << status.toString();
+  }
+  // One host's encoding with rank 3 said to be on another host: its connections would have to be proxied.
+  std::vector<DecodedDevicePlan> moved = one_host;
+  moved[3].header.host = 1;
+  const Status status = cuda::validateDevicePlans(moved);
+  EXPECT_NE(status.message().find("proxied is 0 but rank"), std::string::npos) << status.toString();
+  // One end proxied, the other not: rank 2's proxied receiving end taken from a one-host encoding of itself.
+  std::vector<DecodedDevicePlan> half = good;
+  half[2].header.host = 0;
+  half[2].connections = one_host[2].connections;
+  half[2].header.region_bytes = one_host[2].header.region_bytes;
+  half[2].header.progress_offset = one_host[2].header.progress_offset;
+  half[2].header.barrier_offset = one_host[2].header.barrier_offset;
+  half[2].header.proxy_bytes = 0;
+  const Status one_sided = cuda::validateDevicePlans(half);
+  EXPECT_NE(one_sided.message().find("proxied is 1 on the sender and 0 on the receiver"), std::string::npos)
+      << one_sided.toString();
+}
+
 TEST(DevicePlan, CorruptedBlobsAreRefusedWhenDecoded) {
   const std::vector<uint8_t> blob = cuda::encodeDevicePlan(handPlan(Protocol::kSimple), 1).value();
   ASSERT_TRUE(cuda::decodeDevicePlan(blob.data(), blob.size()).isOk());
@@ -221,7 +352,7 @@ TEST(DevicePlan, CorruptedBlobsAreRefusedWhenDecoded) {
   EXPECT_NE(decodeError(bad).find("magic"), std::string::npos);
   bad = blob;
   bad[4] = 9;
-  EXPECT_NE(decodeError(bad).find("version 9, this build reads version 1"), std::string::npos);
+  EXPECT_NE(decodeError(bad).find("version 9, this build reads version 2"), std::string::npos);
   bad = blob;
   bad.resize(blob.size() - 128);
   EXPECT_NE(decodeError(bad).find("blob_bytes"), std::string::npos);

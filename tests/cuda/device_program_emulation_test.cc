@@ -4,11 +4,15 @@
 // enough that connections wrap their FIFO of 8 slots many times, two launches on the same regions (counters carry
 // on), every datatype and operator on a ring all-reduce, blocks of 1 and 3 threads; every output byte equals the
 // collective's reference. A rank that never starts makes its peers give up after the timeout, naming what they
-// waited for. What this does not check: CUDA's own instructions and memory model (fences, 16-byte stores), which
-// need a GPU (tests/cuda/cuda_device_test.cc).
+// waited for. Ranks split over 2 and 3 hosts: connections between hosts are proxied (device_plan.h) and every
+// rank's proxy (device_proxy.h) runs beside its blocks over the threads transport or TCP; the results are the same
+// references, a rank whose proxy never runs makes its peers time out naming the wait. What this does not check:
+// CUDA's own instructions and memory model (fences, 16-byte stores, host-mapped memory), which need a GPU
+// (tests/cuda/cuda_device_test.cc).
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <numeric>
 #include <string>
@@ -124,6 +128,126 @@ TEST(DeviceProgramEmulation, CorpusAlgorithmsMatchTheReference) {
     }
   }
   EXPECT_GE(runs, 40);
+}
+
+// Rank r's host when n ranks are split into hosts of `per_host` consecutive ranks.
+std::vector<int> hostsOf(int n, int per_host) {
+  std::vector<int> hosts;
+  for (int r = 0; r < n; ++r) hosts.push_back(r / per_host);
+  return hosts;
+}
+
+// Every classical algorithm with its ranks split over hosts: 4 ranks as 2 x 2, 6 as 3 x 2 and 2 x 3, 8 as 2 x 4, and
+// 4 ranks alternating between 2 hosts (every ring neighbour on the other host); Simple and LL; 301 elements in
+// 64-byte slices (many messages per connection, FIFOs of 8 slots wrapping) and, on 4 ranks, one element (messages
+// of 0 bytes); two launches on the same regions and proxy areas; the proxies over the threads transport.
+TEST(DeviceProgramEmulation, ProxiedClassicalAlgorithmsMatchTheReference) {
+  struct Split {
+    int n;
+    std::vector<int> hosts;
+  };
+  const Split splits[] = {
+      {4, hostsOf(4, 2)}, {6, hostsOf(6, 2)}, {6, hostsOf(6, 3)}, {8, hostsOf(8, 4)}, {4, {0, 1, 0, 1}}};
+  int runs = 0;
+  for (const Split& split : splits) {
+    for (const Algorithm& algorithm : testing::classicalTestAlgorithms(split.n)) {
+      testing::EmulationOptions options;
+      options.root = algorithm.root;
+      options.host_of_rank = split.hosts;
+      // One mode per algorithm (out of place where built): the modes differ in buffers, not in connections.
+      const bool in_place = !algorithm.out_of_place;
+      for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+        for (uint64_t count : {1, 301}) {
+          if (count == 1 && split.n > 4) continue;
+          const Status status = emulate(algorithm, count, in_place, protocol, count == 301 ? 64 : 0, options);
+          EXPECT_TRUE(status.isOk()) << split.n << " ranks, rank 1 on host " << split.hosts[1] << ": "
+                                     << status.toString();
+          ++runs;
+        }
+      }
+    }
+  }
+  RecordProperty("runs", runs);
+  EXPECT_GT(runs, 100);
+}
+
+// The corpus programs with their ranks split into two hosts of consecutive ranks (three for 6 and more ranks'
+// programs when the count divides), in 16-byte slices with LL and Simple, two launches.
+TEST(DeviceProgramEmulation, ProxiedCorpusAlgorithmsMatchTheReference) {
+  BRAID_SKIP_WITHOUT_REALCASES();
+  int runs = 0;
+  for (const std::filesystem::path& file : testing::corpusXmlFiles()) {
+    Result<Algorithm> algorithm = loadAlgorithm(file.string());
+    if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
+    if (algorithm->collective == CollectiveKind::kCustom) continue;
+    const CollectiveSpec spec = algorithm->spec(!algorithm->out_of_place).value();
+    const uint64_t multiplier = static_cast<uint64_t>(spec.sizeMultiplier());
+    const uint64_t even = static_cast<uint64_t>(algorithm->num_chunks) /
+                          std::gcd<uint64_t>(static_cast<uint64_t>(algorithm->num_chunks), multiplier);
+    const int n = algorithm->num_ranks;
+    testing::EmulationOptions options;
+    options.root = algorithm->root;
+    options.host_of_rank = hostsOf(n, n % 3 == 0 && n >= 6 ? n / 3 : (n + 1) / 2);
+    for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+      const Status status = emulate(*algorithm, even, !algorithm->out_of_place, protocol, 16, options);
+      EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
+      ++runs;
+    }
+  }
+  RecordProperty("runs", runs);
+  EXPECT_GE(runs, 20);
+}
+
+// The proxies over TCP (loopback, an in-process bootstrap per rank): a ring all-reduce and a direct all-to-all on 4
+// ranks as 2 x 2, and a double binary tree all-reduce on 6 ranks as 2 x 3, Simple and LL, FIFOs wrapping, three
+// launches.
+TEST(DeviceProgramEmulation, ProxiesOverTcpMatchTheReference) {
+  struct Case {
+    ClassicAlgo algo;
+    CollectiveKind kind;
+    int n;
+    int per_host;
+  };
+  for (const Case& c : {Case{ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4, 2},
+                        Case{ClassicAlgo::kDirect, CollectiveKind::kAllToAll, 4, 2},
+                        Case{ClassicAlgo::kDoubleBinaryTree, CollectiveKind::kAllReduce, 6, 3}}) {
+    const Algorithm algorithm = testing::classicAlgorithm(c.algo, c.kind, c.n);
+    for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+      testing::EmulationOptions options;
+      options.host_of_rank = hostsOf(c.n, c.per_host);
+      options.tcp_proxies = true;
+      options.launches = 3;
+      const Status status = emulate(algorithm, 301, false, protocol, 64, options);
+      EXPECT_TRUE(status.isOk()) << algorithm.name << ": " << status.toString();
+    }
+  }
+}
+
+// 4 ranks of a ring all-reduce as 2 x 2: rank 3's blocks run but its proxy never does. Its peers give up within
+// the timeout (plus the time to stop), and the first failure names a message (kData) or a slot (kCredit) and the
+// peer it waited for.
+TEST(DeviceProgramEmulation, AMissingProxyIsATimeoutNamingTheWait) {
+  const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4);
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+    const Plan plan = lowerFor(ring, 300, false, DataType::kFloat32, protocol, 64).value();
+    testing::EmulationOptions options;
+    options.host_of_rank = hostsOf(4, 2);
+    options.without_proxy = {3};
+    options.timeout_s = 0.3;
+    options.launches = 1;
+    cuda::DeviceError error;
+    const auto start = std::chrono::steady_clock::now();
+    const Status status = testing::emulateDevicePlan(plan, options, &error);
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(status.code(), StatusCode::kTimeout) << status.toString();
+    EXPECT_TRUE(error.code == 1 || error.code == 2) << error.code;
+    EXPECT_TRUE(error.what == static_cast<int32_t>(cuda::DeviceWait::kData) ||
+                error.what == static_cast<int32_t>(cuda::DeviceWait::kCredit))
+        << error.what << " " << status.toString();
+    EXPECT_TRUE(error.peer >= 0 && error.peer < 4 && error.peer != error.rank) << error.peer;
+    EXPECT_GE(error.waited_ns, 300000000u);
+    EXPECT_LT(took, 10.0);
+  }
 }
 
 // Rank 2 of a 3-rank ring never starts: ranks 0 and 1 give up after the timeout and the first failure names a
