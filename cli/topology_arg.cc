@@ -20,7 +20,8 @@ void noteShadowedTopology(const std::string& spec) {
   if (fs::equivalent(spec, *shipped, ec) && !ec) return;  // the shipped file itself (run from topologies/)
   if (!noted.insert(spec).second) return;
   const std::string shown = spec.find('/') == std::string::npos ? "./" + spec : spec;
-  std::cerr << fmt::format("note: using the file {}; the shipped topology {} ({}) is not used\n", shown, spec,
+  const std::string name = fs::path(spec).extension() == ".yaml" ? fs::path(spec).stem().string() : spec;
+  std::cerr << fmt::format("note: using the file {}; the shipped topology {} ({}) is not used\n", shown, name,
                            *shipped);
 }
 

@@ -192,6 +192,10 @@ cp "$src/topologies/pcie-2s4g.yaml" "$tmp/shadow/dgx1-v100"
   ok || fail "shadowing file: no single note: $(cat "$tmp/err")"
 (cd "$tmp/shadow" && "$braid" algo ring --coll allgather -t dgx1-v100 -o "$tmp/shadow/ring.xml") >"$tmp/out" 2>"$tmp/err"
 [ "$(grep -c "note: using the file ./dgx1-v100" "$tmp/err")" = 1 ] && ok || fail "algo -t: $(cat "$tmp/err")"
+cp "$src/topologies/pcie-2s4g.yaml" "$tmp/shadow/ndv2-x1.yaml"
+(cd "$tmp/shadow" && "$braid" bound -t ndv2-x1.yaml -c allgather -b 1K -e 1K) >"$tmp/out" 2>"$tmp/err"
+grep -q "note: using the file ./ndv2-x1.yaml; the shipped topology ndv2-x1 (.*) is not used" "$tmp/err" && ok ||
+  fail "bound -t ndv2-x1.yaml: $(cat "$tmp/err")"
 (cd "$tmp" && "$braid" topo show dgx1-v100) >"$tmp/out" 2>"$tmp/err"
 grep -q "note:" "$tmp/err" && fail "no local file, yet a note: $(cat "$tmp/err")" || ok
 
