@@ -16,6 +16,7 @@
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "cli/topology_arg.h"
 
 namespace braid::cli {
 namespace {
@@ -24,8 +25,9 @@ struct AlgoOptions {
   std::string name;
   std::string coll;
   std::string topology;
-  int num_ranks = 0;
-  int root = 0;  // broadcast / reduce
+  std::optional<int> num_ranks;  // -n, when given
+  int num_ranks_value = 0;       // what CLI11 parsed for -n
+  int root = 0;                  // broadcast / reduce
   bool in_place = false;
   std::string proto = "Simple";
   int channels = 0;
@@ -132,30 +134,32 @@ int runAlgo(const AlgoOptions& opt) {
     return fail(kUsageError,
                 "2dh needs the node shape: --topology (its nodes) or -n N with --ranks-per-node G (N a multiple of G)");
   }
-  if (opt.topology.empty() && opt.num_ranks < 1) {
-    return fail(kUsageError, "give the number of ranks with -n N (N >= 1) or a --topology");
+  // An N-rank classic algorithm holds at least N chunks on each of N ranks; the verifier keeps at most 2^22 chunks
+  // over all ranks, so beyond 2048 ranks nothing could be verified. 0, negative and too large counts get one message.
+  constexpr int kMaxRanks = 2048;
+  if (opt.num_ranks && (*opt.num_ranks < 1 || *opt.num_ranks > kMaxRanks)) {
+    return fail(kUsageError, fmt::format("-n {}: the number of ranks must be in 1..{} (N ranks hold at least N x N "
+                                         "chunks; the verifier keeps at most {})",
+                                         *opt.num_ranks, kMaxRanks, kMaxVerifiedChunks));
   }
-  if (opt.topology.empty() && opt.ranks_per_node > 0 && opt.num_ranks % opt.ranks_per_node != 0) {
+  if (opt.topology.empty() && !opt.num_ranks) {
+    return fail(kUsageError, "give the number of ranks with -n N or a --topology");
+  }
+  if (opt.topology.empty() && opt.ranks_per_node > 0 && *opt.num_ranks % opt.ranks_per_node != 0) {
     return fail(kUsageError, fmt::format("--ranks-per-node {}: {} ranks do not split into nodes of {} rank(s) (N must "
                                          "be a multiple of G)",
-                                         opt.ranks_per_node, opt.num_ranks, opt.ranks_per_node));
+                                         opt.ranks_per_node, *opt.num_ranks, opt.ranks_per_node));
   }
-  // An N-rank classic algorithm holds about N chunks on each of N ranks; the verifier checks at most 2^22 chunk
-  // cells over all ranks, so beyond 2048 ranks nothing could be verified (and building would take minutes).
-  constexpr int kMaxRanks = 2048;
-  if (opt.num_ranks > kMaxRanks) {
-    return fail(kUsageError, fmt::format("-n {}: at most {} ranks (N ranks hold N x N chunks; the verifier checks at "
-                                         "most 2^22)",
-                                         opt.num_ranks, kMaxRanks));
-  }
+
+  if (std::optional<std::string> error = outputPathsError({opt.output})) return fail(kFailure, *error);
 
   std::optional<Topology> topology;
   if (!opt.topology.empty()) {
-    Result<Topology> loaded = loadTopologyOrShipped(opt.topology);
+    Result<Topology> loaded = loadTopologyArgument(opt.topology);
     if (!loaded) return fail(kFailure, loaded.status().message());
     topology = std::move(*loaded);
-    if (opt.num_ranks > 0 && opt.num_ranks != topology->numGpus()) {
-      return fail(kUsageError, fmt::format("-n {} does not match topology '{}' with {} GPUs", opt.num_ranks,
+    if (opt.num_ranks && *opt.num_ranks != topology->numGpus()) {
+      return fail(kUsageError, fmt::format("-n {} does not match topology '{}' with {} GPUs", *opt.num_ranks,
                                            topology->name, topology->numGpus()));
     }
   }
@@ -163,7 +167,7 @@ int runAlgo(const AlgoOptions& opt) {
   ClassicRequest request;
   request.algo = *algo;
   request.spec.kind = *kind;
-  request.spec.num_ranks = topology ? topology->numGpus() : opt.num_ranks;
+  request.spec.num_ranks = topology ? topology->numGpus() : *opt.num_ranks;
   if (opt.root < 0 || opt.root >= request.spec.num_ranks) {
     return fail(kUsageError, fmt::format("--root {} is not a rank of {} (0..{})", opt.root, request.spec.num_ranks,
                                          request.spec.num_ranks - 1));
@@ -175,6 +179,28 @@ int runAlgo(const AlgoOptions& opt) {
   request.protocol = *proto;
   request.num_channels = opt.channels;
   request.ranks_per_node = opt.ranks_per_node;
+  const AlgorithmFileFormat format =
+      endsWith(opt.output, ".json") ? AlgorithmFileFormat::kBraidJson : AlgorithmFileFormat::kMscclXml;
+  // What the request would build, refused before anything is built when it could not be verified or written.
+  Result<ClassicShape> shape = classicShape(request);
+  if (!shape) return fail(kFailure, shape.status().message());
+  const std::string ranks_given = topology ? fmt::format("--topology {} ({} GPUs)", opt.topology, topology->numGpus())
+                                           : fmt::format("-n {}", *opt.num_ranks);
+  if (shape->chunk_cells > kMaxVerifiedChunks) {
+    return fail(kUsageError, fmt::format("{}: {} {} would hold {} chunks over all ranks, more than the {} the verifier "
+                                         "keeps; use fewer ranks",
+                                         ranks_given, classicAlgoName(*algo), collectiveName(*kind), shape->chunk_cells,
+                                         kMaxVerifiedChunks));
+  }
+  if (!opt.output.empty() && algorithmFileBytesAtLeast(shape->min_steps, format) > kMaxAlgorithmFileBytes) {
+    return fail(kUsageError,
+                fmt::format("{}: the {} of {} {} would be at least {:.1f} MiB ({} steps or more), more than the {} MiB "
+                            "Braid reads back from an algorithm file; use fewer ranks",
+                            ranks_given, format == AlgorithmFileFormat::kBraidJson ? "Braid JSON" : "MSCCL XML",
+                            classicAlgoName(*algo), collectiveName(*kind),
+                            static_cast<double>(algorithmFileBytesAtLeast(shape->min_steps, format)) / (1 << 20),
+                            shape->min_steps, kMaxAlgorithmFileBytes >> 20));
+  }
   Result<Algorithm> built = buildClassic(request);
   if (!built) return fail(kFailure, built.status().message());
   Algorithm& algorithm = *built;
@@ -191,9 +217,7 @@ int runAlgo(const AlgoOptions& opt) {
     std::cout << summary(algorithm, report);
     return 0;
   }
-  Status written = writeAlgorithmFile(
-      opt.output, algorithm,
-      endsWith(opt.output, ".json") ? AlgorithmFileFormat::kBraidJson : AlgorithmFileFormat::kMscclXml);
+  Status written = writeAlgorithmFile(opt.output, algorithm, format);
   if (!written) return fail(kFailure, written.message());
   std::cout << fmt::format("wrote {} ({} on {} ranks, verified)\n", opt.output, algorithm.name, algorithm.num_ranks);
   return 0;
@@ -213,14 +237,18 @@ void registerAlgoCommand(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--root", opt->root, "root rank of broadcast and reduce (default 0)");
   cmd->add_option("--topology,-t", opt->topology, "topology file or shipped name (e.g. dgx1-v100)");
-  cmd->add_option("-n,--ranks", opt->num_ranks, "number of ranks when no topology is given");
+  CLI::Option* ranks = cmd->add_option("-n,--ranks", opt->num_ranks_value, "number of ranks when no topology is given");
   cmd->add_option("--ranks-per-node,-g", opt->ranks_per_node,
                   "2dh without --topology: ranks per node G (rank = node * G + local index; N a multiple of G)");
   cmd->add_flag("--inplace", opt->in_place, "build for in-place calls");
   cmd->add_option("--proto", opt->proto, "Simple | LL | LL128 (default Simple)");
   cmd->add_option("--channels", opt->channels, "channels (0 = the algorithm's choice)");
-  cmd->add_option("-o,--output", opt->output, "output file: .json writes Braid JSON, anything else MSCCL XML");
-  cmd->callback([opt, exit_code]() { *exit_code = runAlgo(*opt); });
+  cmd->add_option("-o,--output", opt->output, "output file: .json writes Braid JSON, anything else MSCCL XML")
+      ->check(outputPathCheck());
+  cmd->callback([opt, ranks, exit_code]() {
+    if (ranks->count() > 0) opt->num_ranks = opt->num_ranks_value;
+    *exit_code = runAlgo(*opt);
+  });
 }
 
 }  // namespace braid::cli

@@ -20,6 +20,7 @@
 #include "braid/collective.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/topology_arg.h"
 #include "comm/pareto/compare.h"
 #include "common/text.h"
 #include "report/synth_report.h"
@@ -125,7 +126,7 @@ int runBound(const BoundOptions& opt) {
   if (opt.factor < 2)
     return fail(kUsageError, fmt::format("-f: the step factor must be 2 or more, got {}", opt.factor));
 
-  Result<Topology> topology = loadTopologyOrShipped(opt.topology);
+  Result<Topology> topology = loadTopologyArgument(opt.topology);
   if (!topology) return fail(kFailure, topology.status().message());
   const Topology& t = *topology;
   CollectiveSpec spec;

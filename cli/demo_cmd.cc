@@ -21,6 +21,7 @@
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "cli/topology_arg.h"
 #include "comm/pareto/compare.h"
 #include "report/html_report.h"
 #include "report/synth_report.h"
@@ -67,7 +68,7 @@ int runDemo(const DemoOptions& opt) {
     std::cerr << "braid demo: " << *error << "\n";
     return 2;
   }
-  Result<Topology> topo = loadTopologyOrShipped(opt.topology);
+  Result<Topology> topo = loadTopologyArgument(opt.topology);
   if (!topo) {
     std::cerr << "braid demo: " << topo.status().message() << "\n";
     return 1;
@@ -94,6 +95,13 @@ int runDemo(const DemoOptions& opt) {
   std::filesystem::create_directories(opt.out_dir, ec);
   if (ec) {
     std::cerr << fmt::format("braid demo: cannot create {}: {}\n", opt.out_dir, ec.message());
+    return 1;
+  }
+  // The files it will hold, checked before the first synthesis (a directory that cannot be written into).
+  std::vector<std::string> files;
+  for (size_t i = 1; i < outputs.size(); ++i) files.push_back(outputs[i].path);
+  if (std::optional<std::string> error = outputPathsError(files)) {
+    std::cerr << "braid demo: " << *error << "\n";
     return 1;
   }
   std::cout << briefTopology(*topo) << "\n";
@@ -206,7 +214,8 @@ void registerDemoCommand(CLI::App& app, int* exit_code) {
       "with NCCL and the lower bound in the simulator, write MSCCL XML");
   cmd->add_option("--topology", opt->topology, "Topology file or shipped name")->capture_default_str();
   cmd->add_option("-o,--out-dir", opt->out_dir, "Directory for the MSCCL XML and Braid JSON files")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(outputPathCheck());
   cmd->add_option("--time-limit", opt->time_limit_s, "Solver time limit per collective, seconds")
       ->capture_default_str();
   cmd->callback([opt, exit_code] { *exit_code = runDemo(*opt); });

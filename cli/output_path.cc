@@ -14,15 +14,20 @@ namespace braid::cli {
 
 namespace fs = std::filesystem;
 
-std::optional<std::string> outputDirectoryError(const std::string& path) {
-  const fs::path parent = fs::path(path).parent_path();
-  if (parent.empty()) return std::nullopt;
-  std::error_code ec;
-  if (fs::is_directory(parent, ec)) return std::nullopt;
-  if (fs::exists(parent, ec)) {
-    return fmt::format("cannot write {}: {} is not a directory", path, parent.string());
+CLI::Validator outputPathCheck() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        return value.empty() ? std::string("an empty path names no file to write") : std::string();
+      },
+      "", "output path");
+}
+
+std::optional<std::string> outputPathsError(const std::vector<std::string>& paths) {
+  for (const std::string& path : paths) {
+    if (path.empty() || path == "-") continue;
+    if (Status writable = checkOutputPath(path); !writable) return writable.message();
   }
-  return fmt::format("cannot write {}: directory {} does not exist", path, parent.string());
+  return std::nullopt;
 }
 
 namespace {

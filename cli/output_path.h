@@ -1,18 +1,24 @@
-// Output destinations (and the solver time limit) the commands check before any work: a file whose directory is missing
-// fails at once, not after minutes of synthesis or modelling (synth, tune), and no output may name an input or another
-// output of the same command (every command that writes files).
+// Output destinations (and the solver time limit) the commands check before any work: an empty output path is a usage
+// error, a file whose directory is missing fails at once, not after minutes of synthesis, simulation or modelling,
+// and no output may name an input or another output of the same command (every command that writes files).
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace braid::cli {
 
-/// The error for writing a file at `path` when its directory is missing ("cannot write P: directory D does not
-/// exist") or is not a directory ("cannot write P: D is not a directory"); nullopt when the directory exists or
-/// `path` names none (the working directory).
-std::optional<std::string> outputDirectoryError(const std::string& path);
+/// A CLI11 check for an option that names a file to write: an empty value is a usage error (exit status 2) naming
+/// the option, at parse time before any work ("--output: an empty path names no file to write"). Every output
+/// option of every command carries it.
+CLI::Validator outputPathCheck();
+
+/// The error for the first of `paths` that cannot be written now (checkOutputPath: "cannot write P: directory D does
+/// not exist", "P: too many levels of symbolic links", ...): a failure, exit status 1, checked before the command
+/// reads its inputs or does any work. Empty paths (an option not given) and "-" (standard output) are skipped.
+std::optional<std::string> outputPathsError(const std::vector<std::string>& paths);
 
 /// A file a command reads or writes, with the option or argument that names it ("-o", "--json", "FILE").
 struct PathOption {

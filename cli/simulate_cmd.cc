@@ -30,6 +30,7 @@
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "cli/topology_arg.h"
 #include "comm/pareto/compare.h"
 #include "common/text.h"
 #include "report/html_report.h"
@@ -589,7 +590,8 @@ int runSimulate(const SimulateCmdOptions& opt) {
     Source source = Source::kFile;
     std::optional<ClassicAlgo> classic;
     std::error_code ec;
-    if (!std::filesystem::exists(opt.algo, ec)) {
+    // A path that is there at all (also a dangling link or a loop of links, which the loader reports) is a file.
+    if (!std::filesystem::exists(std::filesystem::symlink_status(opt.algo, ec))) {
       const std::string name = lower(opt.algo);
       if (name == "nccl") {
         source = Source::kNccl;
@@ -623,8 +625,10 @@ int runSimulate(const SimulateCmdOptions& opt) {
                                            collectiveName(collective)));
     }
     if (opt.topology.empty()) return fail(kUsageError, "--topology is required");
+    // The report's file is checked before anything is loaded or simulated.
+    if (std::optional<std::string> error = outputPathsError({opt.html})) return fail(kFailure, *error);
 
-    Result<Topology> loaded_topology = loadTopologyOrShipped(opt.topology);
+    Result<Topology> loaded_topology = loadTopologyArgument(opt.topology);
     if (!loaded_topology) return fail(kFailure, loaded_topology.status().message());
     const int gpus = loaded_topology->numGpus();
 
@@ -821,7 +825,7 @@ void registerSimulateCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--timeline-size", opt->timeline_size,
                   "size whose per-link timeline the HTML report shows (default: largest swept size up to 16M)");
   cmd->add_flag("--json", opt->json, "print JSON instead of the table");
-  cmd->add_option("--html", opt->html, "write a self-contained HTML report here");
+  cmd->add_option("--html", opt->html, "write a self-contained HTML report here")->check(outputPathCheck());
   cmd->callback([opt, exit_code]() { *exit_code = runSimulate(*opt); });
 }
 

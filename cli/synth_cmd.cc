@@ -29,6 +29,7 @@
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "cli/topology_arg.h"
 #include "comm/pareto/compare.h"
 #include "common/text.h"
 #include "report/synth_report.h"
@@ -116,7 +117,7 @@ class CmdError {
 };
 
 /// Loads the topology: a TACCL profile with a multi-node sketch joins as many copies of its node as the sketch
-/// says (loadTacclTopology); anything else as every command loads it (loadTopologyOrShipped).
+/// says (loadTacclTopology); anything else as every command loads it (loadTopologyArgument).
 Topology loadSynthTopology(const SynthCmdOptions& opt, const std::optional<Sketch>& sketch) {
   if (sketch && sketch->nodes > 1 && isJsonFile(opt.topology)) {
     TacclSketch taccl;
@@ -127,11 +128,12 @@ Topology loadSynthTopology(const SynthCmdOptions& opt, const std::optional<Sketc
     } else {
       taccl = tacclSketchFrom(*sketch);
     }
+    noteShadowedTopology(opt.topology);
     Result<Topology> topology = loadTacclTopology(opt.topology, taccl);
     if (!topology) throw CmdError(kFailure, topology.status().message());
     return std::move(*topology);
   }
-  Result<Topology> topology = loadTopologyOrShipped(opt.topology);
+  Result<Topology> topology = loadTopologyArgument(opt.topology);
   if (!topology) throw CmdError(kFailure, topology.status().message());
   return std::move(*topology);
 }
@@ -244,9 +246,8 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
     if (std::filesystem::exists(opt.out, ec))
       throw CmdError(kFailure,
                      fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
-    const std::filesystem::path parent = std::filesystem::path(opt.out).parent_path();
-    if (!parent.empty() && !std::filesystem::is_directory(parent, ec))
-      throw CmdError(kFailure, fmt::format("-o {}: its parent directory {} does not exist", opt.out, parent.string()));
+    // The directory is created as a file would be: its parent must exist and take it.
+    if (std::optional<std::string> error = outputPathsError({opt.out})) throw CmdError(kFailure, *error);
     create_out = true;
   }
   // Whether --json goes into the -o directory (compared as absolute paths with the existing directories above
@@ -260,7 +261,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
                            canonical(std::filesystem::path(opt.json).parent_path()) == canonical(opt.out);
   // --json into the -o directory this run creates: its directory is there when the report is written.
   if (!opt.json.empty() && opt.json != "-" && !(json_in_out && create_out)) {
-    if (std::optional<std::string> error = outputDirectoryError(opt.json)) throw CmdError(kFailure, *error);
+    if (std::optional<std::string> error = outputPathsError({opt.json})) throw CmdError(kFailure, *error);
   }
   const Topology topology = loadSynthTopology(opt, std::nullopt);
   const std::string prefix = fmt::format("{}-{}-", collectiveName(collective), topology.name);
@@ -490,6 +491,10 @@ int runSynth(const SynthCmdOptions& opt) {
       return fail(kUsageError, "--root applies to broadcast and reduce only");
     }
 
+    // Output destinations are checked before any work: a missing directory fails now, not after synthesis.
+    if (opt.out == "-") return fail(kUsageError, "-o -: write the algorithm to a file (--json - prints the report)");
+    if (std::optional<std::string> error = outputPathsError({opt.out, opt.json})) return fail(kFailure, *error);
+
     // ---- inputs ------------------------------------------------------------------------------------------
     std::optional<Sketch> sketch;
     if (!opt.sketch.empty()) {
@@ -501,13 +506,6 @@ int runSynth(const SynthCmdOptions& opt) {
     if (opt.root >= topology.numGpus()) {
       return fail(kUsageError, fmt::format("--root {}: topology {} has {} GPUs (ranks 0..{})", opt.root, topology.name,
                                            topology.numGpus(), topology.numGpus() - 1));
-    }
-
-    // Output destinations are checked before any work: a missing directory fails now, not after synthesis.
-    if (opt.out == "-") return fail(kUsageError, "-o -: write the algorithm to a file (--json - prints the report)");
-    for (const std::string& path : {opt.out, opt.json == "-" ? std::string() : opt.json}) {
-      if (path.empty()) continue;
-      if (std::optional<std::string> error = outputDirectoryError(path)) return fail(kFailure, *error);
     }
 
     // ---- synthesis ---------------------------------------------------------------------------------------
@@ -569,8 +567,9 @@ int runSynth(const SynthCmdOptions& opt) {
     for (const std::string& n : topology.notes) notes.push_back("topology: " + n);
 
     // ---- outputs -----------------------------------------------------------------------------------------
-    // The report file is written first and the algorithm last, so a failing report leaves no algorithm behind
-    // (each file is written whole or not at all).
+    // All or nothing: the algorithm and the report are rendered and checked (the algorithm against the 256 MiB
+    // Braid reads back) before either is written; a report that then fails to be written takes the algorithm file
+    // this run created with it.
     SynthReport report;
     report.topology = &topology;
     report.collective = *collective;
@@ -584,21 +583,32 @@ int runSynth(const SynthCmdOptions& opt) {
     report.output_format = format;
     report.notes = notes;
     const bool json_to_stdout = opt.json == "-";
-    if (!opt.json.empty()) {
-      const std::string text = dumpJson(synthReportJson(report), 2) + "\n";
-      if (json_to_stdout) {
-        std::cout << text;
-      } else {
-        Status written = writeFileAtomic(opt.json, text);
-        if (!written) return fail(kFailure, written.message());
-      }
-    }
+    std::string algorithm_text;
     if (!opt.out.empty()) {
-      Status written =
-          writeAlgorithmFile(opt.out, result.algorithm,
-                             format == "json" ? AlgorithmFileFormat::kBraidJson : AlgorithmFileFormat::kMscclXml);
-      if (!written) return fail(kFailure, written.message());
+      Result<std::string> rendered =
+          renderAlgorithmFile(opt.out, result.algorithm,
+                              format == "json" ? AlgorithmFileFormat::kBraidJson : AlgorithmFileFormat::kMscclXml);
+      if (!rendered) return fail(kFailure, rendered.status().message());
+      algorithm_text = std::move(*rendered);
     }
+    const std::string report_text = opt.json.empty() ? std::string() : dumpJson(synthReportJson(report), 2) + "\n";
+    if (!opt.out.empty()) {
+      std::error_code ec;
+      const bool existed = std::filesystem::exists(opt.out, ec);
+      Status written = writeFileAtomic(opt.out, algorithm_text);
+      if (!written) return fail(kFailure, written.message());
+      if (!opt.json.empty() && !json_to_stdout) {
+        Status reported = writeFileAtomic(opt.json, report_text);
+        if (!reported) {
+          if (!existed && std::filesystem::is_regular_file(opt.out, ec)) std::filesystem::remove(opt.out, ec);
+          return fail(kFailure, reported.message() + (existed ? "" : fmt::format("; {} removed", opt.out)));
+        }
+      }
+    } else if (!opt.json.empty() && !json_to_stdout) {
+      Status reported = writeFileAtomic(opt.json, report_text);
+      if (!reported) return fail(kFailure, reported.message());
+    }
+    if (json_to_stdout) std::cout << report_text;
     if (!json_to_stdout) {
       std::string out = summaryHeader(result, topology, *collective, sketch.has_value());
       out += fmt::format(
@@ -659,9 +669,11 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("--budget", opt->budget,
                   "the solvers' budget in Z3 resource units: the same algorithm on any machine and under any load "
                   "(default: 1,000,000 per second of --time-limit)");
-  cmd->add_option("-o,--output", opt->out, "write the algorithm: .json = Braid JSON, otherwise MSCCL XML");
+  cmd->add_option("-o,--output", opt->out, "write the algorithm: .json = Braid JSON, otherwise MSCCL XML")
+      ->check(outputPathCheck());
   cmd->add_option("--format", opt->format, "xml | json: format of -o (default: by extension)");
-  cmd->add_option("--json", opt->json, "write the JSON report here ('-' = standard output, replacing the summary)");
+  cmd->add_option("--json", opt->json, "write the JSON report here ('-' = standard output, replacing the summary)")
+      ->check(outputPathCheck());
   cmd->add_option("--root", opt->root, "root rank of broadcast / reduce")->capture_default_str();
   cmd->add_option("--method", opt->method,
                   "taccl (default: sketch-guided, Z3) | forest (optimal tree packing in the route model: allgather, "

@@ -15,6 +15,7 @@
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "cli/topology_arg.h"
 
 namespace braid::cli {
 namespace {
@@ -31,12 +32,18 @@ int fail(const char* cmd, const Status& status) {
   return 1;
 }
 
-/// Status 2 (usage error) when the output names an input file; checked before anything is read.
+/// Checked before anything is read: status 2 (usage error) when the output names an input file, 1 when it cannot be
+/// written (outputPathsError).
 std::optional<int> clash(const char* cmd, const std::vector<PathOption>& inputs, const std::string& out) {
-  std::optional<std::string> error = samePathError(inputs, {{"-o", out}});
-  if (!error) return std::nullopt;
-  std::cerr << fmt::format("braid topo {}: {}\n", cmd, *error);
-  return 2;
+  if (std::optional<std::string> error = samePathError(inputs, {{"-o", out}})) {
+    std::cerr << fmt::format("braid topo {}: {}\n", cmd, *error);
+    return 2;
+  }
+  if (std::optional<std::string> error = outputPathsError({out})) {
+    std::cerr << fmt::format("braid topo {}: {}\n", cmd, *error);
+    return 1;
+  }
+  return std::nullopt;
 }
 
 int runImport(const TopoOptions& opt) {
@@ -59,7 +66,7 @@ int runImport(const TopoOptions& opt) {
     }
     topo = importTacclProfile(*text, opt.file, &*sketch);
   } else {
-    topo = loadTopologyOrShipped(opt.file);
+    topo = loadTopologyArgument(opt.file);
   }
   if (!topo) return fail("import", topo.status());
   for (const std::string& note : topo->notes) std::cerr << "note: " << note << "\n";
@@ -73,7 +80,7 @@ int runImport(const TopoOptions& opt) {
 }
 
 int runShow(const TopoOptions& opt) {
-  Result<Topology> topo = loadTopologyOrShipped(opt.file);
+  Result<Topology> topo = loadTopologyArgument(opt.file);
   if (!topo) return fail("show", topo.status());
   std::cout << (opt.json ? topologyToJson(*topo) : describeTopology(*topo));
   return 0;
@@ -81,7 +88,7 @@ int runShow(const TopoOptions& opt) {
 
 int runDraw(const TopoOptions& opt) {
   if (std::optional<int> code = clash("draw", {{"FILE", opt.file, true}}, opt.out)) return *code;
-  Result<Topology> topo = loadTopologyOrShipped(opt.file);
+  Result<Topology> topo = loadTopologyArgument(opt.file);
   if (!topo) return fail("draw", topo.status());
   Status written = writeFileAtomic(opt.out, drawTopologySvg(*topo));
   if (!written) return fail("draw", written);
@@ -99,7 +106,7 @@ void registerTopoCommands(CLI::App& app, int* exit_code) {
   CLI::App* import = topo->add_subcommand(
       "import", "Convert NCCL topology XML, nvidia-smi topo -m text, a TACCL profile or Braid YAML to Braid YAML");
   import->add_option("file", opt->file, "Input file (format detected from its content), or a shipped name")->required();
-  import->add_option("-o,--output", opt->out, "Braid YAML file to write")->required();
+  import->add_option("-o,--output", opt->out, "Braid YAML file to write")->required()->check(outputPathCheck());
   import->add_option("--sketch", opt->sketch,
                      "TACCL communication sketch (JSON) for a TACCL profile: number of nodes "
                      "and how they connect");
@@ -113,7 +120,7 @@ show->callback([opt, exit_code] { *exit_code = runShow(*opt); });
 
 CLI::App* draw = topo->add_subcommand("draw", "Draw a topology as SVG");
 draw->add_option("file", opt->file, "Topology file, or a shipped name such as dgx-a100-x2")->required();
-draw->add_option("-o,--output", opt->out, "SVG file to write")->required();
+draw->add_option("-o,--output", opt->out, "SVG file to write")->required()->check(outputPathCheck());
 draw->callback([opt, exit_code] { *exit_code = runDraw(*opt); });
 }  // namespace braid::cli
 

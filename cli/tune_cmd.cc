@@ -23,6 +23,7 @@
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
+#include "cli/topology_arg.h"
 #include "common/text.h"
 #include "tuner/measured.h"
 #include "tuner/model.h"
@@ -106,10 +107,10 @@ int writeRulesAndPrint(const std::string& path, const std::vector<nccl_plugin::T
   return 0;
 }
 
-// A missing or unwritable directory for -o fails before the logs are read or the model is built.
+// An -o that cannot be written (checkOutputPath) fails before the logs are read or the model is built.
 bool outputDirectoryOk(const TuneOptions& opt) {
   if (opt.output.empty()) return true;
-  if (std::optional<std::string> error = outputDirectoryError(opt.output)) {
+  if (std::optional<std::string> error = outputPathsError({opt.output})) {
     std::cerr << "braid tune: " << *error << "\n";
     return false;
   }
@@ -185,6 +186,8 @@ int runTuneFromLogs(const TuneOptions& opt) {
   for (const std::string& spec : opt.logs) {
     Result<nccl_plugin::MeasuredLog> m = nccl_plugin::readMeasuredLog(spec, collective);
     if (!m) {
+      // kInvalidArgument: what the command line says of the log (its label, the collective); a file that cannot be
+      // read or parsed is an input error.
       std::cerr << "braid tune: " << m.status().message() << "\n";
       return m.status().code() == StatusCode::kInvalidArgument ? kUsageError : kFailure;
     }
@@ -260,7 +263,7 @@ int runTune(const TuneOptions& opt) {
     std::cerr << "braid tune: --nodes and --coll apply to --nccl-tests-log only\n";
     return kUsageError;
   }
-  Result<Topology> topology = loadTopologyOrShipped(opt.topology);
+  Result<Topology> topology = loadTopologyArgument(opt.topology);
   if (!topology) {
     std::cerr << "braid tune: " << topology.status().message() << "\n";
     return kFailure;
@@ -318,7 +321,8 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
                   "rank count; with -t it must equal the topology's GPU count (default: that count), with "
                   "--nccl-tests-log it must equal the rank count of the logs that list ranks and is the rules' nRanks "
                   "when they do not");
-  cmd->add_option("-o,--output", opt->output, "write the rules file here (BRAID_TUNER_RULES / NCCL_TUNER_CONFIG_FILE)");
+  cmd->add_option("-o,--output", opt->output, "write the rules file here (BRAID_TUNER_RULES / NCCL_TUNER_CONFIG_FILE)")
+      ->check(outputPathCheck());
   cmd->add_option("--max-sim-bytes", opt->max_sim_bytes,
                   "largest grid size simulated, nccl-tests syntax (default 1G, as BRAID_TUNER_MAX_SIM_BYTES)");
   cmd->callback([opt, exit_code]() { *exit_code = runTune(*opt); });

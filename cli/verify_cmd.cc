@@ -16,6 +16,7 @@
 #include "braid/algorithm.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
+#include "cli/topology_arg.h"
 #include "common/text.h"
 
 namespace braid::cli {
@@ -51,7 +52,7 @@ std::string modesText(const Algorithm& a) {
 }
 
 Result<TopologyCheck> checkTopology(const Algorithm& a, const std::string& spec) {
-  BRAID_ASSIGN_OR_RETURN(Topology topo, loadTopologyOrShipped(spec));
+  BRAID_ASSIGN_OR_RETURN(Topology topo, loadTopologyArgument(spec));
   TopologyCheck check;
   check.name = topo.name;
   check.path = topo.source;

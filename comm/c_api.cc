@@ -39,7 +39,7 @@ braidResult_t braidGetUniqueId(braidUniqueId* id) {
   if (id == nullptr) return braidInvalidArgument;
   braid::Result<braid::UniqueId> created = braid::createUniqueId();
   if (!created.isOk()) {
-    BRAID_LOG(kWarn, "braidGetUniqueId: {}", created.status().toString());
+    BRAID_LOG(kWarn, "braidGetUniqueId: {}", created.status().message());
     return toResult(created.status());
   }
   std::memcpy(id->internal, created->internal, sizeof(id->internal));
@@ -53,7 +53,7 @@ braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId id,
   std::memcpy(uid.internal, id.internal, sizeof(uid.internal));
   braid::Result<std::unique_ptr<braid::Communicator>> created = braid::Communicator::create(uid, rank, nranks);
   if (!created.isOk()) {
-    BRAID_LOG_RANK(kWarn, rank, "braidCommInitRank: {}", created.status().toString());
+    BRAID_LOG_RANK(kWarn, rank, "braidCommInitRank: {}", created.status().message());
     return toResult(created.status());
   }
   *comm = new braidComm{std::move(created).value(), ""};
@@ -89,13 +89,13 @@ braidResult_t braidCommInitEnv(braidComm_t* comm) {
   *comm = nullptr;
   braid::Result<std::unique_ptr<braid::Bootstrap>> bootstrap = braid::bootstrapFromEnvironment();
   if (!bootstrap.isOk()) {
-    BRAID_LOG(kWarn, "braidCommInitEnv: {}", bootstrap.status().toString());
+    BRAID_LOG(kWarn, "braidCommInitEnv: {}", bootstrap.status().message());
     return toResult(bootstrap.status());
   }
   braid::Result<std::unique_ptr<braid::Communicator>> created =
       braid::Communicator::create(std::move(bootstrap).value());
   if (!created.isOk()) {
-    BRAID_LOG(kWarn, "braidCommInitEnv: {}", created.status().toString());
+    BRAID_LOG(kWarn, "braidCommInitEnv: {}", created.status().message());
     return toResult(created.status());
   }
   *comm = new braidComm{std::move(created).value(), ""};

@@ -71,7 +71,7 @@ std::vector<ParetoCandidate> computeOnRankZero(const Topology& topology, const s
   }
   if (!set.isOk()) {
     BRAID_LOG(kWarn, "Pareto set for {}: {}; algorithms come from BRAID_ALGO_DIR and the classical rule", topology_name,
-              set.status().toString());
+              set.status().message());
     return {};
   }
   std::vector<ParetoCandidate> usable;

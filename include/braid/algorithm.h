@@ -118,6 +118,14 @@ inline constexpr uint64_t kUnlimitedBytes = std::numeric_limits<uint64_t>::max()
 /// nchannels is a structure error of verify() and checkAlgorithmStructure().
 inline constexpr int kMaxAlgorithmChannels = 32;
 
+/// The most chunks verify() keeps over all ranks' buffers (input + output + scratch chunks, summed over the ranks):
+/// an algorithm above it is reported unverifiable, not replayed.
+inline constexpr int64_t kMaxVerifiedChunks = int64_t{1} << 22;
+
+/// "nchannels must be in 1..32 (MSCCL's MAXCHANNELS), got N": how verify() and the algorithm readers (which refuse
+/// nchannels below 1) report an nchannels outside 1..kMaxAlgorithmChannels.
+std::string channelRangeMessage(int64_t nchannels);
+
 struct Algorithm {
   std::string name;
   CollectiveKind collective = CollectiveKind::kAllGather;
@@ -272,9 +280,22 @@ enum class AlgorithmFileFormat {
   kBraidJson  // writeAlgorithmJson(algorithm)
 };
 
-/// Writes `algorithm` to `path` in `format`, whole or not at all (writeFileAtomic). Errors: kInvalidArgument when
-/// the text is larger than kMaxAlgorithmFileBytes ("P: the MSCCL XML of A would be N MiB, more than the 256 MiB
-/// Braid reads back; use fewer ranks or chunks"), nothing written; writeFileAtomic's errors.
+/// The fewest bytes `steps` steps take in `format` (MSCCL XML, Braid JSON): steps times the size of the shortest
+/// step the writer can emit (one-digit offsets, no dependencies), measured on the writer itself. A lower bound of
+/// the file's size that needs no rendering: an algorithm whose bound is above kMaxAlgorithmFileBytes is refused
+/// before its text is built (a Braid JSON of millions of steps takes gigabytes of memory while it is rendered).
+uint64_t algorithmFileBytesAtLeast(uint64_t steps, AlgorithmFileFormat format);
+
+/// `algorithm` rendered in `format` (writeMscclXml(algorithm, MscclFlavour::kBoth) or writeAlgorithmJson), checked
+/// against kMaxAlgorithmFileBytes: kInvalidArgument naming `path` when it is larger ("P: the MSCCL XML of A would be
+/// N MiB, more than the 256 MiB Braid reads back; use fewer ranks or chunks"), refused before rendering when
+/// algorithmFileBytesAtLeast already says so ("... would be at least N MiB ..."). Lets a command that writes several
+/// files render and check them all before it writes any.
+Result<std::string> renderAlgorithmFile(const std::string& path, const Algorithm& algorithm,
+                                        AlgorithmFileFormat format);
+
+/// Writes `algorithm` to `path` in `format`, whole or not at all (writeFileAtomic). Errors: renderAlgorithmFile's
+/// (nothing written); writeFileAtomic's errors.
 Status writeAlgorithmFile(const std::string& path, const Algorithm& algorithm, AlgorithmFileFormat format);
 
 }  // namespace braid

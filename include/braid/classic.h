@@ -3,6 +3,7 @@
 // ../shared/reference/anchors_algorithms.md §4.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -49,5 +50,17 @@ struct ClassicRequest {
 /// Builds the algorithm. Errors: kInvalidArgument when the algorithm does not apply to the
 /// collective or the topology lacks what it needs (names what).
 Result<Algorithm> buildClassic(const ClassicRequest& request);
+
+/// What buildClassic(request) would build, found without building it (no programs: rings and node grids only), so
+/// that a request too large to verify or to write can be refused first.
+struct ClassicShape {
+  CollectiveSpec spec;      // the request's, with the chunk factor the builder chooses
+  int64_t chunk_cells = 0;  // input + output chunks summed over the ranks: what verify() counts against
+                            // kMaxVerifiedChunks, scratch chunks left out (a lower bound)
+  int64_t min_steps = 0;    // a lower bound of the steps over all ranks (direct, pairwise: every rank sends to and
+                            // receives from every other, 2 n (n - 1)); 0 where none is known cheaply
+};
+/// Errors: buildClassic's for the request itself.
+Result<ClassicShape> classicShape(const ClassicRequest& request);
 
 }  // namespace braid

@@ -71,11 +71,12 @@ int main(int argc, char** argv) {
     std::fputs(braid::perf::helpText(options.program).c_str(), stdout);
     return 0;
   }
-  // A -J file that cannot be written fails now, not after the whole sweep.
+  // A -J file that cannot be written fails now, not after the whole sweep: an empty path is a bad flag (2), a path
+  // that cannot be written an output error (1), as in the braid CLI.
   if (!options.json_file.empty()) {
     if (const braid::Status writable = braid::perf::checkJsonPath(options.json_file); !writable.isOk()) {
       std::fprintf(stderr, "%s: %s\n", invoked.c_str(), writable.message().c_str());
-      return 2;
+      return writable.code() == braid::StatusCode::kInvalidUsage ? 2 : 1;
     }
   }
   // A peer that dies mid-transfer must give an error, not kill this process.

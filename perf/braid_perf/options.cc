@@ -199,7 +199,7 @@ Status applyFlag(const Flag& flag, const std::string& value, Options& options) {
       return Status::ok();
     }
     case 'J':
-      if (value.empty()) return invalidArgument(label + " needs a file name");
+      if (value.empty()) return invalidArgument(label + ": an empty path names no file to write");
       options.json_file = value;
       return Status::ok();
     case 'h': options.help = true; return Status::ok();

@@ -1,6 +1,7 @@
 #include "braid_perf/report.h"
 
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +10,8 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+
+#include "braid/file_io.h"
 
 namespace braid::perf {
 
@@ -162,21 +165,13 @@ void JsonReport::finish(int out_of_bounds, double avg_busbw, const std::vector<s
 }
 
 Status checkJsonPath(const std::string& path) {
-  namespace fs = std::filesystem;
-  auto refuse = [&](const std::string& why) { return invalidArgument("-J " + path + ": " + why); };
-  if (path.empty()) return refuse("empty file name");
-  std::error_code ec;
-  const fs::file_status status = fs::status(path, ec);
-  if (fs::exists(status)) {
-    if (fs::is_directory(status)) return refuse("is a directory");
-    if (::access(path.c_str(), W_OK) != 0) return refuse(std::string("cannot write: ") + std::strerror(errno));
-    return Status::ok();
-  }
-  const fs::path parent = fs::path(path).parent_path();
-  const std::string folder = parent.empty() ? "." : parent.string();
-  if (!fs::is_directory(folder, ec)) return refuse("folder " + folder + " does not exist");
-  if (::access(folder.c_str(), W_OK | X_OK) != 0) {
-    return refuse("cannot create a file in " + folder + ": " + std::strerror(errno));
+  // As the braid CLI checks its outputs (checkOutputPath), with the same words; the report is written in place
+  // (std::ofstream), so an existing file must itself be writable.
+  if (path.empty()) return Status(StatusCode::kInvalidUsage, "-J: an empty path names no file to write");
+  BRAID_RETURN_IF_ERROR(checkOutputPath(path));
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), W_OK) != 0) {
+    return invalidArgument(fmt::format("cannot write {}: {}", path, std::strerror(errno)));
   }
   return Status::ok();
 }

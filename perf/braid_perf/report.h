@@ -56,9 +56,10 @@ std::string formatRow(const RowResult& row);
 /// `test_name`: testName(collective).
 std::string formatFooter(int out_of_bounds, double avg_busbw, const std::string& test_name);
 
-/// Whether -J `path` can be written, checked before the sweep runs: the file, when it exists, is a writable
-/// regular file; otherwise its folder exists and is writable. Creates nothing. Errors: kInvalidArgument
-/// "-J <path>: <why>".
+/// Whether -J `path` can be written, checked before the sweep runs, in the braid CLI's words (checkOutputPath):
+/// the file, when it exists, is a writable regular file; otherwise its directory exists and is writable. Creates
+/// nothing. Errors: kInvalidUsage "-J: an empty path names no file to write" (a bad flag, exit 2); kInvalidArgument
+/// "cannot write <path>: directory <dir> does not exist", "cannot write <path>: it is a directory", ... (exit 1).
 Status checkJsonPath(const std::string& path);
 
 /// The -J document, built as the run goes.

@@ -136,7 +136,7 @@ class Rank {
 
   // braid_perf's own synchronisation failed (another rank failed, or -T passed).
   void failSync(const Status& status) {
-    if (status.code() != StatusCode::kRemoteError) report("synchronisation: " + status.toString());
+    if (status.code() != StatusCode::kRemoteError) report("synchronisation: " + status.message());
     failed_ = true;
     shared_->abort();
   }
@@ -312,7 +312,7 @@ class Rank {
     if (json) {
       json->finish(out_of_bounds, avg_bw, {});
       if (Status s = json->write(options_.json_file); !s.isOk()) {
-        report(s.toString());
+        report(s.message());
         return 1;
       }
     }
@@ -429,7 +429,7 @@ int runBenchmark(const RunSetup& setup) {
   const Options& o = setup.options;
   Result<SharedState*> state = SharedState::create(o.ranks());
   if (!state.isOk()) {
-    std::fprintf(stderr, "braid_perf: %s\n", state.status().toString().c_str());
+    std::fprintf(stderr, "braid_perf: %s\n", state.status().message().c_str());
     return 1;
   }
   SharedState* shared = *state;

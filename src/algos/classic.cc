@@ -68,9 +68,14 @@ Result<algos::NodeGrid> twoDimGrid(const ClassicRequest& request) {
   return grid;
 }
 
-}  // namespace
+// The checks of the request and the plan (rings, grid, chunk factor) that buildClassic builds from.
+struct Planned {
+  Plan plan;
+  CollectiveSpec spec;  // the request's, chunk_factor chosen
+  int scale = 1;        // chunk_factor / plan.base_factor
+};
 
-Result<Algorithm> buildClassic(const ClassicRequest& request) {
+Result<Planned> planClassic(const ClassicRequest& request) {
   const ClassicAlgo algo = request.algo;
   CollectiveSpec spec = request.spec;
   const CollectiveKind kind = spec.kind;
@@ -208,6 +213,35 @@ Result<Algorithm> buildClassic(const ClassicRequest& request) {
   }
   spec.chunk_factor = plan.base_factor * scale;
 
+  return Planned{std::move(plan), spec, scale};
+}
+
+}  // namespace
+
+Result<ClassicShape> classicShape(const ClassicRequest& request) {
+  BRAID_ASSIGN_OR_RETURN(const Planned planned, planClassic(request));
+  ClassicShape shape;
+  shape.spec = planned.spec;
+  const int64_t n = planned.spec.num_ranks;
+  shape.chunk_cells = n * (int64_t{planned.spec.inputChunks()} + planned.spec.outputChunks());
+  const ClassicAlgo algo = request.algo;
+  const CollectiveKind kind = planned.spec.kind;
+  const bool rooted = kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+  if ((algo == ClassicAlgo::kDirect && !rooted) || algo == ClassicAlgo::kPairwise) {
+    shape.min_steps = 2 * n * (n - 1);  // a send to and a receive from every other rank, on every rank
+  }
+  return shape;
+}
+
+Result<Algorithm> buildClassic(const ClassicRequest& request) {
+  BRAID_ASSIGN_OR_RETURN(Planned planned, planClassic(request));
+  Plan& plan = planned.plan;
+  CollectiveSpec& spec = planned.spec;
+  const int scale = planned.scale;
+  const ClassicAlgo algo = request.algo;
+  const CollectiveKind kind = spec.kind;
+  const int n = spec.num_ranks;
+  const Topology* topo = request.topology;
   const bool both = plan.both_modes;
   ProgramBuilder builder(spec, spec.in_place && !both, scale);
   if (n == 1) {

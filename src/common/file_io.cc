@@ -28,13 +28,16 @@ std::string sizeText(uint64_t bytes) {
 }  // namespace
 
 Result<std::string> readFile(const std::string& path, uint64_t max_bytes) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return notFound(fmt::format("{}: no such file", path));
-  if (std::filesystem::is_directory(path, ec))
-    return invalidArgument(fmt::format("{}: is a directory, not a file", path));
-  // A device (/dev/zero, /dev/urandom, a terminal) or socket holds no file to read: refused before it is opened.
   struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ELOOP) return invalidArgument(symlinkLoopMessage(path));
+    if (err == ENOENT || err == ENOTDIR) return notFound(fmt::format("{}: no such file", path));
+    return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(err)));
+  }
+  if (S_ISDIR(st.st_mode)) return invalidArgument(fmt::format("{}: is a directory, not a file", path));
+  // A device (/dev/zero, /dev/urandom, a terminal) or socket holds no file to read: refused before it is opened.
+  if (!S_ISREG(st.st_mode) && !S_ISFIFO(st.st_mode)) {
     return invalidArgument(fmt::format(
         "{}: a device or socket, not a regular file or pipe: Braid reads inputs from files and pipes", path));
   }
@@ -63,10 +66,21 @@ Result<std::string> readFile(const std::string& path, uint64_t max_bytes) {
       return Status(StatusCode::kSystemError, fmt::format("{}: read failed: {}", path, std::strerror(errno)));
     }
     if (n == 0) break;
+    // Every input Braid reads is text: a NUL byte (a binary file, a sparse or zero-filled image, UTF-16) stops
+    // the read at the block that holds it, before a parser sees a byte.
+    if (const void* nul = std::memchr(buffer, '\0', static_cast<size_t>(n)); nul != nullptr) {
+      const uint64_t offset = text.size() + static_cast<uint64_t>(static_cast<const char*>(nul) - buffer);
+      return parseError(path, 0, "", fmt::format("not a text file (NUL byte at offset {})", offset));
+    }
     text.append(buffer, static_cast<size_t>(n));
     if (text.size() > max_bytes) return invalidArgument(too_large);
   }
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return parseError(path, 0, "", "empty file");
   return text;
+}
+
+std::string symlinkLoopMessage(const std::string& path) {
+  return fmt::format("{}: too many levels of symbolic links", path);
 }
 
 namespace {
@@ -177,6 +191,22 @@ std::string writeAll(int fd, const std::string& content, const std::function<voi
   return {};
 }
 
+/// The file a write to `path` replaces or creates: `path` with the symbolic links of its last component followed
+/// (relative ones against the link's directory), the link itself staying. A loop of links (more than 40) or a link
+/// that cannot be read is an error naming `path`.
+Result<std::filesystem::path> writeTarget(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target(path);
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    if (hops >= 40) return invalidArgument(symlinkLoopMessage(path));
+    const fs::path link = fs::read_symlink(target, ec);
+    if (ec) return Status(StatusCode::kSystemError, fmt::format("{}: cannot resolve the link: {}", path, ec.message()));
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  return target;
+}
+
 /// N for "/dev/fd/N" and the other spellings of inheritedDescriptor, on an absolute, lexically normal path.
 int descriptorOfName(const std::string& p) {
   if (p == "/dev/stdin") return 0;
@@ -247,14 +277,7 @@ Status writeFileAtomicHooked(const std::string& path, const std::string& content
   }
   // A symbolic link to a regular (or not yet existing) file is written through: the file it names is replaced,
   // the link stays.
-  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
-    const fs::path link = fs::read_symlink(target, ec);
-    if (ec || hops >= 40) {
-      return Status(StatusCode::kSystemError,
-                    fmt::format("{}: cannot resolve the link: {}", path, ec ? ec.message() : "too many levels"));
-    }
-    target = link.is_absolute() ? link : target.parent_path() / link;
-  }
+  BRAID_ASSIGN_OR_RETURN(target, writeTarget(path));
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::string tmpl = (dir / ("." + target.filename().string() + ".tmpXXXXXX")).string();
   installHandlers();
@@ -298,6 +321,32 @@ Status writeFileAtomicHooked(const std::string& path, const std::string& content
 
 Status writeFileAtomic(const std::string& path, const std::string& content) {
   return detail::writeFileAtomicHooked(path, content, {});
+}
+
+Status checkOutputPath(const std::string& path) {
+  if (path.empty()) return invalidArgument("an empty path names no file to write");
+  if (inheritedDescriptor(path) >= 0) return Status::ok();  // written in place (writeFileAtomic)
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return invalidArgument(fmt::format("cannot write {}: it is a directory", path));
+    if (!S_ISREG(st.st_mode)) return Status::ok();  // a device or FIFO, written directly
+  } else if (errno == ELOOP) {
+    return invalidArgument(symlinkLoopMessage(path));
+  }
+  // A file is replaced, or created, in its directory (through a symbolic link: where the link points), by way of a
+  // temporary file beside it.
+  BRAID_ASSIGN_OR_RETURN(const std::filesystem::path target, writeTarget(path));
+  const std::string dir = target.has_parent_path() ? target.parent_path().string() : std::string(".");
+  if (::stat(dir.c_str(), &st) != 0) {
+    if (errno == ELOOP) return invalidArgument(symlinkLoopMessage(path));
+    return invalidArgument(fmt::format("cannot write {}: directory {} does not exist", path, dir));
+  }
+  if (!S_ISDIR(st.st_mode)) return invalidArgument(fmt::format("cannot write {}: {} is not a directory", path, dir));
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) {
+    return invalidArgument(
+        fmt::format("cannot write {}: directory {} is not writable ({})", path, dir, std::strerror(errno)));
+  }
+  return Status::ok();
 }
 
 }  // namespace braid

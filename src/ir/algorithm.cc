@@ -9,6 +9,10 @@
 
 namespace braid {
 
+std::string channelRangeMessage(int64_t nchannels) {
+  return fmt::format("nchannels must be in 1..{} (MSCCL's MAXCHANNELS), got {}", kMaxAlgorithmChannels, nchannels);
+}
+
 Result<CollectiveSpec> Algorithm::spec(bool in_place_mode) const {
   if (collective == CollectiveKind::kCustom) {
     return unsupported(fmt::format("algorithm '{}': collective '{}' has no postcondition to verify against", name,

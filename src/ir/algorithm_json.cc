@@ -320,7 +320,16 @@ class BraidJsonReader {
     BRAID_RETURN_IF_ERROR(acc_.need(root, top, "num_chunks", &v));
     BRAID_RETURN_IF_ERROR(acc_.getInt(*v, {"num_chunks"}, 1, std::numeric_limits<int>::max(), &alg.num_chunks));
     BRAID_RETURN_IF_ERROR(acc_.need(root, top, "num_channels", &v));
-    BRAID_RETURN_IF_ERROR(acc_.getInt(*v, {"num_channels"}, 1, std::numeric_limits<int>::max(), &alg.num_channels));
+    {
+      // As the MSCCL XML reader: above MAXCHANNELS verify() reports it; below 1 the file is refused.
+      int64_t channels = 0;
+      BRAID_RETURN_IF_ERROR(acc_.getInt64(*v, {"num_channels"}, std::numeric_limits<int64_t>::min(),
+                                          std::numeric_limits<int64_t>::max(), &channels));
+      if (channels < 1 || channels > std::numeric_limits<int>::max()) {
+        return acc_.error({"num_channels"}, channelRangeMessage(channels));
+      }
+      alg.num_channels = static_cast<int>(channels);
+    }
     BRAID_RETURN_IF_ERROR(acc_.need(root, top, "protocol", &v));
     std::string proto;
     BRAID_RETURN_IF_ERROR(acc_.getString(*v, {"protocol"}, &proto));

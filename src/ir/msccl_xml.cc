@@ -219,7 +219,16 @@ Status Reader::readHeader(const pugi::xml_node& algo, Algorithm* alg) {
     return error(algo, "proto", fmt::format("unknown protocol '{}' (expected Simple, LL or LL128)", proto.value()));
   }
   constexpr int kMaxInt = std::numeric_limits<int>::max();
-  BRAID_RETURN_IF_ERROR(getInt(algo, "nchannels", 1, kMaxInt, &alg->num_channels));
+  {
+    // Above MAXCHANNELS the file still loads and verify() reports it with the rest; below 1 nothing can use it.
+    // Either way the message gives the range a runtime accepts.
+    int64_t channels = 0;
+    BRAID_RETURN_IF_ERROR(getInt64(algo, "nchannels", &channels));
+    if (channels < 1 || channels > kMaxInt) {
+      return error(algo, "nchannels", channelRangeMessage(channels));
+    }
+    alg->num_channels = static_cast<int>(channels);
+  }
   BRAID_RETURN_IF_ERROR(getInt(algo, "nchunksperloop", 1, kMaxInt, &alg->num_chunks));
   // 65536 ranks is far beyond any MSCCL runtime (one process per GPU, MAXCHANNELS x 32
   // threadblocks) and keeps a garbled ngpus from allocating much memory.

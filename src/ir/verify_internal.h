@@ -27,9 +27,9 @@
 namespace braid::verifier {
 
 // Limits that keep malformed inputs from exhausting memory; real algorithms are far below them.
-inline constexpr int64_t kMaxStorageCells = int64_t{1} << 22;  // chunk cells over all ranks
-inline constexpr int64_t kMaxClockCells = int64_t{1} << 26;    // vector-clock entries kept for race checks
-inline constexpr int64_t kMaxChunkMoves = int64_t{1} << 28;    // sum of step counts replayed per mode
+inline constexpr int64_t kMaxStorageCells = kMaxVerifiedChunks;  // chunk cells over all ranks (algorithm.h)
+inline constexpr int64_t kMaxClockCells = int64_t{1} << 26;      // vector-clock entries kept for race checks
+inline constexpr int64_t kMaxChunkMoves = int64_t{1} << 28;      // sum of step counts replayed per mode
 
 inline constexpr const char* kModeInPlace = "in-place";
 inline constexpr const char* kModeOutOfPlace = "out-of-place";

@@ -48,9 +48,7 @@ bool checkStructure(const Algorithm& algorithm, const CollectiveSpec& spec, Issu
     return false;
   }
   if (algorithm.num_channels < 1 || algorithm.num_channels > kMaxAlgorithmChannels) {
-    structure(-1, -1, -1,
-              fmt::format("nchannels must be in 1..{} (MSCCL's MAXCHANNELS), got {}", kMaxAlgorithmChannels,
-                          algorithm.num_channels));
+    structure(-1, -1, -1, channelRangeMessage(algorithm.num_channels));
   }
   for (int r = 0; r < n; ++r) {
     const RankProgram& program = algorithm.ranks[r];

@@ -82,7 +82,7 @@ Result<Topology> loadTopology(const std::string& path) {
   size_t start = 0;
   if (text.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;  // UTF-8 byte-order mark
   while (start < text.size() && std::isspace(static_cast<unsigned char>(text[start]))) ++start;
-  if (start == text.size()) return parseError(path, 0, "", "the file is empty");
+  if (start == text.size()) return parseError(path, 0, "", "empty file");  // a byte-order mark alone
 
   if (text[start] == '<') {
     const std::string root = xmlRootName(text, start);
@@ -183,7 +183,8 @@ std::vector<std::string> shippedTopologyNames() {
 
 Result<Topology> loadTopologyOrShipped(const std::string& file_or_name) {
   std::error_code ec;
-  if (std::filesystem::exists(file_or_name, ec)) return loadTopology(file_or_name);
+  // Anything at the path, also a dangling link or a loop of links (which readFile reports), is the file meant.
+  if (std::filesystem::exists(std::filesystem::symlink_status(file_or_name, ec))) return loadTopology(file_or_name);
   Result<std::string> shipped = findShippedTopology(file_or_name);
   if (!shipped) {
     return notFound(

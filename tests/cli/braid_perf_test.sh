@@ -152,10 +152,30 @@ for procs in "-t 4" "-p 2 -t 2"; do
   grep -q "alltoall 1024 B out-of-place -> 2dh_alltoall_n4" "$tmp/err" && ok || fail "alltoall 2dh $procs: $(grep INFO "$tmp/err" | head -3)"
 done
 
-# --- -J into a folder that does not exist: refused before the sweep, exit 2, nothing printed on stdout.
-expect_rc 2 "-J /nonexistent" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 2 -J "$tmp/nonexistent/x.json"
-grep -q -- "-J $tmp/nonexistent/x.json: folder $tmp/nonexistent does not exist" "$tmp/err" && ok || fail "-J message: $(cat "$tmp/err")"
+# --- -J into a folder that does not exist: refused before the sweep in the braid CLI's words and exit status (1: an
+# output that cannot be written), nothing printed on stdout; an empty -J is a bad flag (2).
+expect_rc 1 "-J /nonexistent" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 2 -J "$tmp/nonexistent/x.json"
+grep -qxF -- "all_reduce_perf: cannot write $tmp/nonexistent/x.json: directory $tmp/nonexistent does not exist" \
+  "$tmp/err" && ok || fail "-J message: $(cat "$tmp/err")"
 [ ! -s "$tmp/out" ] && ok || fail "-J: the sweep ran: $(head -3 "$tmp/out")"
+expect_rc 2 "-J ''" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 2 -J ""
+grep -qF -- "-J: an empty path names no file to write" "$tmp/err" && ok || fail "-J '': $(cat "$tmp/err")"
+# An --algo file that does not load is named with the reason in the braid CLI's words, without a status-code name.
+printf '<algo name="x"/>\n' >"$tmp/bad.xml"
+"$bin/all_reduce_perf" -b 8 -e 8 -t 2 --algo "$tmp/bad.xml" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+[ "$rc" -ne 0 ] && ok || fail "--algo a malformed file: exit 0"
+grep -qF "bad.xml:1: <algo> attribute 'proto': missing (required)" "$tmp/err" && ok || fail "--algo bad.xml: $(head -2 "$tmp/err")"
+grep -q "parse error\|kParse" "$tmp/err" && fail "--algo bad.xml: a status-code name: $(head -2 "$tmp/err")" || ok
+# A report that fails when written at the end says what failed in words, without a status-code name.
+if [ -c /dev/full ] && [ -w /dev/full ]; then
+  expect_rc 1 "-J /dev/full" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 1 -J /dev/full
+  grep -qF -- "-J /dev/full: write failed" "$tmp/err" && ok || fail "-J /dev/full: $(cat "$tmp/err")"
+  grep -q "system error\|invalid argument\|k[A-Z][a-zA-Z]*Error\|kInvalid" "$tmp/err" &&
+    fail "-J /dev/full: a status-code name: $(cat "$tmp/err")" || ok
+else
+  skip "no writable /dev/full"
+fi
 
 # --- --algo FILE forces an algorithm written by `braid algo`.
 if "$braid" algo recursive --coll allreduce -n 4 -o "$tmp/rec.xml" >/dev/null 2>&1; then

@@ -183,6 +183,54 @@ expect_rc 1 "hierarchical on disconnected nodes" -- "$braid" algo hierarchical -
 grep -q "nonet.yaml: gpu0 has no path to gpu2 .*: a collective over all GPUs is impossible" "$tmp/err" && ok ||
   fail "disconnected nodes: the error does not name the GPUs without a path: $(cat "$tmp/err")"
 
+# A local file with a shipped topology's name is used, and stderr says so, once.
+mkdir "$tmp/shadow"
+cp "$src/topologies/pcie-2s4g.yaml" "$tmp/shadow/dgx1-v100"
+(cd "$tmp/shadow" && "$braid" topo show dgx1-v100 --json) >"$tmp/out" 2>"$tmp/err"
+[ "$(json_get "$tmp/out" 'd["name"]')" = pcie-2s4g ] && ok || fail "shadowing file: not the local file's topology"
+[ "$(grep -c "note: using the file ./dgx1-v100; the shipped topology dgx1-v100 (.*) is not used" "$tmp/err")" = 1 ] &&
+  ok || fail "shadowing file: no single note: $(cat "$tmp/err")"
+(cd "$tmp/shadow" && "$braid" algo ring --coll allgather -t dgx1-v100 -o "$tmp/shadow/ring.xml") >"$tmp/out" 2>"$tmp/err"
+[ "$(grep -c "note: using the file ./dgx1-v100" "$tmp/err")" = 1 ] && ok || fail "algo -t: $(cat "$tmp/err")"
+cp "$src/topologies/pcie-2s4g.yaml" "$tmp/shadow/ndv2-x1.yaml"
+(cd "$tmp/shadow" && "$braid" bound -t ndv2-x1.yaml -c allgather -b 1K -e 1K) >"$tmp/out" 2>"$tmp/err"
+grep -q "note: using the file ./ndv2-x1.yaml; the shipped topology ndv2-x1 (.*) is not used" "$tmp/err" && ok ||
+  fail "bound -t ndv2-x1.yaml: $(cat "$tmp/err")"
+(cd "$tmp" && "$braid" topo show dgx1-v100) >"$tmp/out" 2>"$tmp/err"
+grep -q "note:" "$tmp/err" && fail "no local file, yet a note: $(cat "$tmp/err")" || ok
+
+# nchannels outside 1..32 gives MSCCL's range, from the reader (0) as from verify() (99).
+"$braid" algo ring --coll allgather -n 2 -o "$tmp/ch.xml" >/dev/null 2>&1 || fail "algo ring -n 2 -o ch.xml"
+"$braid" algo ring --coll allgather -n 2 -o "$tmp/ch.json" >/dev/null 2>&1 || fail "algo ring -n 2 -o ch.json"
+for v in 0 -1 99; do
+  sed "s/nchannels=\"1\"/nchannels=\"$v\"/" "$tmp/ch.xml" >"$tmp/ch$v.xml"
+  expect_rc 1 "verify nchannels=$v" -- "$braid" verify "$tmp/ch$v.xml"
+  grep -qF "nchannels must be in 1..32 (MSCCL's MAXCHANNELS), got $v" "$tmp/out" "$tmp/err" && ok ||
+    fail "nchannels=$v: $(cat "$tmp/err" "$tmp/out" | grep -i nchannels | head -2)"
+  sed "s/\"num_channels\": 1,/\"num_channels\": $v,/" "$tmp/ch.json" >"$tmp/ch$v.json"
+  expect_rc 1 "verify num_channels $v" -- "$braid" verify "$tmp/ch$v.json"
+  grep -qF "nchannels must be in 1..32 (MSCCL's MAXCHANNELS), got $v" "$tmp/out" "$tmp/err" && ok ||
+    fail "num_channels $v: $(cat "$tmp/err" "$tmp/out" | grep -i channels | head -2)"
+done
+
+# -n out of range: one message for 0, negative and too large counts (usage error).
+for n in 0 -3 99999; do
+  expect_rc 2 "algo -n $n" -- "$braid" algo ring --coll allreduce -n "$n"
+  grep -qF -- "braid algo: -n $n: the number of ranks must be in 1..2048" "$tmp/err" && ok ||
+    fail "algo -n $n: $(head -1 "$tmp/err")"
+done
+# A request the verifier could not hold, or whose file would pass 256 MiB, is refused before it is built: exit 2
+# naming -n, the count and the limit, within a second, nothing written.
+start=$(date +%s%N)
+expect_rc 2 "algo ring allreduce -n 2048" -- "$braid" algo ring --coll allreduce -n 2048 -o "$tmp/big.xml"
+grep -qF -- "-n 2048: ring allreduce would hold $((2 * 2048 * 2048)) chunks over all ranks, more than the $((1 << 22))" \
+  "$tmp/err" && ok || fail "algo -n 2048: $(head -1 "$tmp/err")"
+expect_rc 2 "algo direct alltoall -n 961 -o .json" -- "$braid" algo direct --coll alltoall -n 961 -o "$tmp/big.json"
+grep -q -- "-n 961: the Braid JSON of direct alltoall would be at least [0-9.]* MiB ($((2 * 961 * 960)) steps or more), more than the 256 MiB" \
+  "$tmp/err" && ok || fail "algo direct -n 961: $(head -1 "$tmp/err")"
+[ $(( ($(date +%s%N) - start) / 1000000 )) -lt 5000 ] && ok || fail "the refusals took more than 5 s: something was built"
+[ ! -e "$tmp/big.xml" ] && [ ! -e "$tmp/big.json" ] && ok || fail "a refused algorithm was written"
+
 # The README's main job.
 (cd "$tmp" && "$braid" demo --time-limit 5 >demo.out 2>demo.err) && ok || fail "demo: $(head -3 "$tmp/demo.err")"
 n=$(ls "$tmp"/braid-out/*.xml 2>/dev/null | wc -l)

@@ -126,6 +126,39 @@ expect_rc 2 "demo -o an existing file" -- "$braid" demo --topology "$tmp/T.yaml"
 names "demo -o a file" "-o $tmp/ar.xml: exists and is not a directory"
 [ ! -s "$tmp/out" ] && ok || fail "demo -o a file printed: $(head -1 "$tmp/out")"
 
+# ---- every output path is checked before any work, in the same words in every command ---------------------------
+# An empty path is a usage error naming the option; a missing directory, a directory where the file should be and a
+# loop of symbolic links fail (exit 1) before anything is read, simulated or synthesized; stdout stays empty.
+ln -s "$tmp/loopB" "$tmp/loopA"
+ln -s "$tmp/loopA" "$tmp/loopB"
+mkdir "$tmp/adir"
+outputs=("topo import $tmp/T.yaml -o" "topo draw $tmp/T.yaml -o" "algo ring --coll allreduce -n 4 -o"
+  "simulate ring --topology $tmp/T.yaml -b 1K -e 1G --html" "synth -t $tmp/T.yaml -c allgather --time-limit 30 -o"
+  "synth -t $tmp/T.yaml -c allgather --time-limit 30 --json" "tune -t $tmp/T.yaml -o")
+for cmd in "${outputs[@]}" "demo --topology $tmp/T.yaml --time-limit 30 -o"; do
+  # shellcheck disable=SC2086 # the command words split on purpose
+  expect_rc 2 "braid $cmd ''" -- "$braid" $cmd ""
+  grep -q -- "^braid [a-z ]*: error: --[a-z-]*: an empty path names no file to write" "$tmp/err" && ok ||
+    fail "braid $cmd '': $(head -1 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "braid $cmd '': printed $(head -1 "$tmp/out")"
+done
+for cmd in "${outputs[@]}"; do
+  # shellcheck disable=SC2086
+  expect_rc 1 "braid $cmd nodir/x" -- "$braid" $cmd "$tmp/nodir/x.out"
+  names "braid $cmd nodir/x" "cannot write $tmp/nodir/x.out: directory $tmp/nodir does not exist"
+  [ ! -s "$tmp/out" ] && ok || fail "braid $cmd nodir/x: printed $(head -1 "$tmp/out")"
+  # shellcheck disable=SC2086
+  expect_rc 1 "braid $cmd DIR" -- "$braid" $cmd "$tmp/adir"
+  names "braid $cmd DIR" "cannot write $tmp/adir: it is a directory"
+  # shellcheck disable=SC2086
+  expect_rc 1 "braid $cmd LOOP" -- "$braid" $cmd "$tmp/loopA"
+  names "braid $cmd LOOP" "$tmp/loopA: too many levels of symbolic links"
+done
+# The Pareto set's -o is a directory the run creates: its parent is checked as a file's directory is.
+expect_rc 1 "synth --sizes FROM:TO -o nodir/set" -- "$braid" synth -t "$tmp/T.yaml" -c allgather --sizes 1K:1M \
+  -o "$tmp/nodir/set"
+names "synth set nodir" "cannot write $tmp/nodir/set: directory $tmp/nodir does not exist"
+
 # ---- /dev/stdout and /dev/fd/N are written in place, at the shell's offset ---------------------------------------------
 {
   echo HEADER

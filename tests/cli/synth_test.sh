@@ -204,6 +204,17 @@ expect_rc 1 "report into a missing directory" -- "$braid" synth -t "$tmp/two.yam
   -c allgather --sizes 1M -o "$tmp/orphan.xml" --json "$tmp/nodir/r.json"
 grep -q "does not exist" "$tmp/err" && ok || fail "missing report directory: $(head -2 "$tmp/err")"
 [ ! -e "$tmp/orphan.xml" ] && ok || fail "the algorithm was written although the command failed"
+# ... and an algorithm that cannot be written leaves no report behind (/dev/full passes the up-front check, a device
+# is written directly, and fails when written).
+if [ -c /dev/full ] && [ -w /dev/full ]; then
+  expect_rc 1 "algorithm into /dev/full" -- "$braid" synth -t "$tmp/two.yaml" --sketch "$tmp/relay.yaml" \
+    -c allgather --sizes 1M -o /dev/full --json "$tmp/orphan.json"
+  grep -q "/dev/full: write failed" "$tmp/err" && ok || fail "-o /dev/full: $(head -2 "$tmp/err")"
+  [ ! -e "$tmp/orphan.json" ] && ok || fail "the report was written although the algorithm was not"
+  [ ! -s "$tmp/out" ] && ok || fail "-o /dev/full printed: $(head -1 "$tmp/out")"
+else
+  skip "no writable /dev/full"
+fi
 expect_rc 2 "-o - is refused" -- "$braid" synth -t "$tmp/two.yaml" --sketch "$tmp/relay.yaml" -c allgather -o -
 expect_rc 2 "unknown collective" -- "$braid" synth -t dgx1-v100 -c gather
 expect_rc 2 "bad --sizes" -- "$braid" synth -t dgx1-v100 -c allgather --sizes 1K,lots
@@ -348,7 +359,8 @@ grep -q "already holds allreduce-dgx-h100-x1-" "$tmp/err" && ok || fail "stale s
 [ "$(ls "$tmp/set" | wc -l)" = "$before" ] && ok || fail "a refused Pareto set changed its directory"
 expect_rc 1 "Pareto set into a directory whose parent is missing" -- "$braid" synth -t dgx-h100-x1 -c allreduce \
   --sizes 1K:1M -o "$tmp/missing/set"
-grep -q "parent directory .* does not exist" "$tmp/err" && ok || fail "missing parent: $(head -2 "$tmp/err")"
+grep -qF "cannot write $tmp/missing/set: directory $tmp/missing does not exist" "$tmp/err" && ok ||
+  fail "missing parent: $(head -2 "$tmp/err")"
 [ ! -e "$tmp/missing" ] && ok || fail "a refused Pareto set created a directory"
 # --json may go into the directory -o creates; under a window file's name it is refused before any work.
 expect_rc 2 "Pareto set report named as a window file" -- "$braid" synth -t dgx-h100-x1 -c allgather \

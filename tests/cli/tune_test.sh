@@ -38,6 +38,19 @@ grep -qF "braid tune: $tmp/no-such.log: no such file" "$tmp/err" && ok || fail "
 expect_rc 2 "negative --nodes" -- "$braid" tune --nccl-tests-log "$tmp/no-such.log=Ring/LL" --nodes -2
 grep -qF -- "--nodes -2: a count is at least 1" "$tmp/err" && ok || fail "--nodes -2: $(head -1 "$tmp/err")"
 expect_rc 2 "negative --ranks" -- "$braid" tune --nccl-tests-log "$tmp/no-such.log=Ring/LL" --ranks -8
+# A log that cannot be read is an input error (exit 1) as a missing one is, whatever the reason: a directory, a loop
+# of symbolic links, a binary file, an empty file; the usage errors (2) are what the command line says of the log.
+mkdir "$tmp/logdir"
+ln -s "$tmp/logloopB" "$tmp/logloopA"
+ln -s "$tmp/logloopA" "$tmp/logloopB"
+printf 'x\0y' >"$tmp/binary_all_reduce.txt"
+: >"$tmp/empty_all_reduce.txt"
+for bad in "logdir:is a directory, not a file" "logloopA:too many levels of symbolic links" \
+  "binary_all_reduce.txt:not a text file (NUL byte at offset 1)" "empty_all_reduce.txt:empty file"; do
+  f=${bad%%:*}
+  expect_rc 1 "unreadable log $f" -- "$braid" tune --nccl-tests-log "$tmp/$f=Ring/LL"
+  grep -qF "braid tune: $tmp/$f: ${bad#*:}" "$tmp/err" && ok || fail "unreadable log $f: $(head -1 "$tmp/err")"
+done
 # -o into a missing directory fails before the model is built (a 1G grid would take seconds), with nothing on stdout;
 # a path below a file is refused the same way.
 start=$(date +%s)

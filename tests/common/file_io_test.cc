@@ -123,6 +123,58 @@ TEST_F(FileIoTest, OpenDescriptorsAreWrittenInPlace) {
   EXPECT_NE(closed.message().find("/dev/fd/" + std::to_string(fd)), std::string::npos);
 }
 
+// Every input is text: a NUL byte, an empty or white-space file and a loop of symbolic links each have one message.
+TEST_F(FileIoTest, RefusesWhatIsNotText) {
+  const fs::path nul = dir_ / "nul.yaml";
+  std::ofstream(nul) << std::string("ab\ncd") << '\0' << "ef";
+  const Result<std::string> binary = readFile(nul.string());
+  ASSERT_FALSE(binary.isOk());
+  EXPECT_EQ(binary.status().code(), StatusCode::kParseError);
+  EXPECT_EQ(binary.status().message(), nul.string() + ": not a text file (NUL byte at offset 5)");
+  // A NUL past the first 64 KiB block is found in its own block, at its offset in the file.
+  const fs::path late = dir_ / "late.txt";
+  std::ofstream(late) << std::string(70000, 'x') << '\0';
+  EXPECT_EQ(readFile(late.string()).status().message(), late.string() + ": not a text file (NUL byte at offset 70000)");
+  for (const char* text : {"", " \n\t\r\n"}) {
+    const fs::path empty = dir_ / "empty.txt";
+    std::ofstream(empty) << text;
+    const Result<std::string> read = readFile(empty.string());
+    ASSERT_FALSE(read.isOk());
+    EXPECT_EQ(read.status().message(), empty.string() + ": empty file");
+  }
+  fs::create_symlink(dir_ / "b", dir_ / "a");
+  fs::create_symlink(dir_ / "a", dir_ / "b");
+  EXPECT_EQ(readFile((dir_ / "a").string()).status().message(),
+            (dir_ / "a").string() + ": too many levels of symbolic links");
+}
+
+// checkOutputPath: what a command checks of an output before any work.
+TEST_F(FileIoTest, ChecksOutputPaths) {
+  EXPECT_TRUE(checkOutputPath((dir_ / "new.txt").string()).isOk());
+  EXPECT_TRUE(checkOutputPath("/dev/null").isOk());
+  EXPECT_TRUE(checkOutputPath("/dev/stdout").isOk());
+  EXPECT_EQ(checkOutputPath("").message(), "an empty path names no file to write");
+  const std::string missing = (dir_ / "no" / "x.txt").string();
+  EXPECT_EQ(checkOutputPath(missing).message(),
+            "cannot write " + missing + ": directory " + (dir_ / "no").string() + " does not exist");
+  std::ofstream(dir_ / "file") << "x";
+  const std::string below_file = (dir_ / "file" / "x.txt").string();
+  EXPECT_EQ(checkOutputPath(below_file).message(),
+            "cannot write " + below_file + ": " + (dir_ / "file").string() + " is not a directory");
+  EXPECT_EQ(checkOutputPath(dir_.string()).message(), "cannot write " + dir_.string() + ": it is a directory");
+  fs::create_symlink(dir_ / "b", dir_ / "a");
+  fs::create_symlink(dir_ / "a", dir_ / "b");
+  EXPECT_EQ(checkOutputPath((dir_ / "a").string()).message(),
+            (dir_ / "a").string() + ": too many levels of symbolic links");
+  // A dangling link: the file it names is created, in that file's directory.
+  fs::create_symlink(dir_ / "gone" / "t.txt", dir_ / "dangling");
+  EXPECT_NE(checkOutputPath((dir_ / "dangling").string()).message().find((dir_ / "gone").string() + " does not exist"),
+            std::string::npos);
+  // writeFileAtomic through a loop of links says the same.
+  EXPECT_EQ(writeFileAtomic((dir_ / "a").string(), "x").message(),
+            (dir_ / "a").string() + ": too many levels of symbolic links");
+}
+
 TEST_F(FileIoTest, BadTargets) {
   EXPECT_EQ(writeFileAtomic("", "x").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(writeFileAtomic(dir_.string(), "x").code(), StatusCode::kInvalidArgument);

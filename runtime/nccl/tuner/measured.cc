@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <utility>
 
 #include "abi/nccl_types.h"
 #include "common/text.h"
@@ -218,7 +219,14 @@ Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<Colle
   const auto [path, label] = splitSpec(spec);
   MeasuredLog m;
   m.path = path;
-  BRAID_ASSIGN_OR_RETURN(m.log, readNcclTestsLog(path));
+  Result<NcclTestsLog> log = readNcclTestsLog(path);
+  if (!log) {
+    // A file that cannot be read (a directory, a device, a loop of links, a binary or empty file) is an input error
+    // like a malformed one: kInvalidArgument is kept for what the command line says of the log.
+    const StatusCode code = log.status().code();
+    return Status(code == StatusCode::kInvalidArgument ? StatusCode::kParseError : code, log.status().message());
+  }
+  m.log = std::move(*log);
   if (m.log.collective.empty() && collective) m.log.collective = ncclTestsName(*collective);
   if (m.log.collective.empty()) {
     return invalid(

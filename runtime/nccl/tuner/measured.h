@@ -34,7 +34,8 @@ struct MeasuredLog {
 /// Reads `spec` = FILE, FILE=ALGO/PROTO or FILE=default (NCCL's own choice). Without a label the setting comes
 /// from the log's NCCL_ALGO / NCCL_PROTO INFO lines, which must name both; ALGO and PROTO are NCCL_ALGO /
 /// NCCL_PROTO values or the rules file's names. `collective` (`braid tune --coll`, parsed with parseCollective) is
-/// the collective of a log whose text and file name do not say. Errors: the log's read errors; kInvalidArgument
+/// the collective of a log whose text and file name do not say. Errors: a log that cannot be read or parsed is
+/// kNotFound, kSystemError or kParseError (readFile, parseNcclTestsLog; never kInvalidArgument); kInvalidArgument
 /// naming the file for a log whose setting or collective is unknown, a bad label, or a collective NCCL's tuner does
 /// not choose for (alltoall, sendrecv, ...).
 Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<CollectiveKind> collective = std::nullopt);
