@@ -102,31 +102,38 @@ TEST(DeviceProgramEmulation, InstancesRunOnTheirOwnChannels) {
   }
 }
 
-// The corpus's verified MSCCL and TACCL programs (dependencies across threadblocks, nops, precopies, many
-// channels) at their smallest even size and at 3 times it, in 16-byte slices with LL and Simple.
-TEST(DeviceProgramEmulation, CorpusAlgorithmsMatchTheReference) {
-  BRAID_SKIP_WITHOUT_REALCASES();
-  int runs = 0;
+// Calls fn(file, algorithm, even) for every corpus program that loads, verifies and is not a custom collective;
+// `even` is its smallest element count that every rank's part divides (chunks / gcd(chunks, size multiplier)).
+template <class Fn>
+void forEachCorpusAlgorithm(Fn&& fn) {
   for (const std::filesystem::path& file : testing::corpusXmlFiles()) {
     Result<Algorithm> algorithm = loadAlgorithm(file.string());
     if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
     if (algorithm->collective == CollectiveKind::kCustom) continue;
     const CollectiveSpec spec = algorithm->spec(!algorithm->out_of_place).value();
     const uint64_t multiplier = static_cast<uint64_t>(spec.sizeMultiplier());
-    const uint64_t even = static_cast<uint64_t>(algorithm->num_chunks) /
-                          std::gcd<uint64_t>(static_cast<uint64_t>(algorithm->num_chunks), multiplier);
+    const uint64_t chunks = static_cast<uint64_t>(algorithm->num_chunks);
+    fn(file, *algorithm, chunks / std::gcd<uint64_t>(chunks, multiplier));
+  }
+}
+
+// The corpus's verified MSCCL and TACCL programs (dependencies across threadblocks, nops, precopies, many
+// channels) at their smallest even size and at 3 times it, in 16-byte slices with LL and Simple.
+TEST(DeviceProgramEmulation, CorpusAlgorithmsMatchTheReference) {
+  BRAID_SKIP_WITHOUT_REALCASES();
+  int runs = 0;
+  forEachCorpusAlgorithm([&](const std::filesystem::path& file, const Algorithm& algorithm, uint64_t even) {
     testing::EmulationOptions options;
-    options.root = algorithm->root;
+    options.root = algorithm.root;
     options.launches = 2;
     for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
       for (uint64_t count : {even, 3 * even}) {
-        const bool in_place = !algorithm->out_of_place;
-        const Status status = emulate(*algorithm, count, in_place, protocol, 16, options);
+        const Status status = emulate(algorithm, count, !algorithm.out_of_place, protocol, 16, options);
         EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
         ++runs;
       }
     }
-  }
+  });
   EXPECT_GE(runs, 40);
 }
 
@@ -176,24 +183,17 @@ TEST(DeviceProgramEmulation, ProxiedClassicalAlgorithmsMatchTheReference) {
 TEST(DeviceProgramEmulation, ProxiedCorpusAlgorithmsMatchTheReference) {
   BRAID_SKIP_WITHOUT_REALCASES();
   int runs = 0;
-  for (const std::filesystem::path& file : testing::corpusXmlFiles()) {
-    Result<Algorithm> algorithm = loadAlgorithm(file.string());
-    if (!algorithm.isOk() || !verify(*algorithm).ok) continue;
-    if (algorithm->collective == CollectiveKind::kCustom) continue;
-    const CollectiveSpec spec = algorithm->spec(!algorithm->out_of_place).value();
-    const uint64_t multiplier = static_cast<uint64_t>(spec.sizeMultiplier());
-    const uint64_t even = static_cast<uint64_t>(algorithm->num_chunks) /
-                          std::gcd<uint64_t>(static_cast<uint64_t>(algorithm->num_chunks), multiplier);
-    const int n = algorithm->num_ranks;
+  forEachCorpusAlgorithm([&](const std::filesystem::path& file, const Algorithm& algorithm, uint64_t even) {
+    const int n = algorithm.num_ranks;
     testing::EmulationOptions options;
-    options.root = algorithm->root;
+    options.root = algorithm.root;
     options.host_of_rank = hostsOf(n, n % 3 == 0 && n >= 6 ? n / 3 : (n + 1) / 2);
     for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
-      const Status status = emulate(*algorithm, even, !algorithm->out_of_place, protocol, 16, options);
+      const Status status = emulate(algorithm, even, !algorithm.out_of_place, protocol, 16, options);
       EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
       ++runs;
     }
-  }
+  });
   RecordProperty("runs", runs);
   EXPECT_GE(runs, 20);
 }
