@@ -226,6 +226,8 @@ expect_rc 2 "unknown flag" -- "$bin/all_reduce_perf" --bogus
 grep -q 'unknown option --bogus' "$tmp/err" && ok || fail "unknown flag message: $(cat "$tmp/err")"
 expect_rc 2 "-g 2" -- "$bin/all_reduce_perf" -g 2
 grep -q -- '-g must be 1' "$tmp/err" && ok || fail "-g message: $(cat "$tmp/err")"
+expect_rc 2 "-p 3 --transport threads" -- timeout 20 "$bin/all_reduce_perf" -p 3 --transport threads
+grep -q -- '-p 3 with --transport threads' "$tmp/err" && ok || fail "-p with threads message: $(head -2 "$tmp/err")"
 expect_rc 2 "bad number" -- "$bin/all_gather_perf" -n x
 expect_rc 2 "-b above -e" -- "$bin/all_gather_perf" -b 2M -e 1M
 expect_rc 2 "no collective" -- "$bin/braid_perf" -b 8
