@@ -2,7 +2,7 @@
 // against a plain TCP socket pair moving the same bytes, between two processes on loopback, in the same run.
 //
 //   nccl_net_benchmark [--size BYTES] [--total BYTES] [--window N] [--repeat N] [--plugin PATH]
-//                      [--transport tcp|ucx|tcp,ucx]
+//                      [--transport tcp|ucx|tcp,ucx]     (BYTES: nccl-tests syntax, 4M = 4 MiB; --help: usage)
 //
 // The plugin side posts `window` isends / irecvs of `size` bytes ahead (NCCL keeps NCCL_STEPS = 8 per channel in
 // flight) and re-posts one as each completes; the plain side writes / reads the same total with blocking
@@ -11,7 +11,7 @@
 // the plain run alternate `repeat` times (default 5) and each one's median run is reported, so one run disturbed by
 // other load does not decide the ratio. Prints GB/s (1e9 bytes/s) of each, the ratio of each data path to the plain
 // pair, and iperf3's number when iperf3 is installed. Exit status 1 when a run fails (a byte count or the plugin
-// reports an error), 2 for bad arguments.
+// reports an error), 2 for bad arguments (a malformed or missing value, an unknown flag).
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -25,9 +25,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "nccl/abi/net_abi.h"
 
 namespace {
@@ -219,31 +221,59 @@ std::string rateText(double bytes, const std::vector<double>& seconds) {
   return text;
 }
 
+constexpr const char* kUsage =
+    "usage: %s [--size BYTES] [--total BYTES] [--window N] [--repeat N] [--plugin PATH] "
+    "[--transport tcp|ucx|tcp,ucx]\n"
+    "  BYTES in nccl-tests syntax (digits, optional K/M/G suffix, powers of 1024): --size 4M\n";
+
+// A whole decimal int in [0, 1000]; nullopt otherwise.
+std::optional<int> parseCount(const std::string& text) {
+  if (text.empty() || text.size() > 4 || text.find_first_not_of("0123456789") != std::string::npos) return {};
+  const int v = std::stoi(text);
+  return v <= 1000 ? std::optional<int>(v) : std::nullopt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options o;
   int repeat = 5;
   std::vector<std::string> transports = {"tcp"};
-  for (int i = 1; i + 1 < argc; i += 2) {
+  for (int i = 1; i < argc; i += 2) {
     const std::string flag = argv[i];
-    if (flag == "--size")
-      o.size = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--total")
-      o.total = std::strtoull(argv[i + 1], nullptr, 10);
-    else if (flag == "--window")
-      o.window = std::atoi(argv[i + 1]);
-    else if (flag == "--repeat")
-      repeat = std::atoi(argv[i + 1]);
-    else if (flag == "--plugin")
-      o.plugin = argv[i + 1];
-    else if (flag == "--transport")
-      transports = parseTransports(argv[i + 1]);
-    else {
-      std::fprintf(stderr,
-                   "usage: %s [--size BYTES] [--total BYTES] [--window N] [--repeat N] [--plugin PATH] "
-                   "[--transport tcp|ucx|tcp,ucx]\n",
-                   argv[0]);
+    if (flag == "--help" || flag == "-h") {
+      std::printf(kUsage, argv[0]);
+      return 0;
+    }
+    const bool known = flag == "--size" || flag == "--total" || flag == "--window" || flag == "--repeat" ||
+                       flag == "--plugin" || flag == "--transport";
+    if (!known) {
+      std::fprintf(stderr, "%s: unknown argument '%s'\n", argv[0], flag.c_str());
+      std::fprintf(stderr, kUsage, argv[0]);
+      return 2;
+    }
+    if (i + 1 >= argc) {
+      std::fprintf(stderr, "%s: %s needs a value\n", argv[0], flag.c_str());
+      return 2;
+    }
+    const std::string value = argv[i + 1];
+    bool good = true;
+    if (flag == "--size" || flag == "--total") {
+      const std::optional<uint64_t> bytes = braid::parseNcclTestsSize(value);
+      good = bytes.has_value();
+      if (good) (flag == "--size" ? o.size : o.total) = static_cast<size_t>(*bytes);
+    } else if (flag == "--window" || flag == "--repeat") {
+      const std::optional<int> n = parseCount(value);
+      good = n.has_value();
+      if (good) (flag == "--window" ? o.window : repeat) = *n;
+    } else if (flag == "--plugin") {
+      o.plugin = value;
+    } else {
+      transports = parseTransports(value);
+    }
+    if (!good) {
+      std::fprintf(stderr, "%s: %s %s: not a %s\n", argv[0], flag.c_str(), value.c_str(),
+                   flag == "--size" || flag == "--total" ? "size (bytes, K/M/G suffix)" : "whole number 0..1000");
       return 2;
     }
   }

@@ -1,7 +1,7 @@
 /* A Mixture-of-Experts layer on Braid's C API (include/braid/braid_moe.h): 4 ranks as threads of this process, 8
- * experts (2 per rank), top-2 gating with capacity factor 1.25, each expert a small linear layer. Every rank
- * routes its tokens, dispatches them to the experts' ranks, runs its local experts on what it received, and
- * combines the outputs with the gate weights; then it recomputes the whole layer for its own tokens locally
+ * experts (2 per rank), top-2 gating with capacity factor 1.25 (rounded up), each expert a small linear layer.
+ * Every rank routes its tokens, dispatches them to the experts' ranks, runs its local experts on what it received,
+ * and combines the outputs with the gate weights; then it recomputes the whole layer for its own tokens locally
  * (every expert's weights are known everywhere here) and compares. Prints per-rank routing statistics; exits 1 on
  * a mismatch or an error, 2 on a bad argument.
  *
@@ -102,8 +102,11 @@ static void* runRank(void* arg) {
     for (size_t h = 0; h < H; ++h) x[t * H + h] = uniform(((uint64_t)rank << 48) ^ (t << 16) ^ h);
     gate(&x[t * H], &ids[t * TOP_K], &w[t * TOP_K]);
   }
-  /* Capacity factor 1.25: slots per (rank, expert) = 1.25 x T x top_k / experts. */
-  const int64_t capacity = (int64_t)(1.25 * (double)(T * TOP_K) / EXPERTS);
+  /* Capacity factor 1.25: slots per (rank, expert) = ceil(1.25 x T x top_k / experts), rounded up as Tutel and
+   * DeepSpeed do (DeepSpeed-MoE's sharded_moe.py _capacity: ceil(tokens / experts x capacity_factor), at least
+   * min_capacity), so one token or more always has at least one slot per expert: with floor, fewer than 4 tokens
+   * per rank would give capacity 0 and drop every slot. In integers: ceil(5 T k / (4 E)). */
+  const int64_t capacity = (int64_t)((5 * T * TOP_K + 4 * EXPERTS - 1) / (4 * EXPERTS));
   braidMoePlan_t plan;
   size_t rows = 0;
   CHECK(braidMoePlanCreate(ids, T, TOP_K, EXPERTS, capacity, comm, &plan, &rows));

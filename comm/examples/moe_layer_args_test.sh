@@ -39,5 +39,16 @@ if ! "$example" 1 1 >"$tmp/out" 2>"$tmp/err" || ! grep -q 'equals the local one'
   sed 's/^/    | /' "$tmp/err" | head -5
   failures=$((failures + 1))
 fi
+# Capacity = ceil(1.25 x tokens x top-2 / 8 experts), computed here with awk: 1 token -> 1 (floor gave 0 and
+# dropped every slot), 13 -> 5 (floor 4), 64 -> 20. Every rank prints it.
+for tokens in 1 13 64; do
+  want=$(awk -v t="$tokens" 'BEGIN { c = 1.25 * t * 2 / 8; print (c == int(c)) ? c : int(c) + 1 }')
+  "$example" "$tokens" 2 >"$tmp/out" 2>"$tmp/err"
+  got=$(grep -c "dropped by capacity $want," "$tmp/out")
+  if [ "$got" -ne 4 ] || ! grep -q 'equals the local one' "$tmp/out"; then
+    echo "FAIL: moe_layer_example $tokens 2: $got of 4 ranks report capacity $want: $(head -2 "$tmp/out")"
+    failures=$((failures + 1))
+  fi
+done
 [ "$failures" -eq 0 ] && echo "all argument checks passed"
 [ "$failures" -eq 0 ]

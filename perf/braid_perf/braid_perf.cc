@@ -1,9 +1,13 @@
 // braid_perf: Braid's nccl-tests-style benchmark (docs/braid_perf.md). Run it as all_reduce_perf (a symlink;
 // the collective comes from argv[0]) or as `braid_perf all_reduce ...`.
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <system_error>
@@ -19,7 +23,51 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --algo FILE: the file alone in a fresh temporary directory, which becomes BRAID_ALGO_DIR; removed at exit.
+// The temporary --algo directory and its one file, for removal when SIGINT, SIGTERM or SIGHUP ends the process.
+// Fixed buffers written before the handler is installed; the handler calls only async-signal-safe functions
+// (getpid, unlink, rmdir, sigaction, raise). Only the process that created the directory removes it.
+char signal_dir[PATH_MAX];
+char signal_file[PATH_MAX];
+pid_t signal_owner = 0;
+
+extern "C" void removeAlgoDirOnSignal(int sig) {
+  const int saved_errno = errno;
+  if (::getpid() == signal_owner) {
+    ::unlink(signal_file);
+    ::rmdir(signal_dir);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  ::sigaction(sig, &dfl, nullptr);
+  errno = saved_errno;
+  ::raise(sig);  // delivered once the handler returns: the process dies of the signal, as without the handler
+}
+
+// Installs removeAlgoDirOnSignal for `dir` and `file` (both shorter than PATH_MAX). A signal that is ignored
+// (nohup) or already has a handler keeps its disposition.
+void removeOnSignal(const std::string& dir, const std::string& file) {
+  if (dir.size() >= PATH_MAX || file.size() >= PATH_MAX) return;
+  std::memcpy(signal_dir, dir.c_str(), dir.size() + 1);
+  std::memcpy(signal_file, file.c_str(), file.size() + 1);
+  signal_owner = ::getpid();
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (::sigaction(sig, nullptr, &old) != 0) continue;
+    if ((old.sa_flags & SA_SIGINFO) != 0 || old.sa_handler != SIG_DFL) continue;
+    struct sigaction act {};
+    act.sa_handler = removeAlgoDirOnSignal;
+    sigemptyset(&act.sa_mask);
+    sigaddset(&act.sa_mask, SIGINT);
+    sigaddset(&act.sa_mask, SIGTERM);
+    sigaddset(&act.sa_mask, SIGHUP);
+    act.sa_flags = SA_RESTART;
+    ::sigaction(sig, &act, nullptr);
+  }
+}
+
+// --algo FILE: the file alone in a fresh temporary directory, which becomes BRAID_ALGO_DIR; removed at exit and
+// when SIGINT, SIGTERM or SIGHUP ends the process.
 class AlgoDir {
  public:
   ~AlgoDir() {
@@ -43,6 +91,7 @@ class AlgoDir {
     }
     temp_ = buffer.data();
     const fs::path target = fs::path(temp_) / fs::path(path).filename();
+    removeOnSignal(temp_, target.string());
     fs::copy_file(path, target, ec);
     if (ec) {
       error = "--algo " + path + ": " + ec.message();

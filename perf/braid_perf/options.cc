@@ -346,6 +346,12 @@ Result<Options> parseOptions(const std::vector<std::string>& argv) {
     return invalidArgument("-p " + std::to_string(options.processes) + " x -t " + std::to_string(options.threads) +
                            " = " + std::to_string(options.ranks()) + " ranks: at most 4096");
   }
+  // The threads transport connects the threads of one process: forked processes cannot use it.
+  if (options.processes > 1 && options.transport == "threads") {
+    return invalidArgument("-p " + std::to_string(options.processes) +
+                           " with --transport threads: the threads transport connects ranks within one process; "
+                           "use shm, tcp, ucx or auto with -p, or -t alone with threads");
+  }
   if (isRooted(options.collective) && options.root >= options.ranks()) {
     return invalidArgument("-r " + std::to_string(options.root) + ": root must be below the rank count " +
                            std::to_string(options.ranks()));

@@ -41,16 +41,24 @@ Result<std::string> readFile(const std::string& path, uint64_t max_bytes) {
     return invalidArgument(fmt::format(
         "{}: a device or socket, not a regular file or pipe: Braid reads inputs from files and pipes", path));
   }
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: open(2) of a FIFO without a writer would wait for one forever. Opened this way it returns at once,
+  // and a FIFO without a writer reads as end of file (an empty input). The flag is cleared after the open, so the
+  // reads of a pipe whose writer is still writing wait for its data as usual.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
   struct FdCloser {
     int fd;
     ~FdCloser() { ::close(fd); }
   } closer{fd};
+  if (const int flags = ::fcntl(fd, F_GETFL); flags < 0 || ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    return Status(StatusCode::kSystemError, fmt::format("{}: cannot open: {}", path, std::strerror(errno)));
+  }
   const std::string too_large =
       fmt::format("{}: larger than {}, the most Braid reads from one input file", path, sizeText(max_bytes));
   std::string text;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+  const bool have_stat = ::fstat(fd, &st) == 0;
+  const bool is_pipe = have_stat && S_ISFIFO(st.st_mode);
+  if (have_stat && S_ISREG(st.st_mode)) {
     if (static_cast<uint64_t>(st.st_size) > max_bytes) return invalidArgument(too_large);
     text.reserve(static_cast<size_t>(st.st_size));
   }
@@ -75,7 +83,10 @@ Result<std::string> readFile(const std::string& path, uint64_t max_bytes) {
     text.append(buffer, static_cast<size_t>(n));
     if (text.size() > max_bytes) return invalidArgument(too_large);
   }
-  if (text.find_first_not_of(" \t\r\n") == std::string::npos) return parseError(path, 0, "", "empty file");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos) {
+    return parseError(
+        path, 0, "", is_pipe && text.empty() ? "empty file (a pipe with no writer, or none that wrote)" : "empty file");
+  }
   return text;
 }
 

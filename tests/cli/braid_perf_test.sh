@@ -187,6 +187,21 @@ else
   fail "braid algo recursive --coll allreduce -n 4 failed"
 fi
 
+# --- --algo FILE's temporary directory is removed when SIGTERM ends the run; the exit status is the signal's.
+if [ -f "$tmp/rec.xml" ]; then
+  mkdir -p "$tmp/algotmp"
+  TMPDIR="$tmp/algotmp" timeout 90 "$bin/all_reduce_perf" -b 4K -e 4K -t 4 -n 1000000 -c 0 --algo "$tmp/rec.xml" \
+    >"$tmp/term.out" 2>"$tmp/term.err" &
+  perf_pid=$!
+  for _ in $(seq 200); do grep -q '^#        (B)' "$tmp/term.out" 2>/dev/null && break; sleep 0.1; done
+  [ -n "$(ls "$tmp/algotmp")" ] && ok || fail "--algo: no temporary directory in \$TMPDIR while running"
+  kill -TERM "$(pgrep -P $perf_pid | head -1)"
+  wait $perf_pid
+  rc=$?
+  [ "$rc" -eq $((128 + 15)) ] && ok || fail "--algo then SIGTERM: exit $rc, want 143 (SIGTERM)"
+  [ -z "$(ls "$tmp/algotmp")" ] && ok || fail "--algo then SIGTERM: left behind: $(ls "$tmp/algotmp")"
+fi
+
 # --- A process killed mid-run: the others report the lost peer, the parent names the signal, exit 1, no hang.
 BRAID_TIMEOUT=20 timeout 90 "$bin/all_reduce_perf" -p 2 -b 4M -e 4M -n 1000000 -c 0 >"$tmp/kill.out" 2>"$tmp/kill.err" &
 launcher=$!
@@ -211,6 +226,8 @@ expect_rc 2 "unknown flag" -- "$bin/all_reduce_perf" --bogus
 grep -q 'unknown option --bogus' "$tmp/err" && ok || fail "unknown flag message: $(cat "$tmp/err")"
 expect_rc 2 "-g 2" -- "$bin/all_reduce_perf" -g 2
 grep -q -- '-g must be 1' "$tmp/err" && ok || fail "-g message: $(cat "$tmp/err")"
+expect_rc 2 "-p 3 --transport threads" -- timeout 20 "$bin/all_reduce_perf" -p 3 --transport threads
+grep -q -- '-p 3 with --transport threads' "$tmp/err" && ok || fail "-p with threads message: $(head -2 "$tmp/err")"
 expect_rc 2 "bad number" -- "$bin/all_gather_perf" -n x
 expect_rc 2 "-b above -e" -- "$bin/all_gather_perf" -b 2M -e 1M
 expect_rc 2 "no collective" -- "$bin/braid_perf" -b 8

@@ -172,6 +172,12 @@ if [ -e /dev/zero ]; then
 else
   skip "no /dev/zero"
 fi
+# A named pipe with no writer is an empty input at once: open(2) must not wait for a writer that never comes.
+mkfifo "$tmp/nowriter.yaml"
+expect_rc 1 "topo show of a FIFO without a writer" -- timeout 10 "$braid" topo show "$tmp/nowriter.yaml"
+grep -qF "$tmp/nowriter.yaml: empty file (a pipe with no writer" "$tmp/err" && ok ||
+  fail "FIFO without a writer: $(head -1 "$tmp/err")"
+rm -f "$tmp/nowriter.yaml"
 truncate -s 300M "$tmp/huge.yaml"
 expect_rc 1 "topo show of a 300 MiB file" -- "$braid" topo show "$tmp/huge.yaml"
 grep -qF "huge.yaml: larger than 256 MiB" "$tmp/err" && ok || fail "huge file: $(head -1 "$tmp/err")"

@@ -231,6 +231,28 @@ TEST_F(FileIoTest, PipesAreReadOneBytePastTheLimitAtMost) {
   EXPECT_EQ(left, 99);
 }
 
+// A named pipe with no writer: open(2) would wait for one forever; readFile answers at once with an empty input.
+// Run in a child process bounded by an alarm, so a regression fails the test instead of hanging it.
+TEST_F(FileIoTest, FifoWithoutWriterIsEmptyAtOnce) {
+  const fs::path fifo = dir_ / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::alarm(5);
+    const Result<std::string> read = readFile(fifo.string());
+    const bool want = !read.isOk() && read.status().message() == fifo.string() +
+                                                                     ": empty file (a pipe with no writer, or none "
+                                                                     "that wrote)";
+    ::_exit(want ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status)) << "readFile of a FIFO without a writer did not return (signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
 TEST_F(FileIoTest, ReadsPipes) {
   int fds[2];
   ASSERT_EQ(::pipe(fds), 0);

@@ -577,6 +577,34 @@ TEST(NetPlugin, InitFailsOnUnknownInterface) {
   EXPECT_TRUE(r.allOk()) << r.summary();
 }
 
+// The int-size adapters of tables <= v8 refuse a negative size with ncclInvalidArgument and a WARN line that starts
+// with "NET/Braid:", as every line of the plugin does (docs/nccl.md).
+TEST(NetPlugin, V8NegativeSizesAreRefusedWithTheTag) {
+  ForkResult r = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_NET_IF", "lo", 1);
+        LoadedNetPlugin p = openNetPlugin(pluginPath(), 8);
+        BRAID_CHILD_CHECK(p.version == 8);
+        const auto* net = static_cast<const abi::NetV8*>(p.table);
+        BRAID_CHILD_CHECK(net->init(&captureLog) == abi::kSuccess);
+        g_logged.clear();  // init's INFO lines
+        void* request = nullptr;
+        BRAID_CHILD_CHECK(net->isend(nullptr, nullptr, -5, 0, nullptr, &request) == abi::kInvalidArgument);
+        BRAID_CHILD_CHECK(g_logged == "NET/Braid: isend: size -5 is negative or above 1 GiB (struct version <= 8)\n");
+        g_logged.clear();
+        int size = -7;
+        int tag = 0;
+        void* data = nullptr;
+        void* mhandle = nullptr;
+        BRAID_CHILD_CHECK(net->irecv(nullptr, 1, &data, &size, &tag, &mhandle, &request) == abi::kInvalidArgument);
+        BRAID_CHILD_CHECK(g_logged == "NET/Braid: irecv: size -7 is negative or above 1 GiB (struct version <= 8)\n");
+        return 0;
+      },
+      kForkTimeoutS);
+  EXPECT_TRUE(r.allOk()) << r.summary();
+}
+
 // Socket / thread counts out of range are a usage error at init, not a crash later.
 TEST(NetPlugin, InitRejectsBadSocketCounts) {
   ForkResult r = runForked(

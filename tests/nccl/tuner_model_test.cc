@@ -1,13 +1,16 @@
 // Braid's tuner table builder (runtime/nccl/tuner/model.h): the grid, the interpolation, which entries are
 // simulated or analytical, and how long building takes on the 16-GPU shipped topologies.
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
 
 #include "braid/nccl_model.h"
 #include "braid/topology.h"
 #include "tuner/model.h"
+#include "tuner/plugin.h"
 
 namespace braid::nccl_plugin {
 namespace {
@@ -22,6 +25,24 @@ TEST(TunerModel, DefaultGridHasTheTestedSizes) {
   EXPECT_EQ(grid.front(), 256u);
   EXPECT_EQ(grid.back(), kGiB);
   for (uint64_t size : {kKiB, kMiB, kGiB}) EXPECT_NE(std::find(grid.begin(), grid.end(), size), grid.end()) << size;
+}
+
+// BRAID_TUNER_MAX_SIM_BYTES below 1M, 0 included, warns and uses 1M (docs/env.md); a malformed value keeps 1G.
+TEST(TunerModel, MaxSimBytesBelowOneMebibyteUsesOneMebibyte) {
+  for (const char* value : {"0", "1", "1K", "512K"}) {
+    ::setenv("BRAID_TUNER_MAX_SIM_BYTES", value, 1);
+    const TunerSettings s = tunerSettingsFromEnvironment();
+    EXPECT_EQ(s.model.max_simulated_bytes, kMiB) << value;
+    ASSERT_EQ(s.warnings.size(), 1u) << value;
+    EXPECT_EQ(s.warnings[0],
+              std::string("BRAID_TUNER_MAX_SIM_BYTES=") + value + ": below the smallest useful value; 1048576 used");
+  }
+  ::setenv("BRAID_TUNER_MAX_SIM_BYTES", "lots", 1);
+  const TunerSettings bad = tunerSettingsFromEnvironment();
+  EXPECT_EQ(bad.model.max_simulated_bytes, kGiB);
+  ASSERT_EQ(bad.warnings.size(), 1u);
+  EXPECT_EQ(bad.warnings[0], "BRAID_TUNER_MAX_SIM_BYTES=lots: not a size (bytes, K/M/G suffix); 1073741824 kept");
+  ::unsetenv("BRAID_TUNER_MAX_SIM_BYTES");
 }
 
 TEST(TunerModel, InterpolationBelowBetweenAndAboveTheGrid) {

@@ -206,6 +206,11 @@ TEST(PerfOptionsTest, BadInputNamesTheFlag) {
   EXPECT_NE(parseError({"all_reduce_perf", "-d", "f8e4m3"}).find("unknown type"), std::string::npos);
   EXPECT_NE(parseError({"all_reduce_perf", "-o", "mulsum"}).find("pre-multiplied"), std::string::npos);
   EXPECT_NE(parseError({"all_reduce_perf", "--transport", "rdma"}).find("unknown transport"), std::string::npos);
+  EXPECT_EQ(parseError({"all_reduce_perf", "-p", "3", "--transport", "threads"}),
+            "-p 3 with --transport threads: the threads transport connects ranks within one process; use shm, tcp, "
+            "ucx or auto with -p, or -t alone with threads");
+  EXPECT_EQ(parseOk({"all_reduce_perf", "-p", "1", "-t", "3", "--transport", "threads"}).ranks(), 3);
+  EXPECT_EQ(parseOk({"all_reduce_perf", "-p", "3", "--transport", "shm"}).ranks(), 3);
   EXPECT_NE(parseError({"all_reduce_perf", "--algo", "/nonexistent/x.xml"}).find("no such file"), std::string::npos);
   EXPECT_NE(parseError({"broadcast_perf", "-t", "2", "-r", "2"}).find("below the rank count 2"), std::string::npos);
   EXPECT_EQ(parseOk({"all_reduce_perf", "-t", "2", "-r", "2"}).root, 2);  // ignored without a root, as nccl-tests

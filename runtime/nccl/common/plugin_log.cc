@@ -49,7 +49,7 @@ int report(const Status& status, nccl_abi::DebugSubsys subsys, const char* what)
   if (status.isOk()) return nccl_abi::kSuccess;
   // Every line of a plugin starts with its tag ("NET/Braid:", "TUNER/Braid:"); messages that carry it already keep
   // theirs.
-  const char* tag = subsys == nccl_abi::kSubsysTuning ? "TUNER/Braid" : "NET/Braid";
+  const char* tag = pluginTag(subsys);
   std::string message = status.toString();
   const std::string own = std::string(tag) + ": ";
   for (size_t at = message.find(own); at != std::string::npos; at = message.find(own)) message.erase(at, own.size());

@@ -33,20 +33,26 @@ bool logWanted(nccl_abi::DebugLevel level);
 /// kSubsysTuning).
 int report(const Status& status, nccl_abi::DebugSubsys subsys, const char* what);
 
+/// The tag every line of a plugin starts with: "TUNER/Braid" under kSubsysTuning, else "NET/Braid".
+inline const char* pluginTag(nccl_abi::DebugSubsys subsys) {
+  return subsys == nccl_abi::kSubsysTuning ? "TUNER/Braid" : "NET/Braid";
+}
+
 /// Runs `body` (returning int, an ncclResult_t) with every exception caught: std::exception -> WARN naming `what`
-/// and its what(), anything else -> WARN; both return ncclInternalError.
+/// and its what(), anything else -> WARN ("NET/Braid: isend: internal error: ..."); both return ncclInternalError.
 template <class Body>
 int guarded(nccl_abi::DebugSubsys subsys, const char* what, Body&& body) noexcept {
   try {
     return body();
   } catch (const std::exception& e) {
     try {
-      log(nccl_abi::kLogWarn, subsys, fmt::format("{}: internal error: {}", what, e.what()));
+      log(nccl_abi::kLogWarn, subsys, fmt::format("{}: {}: internal error: {}", pluginTag(subsys), what, e.what()));
     } catch (...) {
     }
   } catch (...) {
     try {
-      log(nccl_abi::kLogWarn, subsys, fmt::format("{}: internal error (unknown exception)", what));
+      log(nccl_abi::kLogWarn, subsys,
+          fmt::format("{}: {}: internal error (unknown exception)", pluginTag(subsys), what));
     } catch (...) {
     }
   }

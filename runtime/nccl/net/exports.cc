@@ -106,8 +106,9 @@ int irecvV9(void* comm, int n, void** data, size_t* sizes, int* tags, void** mha
 }
 
 int badSize(const char* what, long long size) {
-  braid::nccl_plugin::log(abi::kLogWarn, abi::kSubsysNet,
-                          fmt::format("{}: size {} is negative or above 1 GiB (struct version <= 8)", what, size));
+  braid::nccl_plugin::log(
+      abi::kLogWarn, abi::kSubsysNet,
+      fmt::format("NET/Braid: {}: size {} is negative or above 1 GiB (struct version <= 8)", what, size));
   return abi::kInvalidArgument;
 }
 

@@ -156,7 +156,7 @@ TunerSettings tunerSettingsFromEnvironment() {
   const std::string max_bytes = envString("BRAID_TUNER_MAX_SIM_BYTES");
   if (const auto v = parseNcclTestsSize(max_bytes); v && *v >= kMinSimulatedBytes) {
     s.model.max_simulated_bytes = *v;
-  } else if (v && *v > 0) {
+  } else if (v) {  // 0 included: below 1M, as documented (docs/env.md)
     s.model.max_simulated_bytes = kMinSimulatedBytes;
     s.warnings.push_back(fmt::format("BRAID_TUNER_MAX_SIM_BYTES={}: below the smallest useful value; {} used",
                                      max_bytes, kMinSimulatedBytes));
