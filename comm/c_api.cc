@@ -24,6 +24,38 @@ static_assert(static_cast<int>(braid::ReduceOp::kAvg) == braidAvg, "op values di
 
 bool validOp(braidRedOp_t op) { return op >= 0 && op < braidNumOps; }
 
+// The message of this thread's last failed call that has no communicator to hold it (braidGetUniqueId,
+// braidCommInit*): braidGetLastError(NULL) returns it, as ncclGetLastError(NULL) does.
+thread_local std::string t_last_error;
+
+/// Records `message` as this thread's last error (logged as a warning too) and returns `result`.
+braidResult_t failInit(braidResult_t result, const std::string& message) {
+  BRAID_LOG(kWarn, "{}", message);
+  t_last_error = message;
+  return result;
+}
+
+braidResult_t failInit(const char* api, const braid::Status& status) {
+  return failInit(toResult(status), std::string(api) + ": " + status.message());
+}
+
+/// braidCommInitRank as called by `api` (whose name starts the error message).
+braidResult_t initRank(const char* api, braidComm_t* comm, int nranks, const braidUniqueId& id, int rank) {
+  if (comm == nullptr) return failInit(braidInvalidArgument, std::string(api) + ": comm is NULL");
+  *comm = nullptr;
+  if (nranks < 1 || rank < 0 || rank >= nranks) {
+    return failInit(braidInvalidArgument, std::string(api) + ": rank " + std::to_string(rank) + " of " +
+                                              std::to_string(nranks) +
+                                              " ranks is out of range (nranks >= 1, 0 <= rank < nranks)");
+  }
+  braid::UniqueId uid;
+  std::memcpy(uid.internal, id.internal, sizeof(uid.internal));
+  braid::Result<std::unique_ptr<braid::Communicator>> created = braid::Communicator::create(uid, rank, nranks);
+  if (!created.isOk()) return failInit(api, created.status());
+  *comm = new braidComm{std::move(created).value(), ""};
+  return braidSuccess;
+}
+
 }  // namespace
 
 extern "C" {
@@ -36,40 +68,38 @@ braidResult_t braidGetVersion(int* version) {
 }
 
 braidResult_t braidGetUniqueId(braidUniqueId* id) {
-  if (id == nullptr) return braidInvalidArgument;
+  if (id == nullptr) return failInit(braidInvalidArgument, "braidGetUniqueId: id is NULL");
   braid::Result<braid::UniqueId> created = braid::createUniqueId();
-  if (!created.isOk()) {
-    BRAID_LOG(kWarn, "braidGetUniqueId: {}", created.status().message());
-    return toResult(created.status());
-  }
+  if (!created.isOk()) return failInit("braidGetUniqueId", created.status());
   std::memcpy(id->internal, created->internal, sizeof(id->internal));
   return braidSuccess;
 }
 
 braidResult_t braidCommInitRank(braidComm_t* comm, int nranks, braidUniqueId id, int rank) {
-  if (comm == nullptr || nranks < 1 || rank < 0 || rank >= nranks) return braidInvalidArgument;
-  *comm = nullptr;
-  braid::UniqueId uid;
-  std::memcpy(uid.internal, id.internal, sizeof(uid.internal));
-  braid::Result<std::unique_ptr<braid::Communicator>> created = braid::Communicator::create(uid, rank, nranks);
-  if (!created.isOk()) {
-    BRAID_LOG_RANK(kWarn, rank, "braidCommInitRank: {}", created.status().message());
-    return toResult(created.status());
-  }
-  *comm = new braidComm{std::move(created).value(), ""};
-  return braidSuccess;
+  return initRank("braidCommInitRank", comm, nranks, id, rank);
 }
 
 braidResult_t braidCommInitAll(braidComm_t* comms, int nranks, const int* /*devlist*/) {
-  if (comms == nullptr || nranks < 1) return braidInvalidArgument;
+  if (comms == nullptr) return failInit(braidInvalidArgument, "braidCommInitAll: comms is NULL");
+  if (nranks < 1) {
+    return failInit(braidInvalidArgument,
+                    "braidCommInitAll: nranks " + std::to_string(nranks) + " is not a positive number of ranks");
+  }
   braidUniqueId id;
   braidResult_t result = braidGetUniqueId(&id);
-  if (result != braidSuccess) return result;
+  if (result != braidSuccess) {
+    t_last_error = "braidCommInitAll: " + t_last_error;
+    return result;
+  }
   std::vector<braidResult_t> results(nranks, braidSuccess);
+  std::vector<std::string> errors(nranks);
   std::vector<std::thread> threads;
   threads.reserve(nranks);
   for (int r = 0; r < nranks; ++r) {
-    threads.emplace_back([&, r] { results[r] = braidCommInitRank(&comms[r], nranks, id, r); });
+    threads.emplace_back([&, r] {
+      results[r] = initRank("braidCommInitAll", &comms[r], nranks, id, r);
+      errors[r] = t_last_error;
+    });
   }
   for (std::thread& t : threads) t.join();
   for (int r = 0; r < nranks; ++r) {
@@ -78,6 +108,7 @@ braidResult_t braidCommInitAll(braidComm_t* comms, int nranks, const int* /*devl
         if (comms[q] != nullptr) braidCommAbort(comms[q]);
         comms[q] = nullptr;
       }
+      t_last_error = errors[r];  // the first failing rank's message, on the calling thread
       return results[r];
     }
   }
@@ -85,19 +116,13 @@ braidResult_t braidCommInitAll(braidComm_t* comms, int nranks, const int* /*devl
 }
 
 braidResult_t braidCommInitEnv(braidComm_t* comm) {
-  if (comm == nullptr) return braidInvalidArgument;
+  if (comm == nullptr) return failInit(braidInvalidArgument, "braidCommInitEnv: comm is NULL");
   *comm = nullptr;
   braid::Result<std::unique_ptr<braid::Bootstrap>> bootstrap = braid::bootstrapFromEnvironment();
-  if (!bootstrap.isOk()) {
-    BRAID_LOG(kWarn, "braidCommInitEnv: {}", bootstrap.status().message());
-    return toResult(bootstrap.status());
-  }
+  if (!bootstrap.isOk()) return failInit("braidCommInitEnv", bootstrap.status());
   braid::Result<std::unique_ptr<braid::Communicator>> created =
       braid::Communicator::create(std::move(bootstrap).value());
-  if (!created.isOk()) {
-    BRAID_LOG(kWarn, "braidCommInitEnv: {}", created.status().message());
-    return toResult(created.status());
-  }
+  if (!created.isOk()) return failInit("braidCommInitEnv", created.status());
   *comm = new braidComm{std::move(created).value(), ""};
   return braidSuccess;
 }
@@ -141,7 +166,9 @@ const char* braidGetErrorString(braidResult_t result) {
   }
 }
 
-const char* braidGetLastError(braidComm_t comm) { return comm == nullptr ? "" : comm->last_error.c_str(); }
+const char* braidGetLastError(braidComm_t comm) {
+  return comm == nullptr ? t_last_error.c_str() : comm->last_error.c_str();
+}
 
 braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count, braidDataType_t datatype,
                              braidRedOp_t op, braidComm_t comm, void* stream) {

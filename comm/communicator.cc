@@ -8,7 +8,9 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
+#include <string_view>
 
 #include "braid/comm.h"
 #include "braid/executor.h"
@@ -385,8 +387,10 @@ class CommImpl final : public Communicator {
     bootstrap_->abort(status.message());
   }
 
+  // BRAID_DEBUG=INFO: rank 0 logs each (collective, size, mode, root) once. Every rank makes the same choice (the
+  // catalogs are compared at init and the choice depends only on the call), so other ranks' lines would repeat it.
   void logChoice(const Call& c, const Candidate& chosen, const std::string& how) {
-    if (!debug_) return;
+    if (!debug_ || rank_ != 0) return;
     const auto key = std::make_tuple(static_cast<int>(c.kind), c.size, c.in_place, c.root);
     if (!logged_.insert(key).second) return;
     BRAID_LOG_RANK(kInfo, rank_, "{} {} B {} -> {} ({}){}", collectiveName(c.kind), c.size,
@@ -750,16 +754,30 @@ Result<std::unique_ptr<comm::AllToAllChooser>> allToAllChooser(const CommOptions
                                                  bootstrap.rank() == 0 ? 0 : -1);
 }
 
-// Every rank must hold the same catalog (same BRAID_ALGO_DIR contents, same synthesized set): rank 0's digest
-// is compared with everyone's.
+// Every rank must hold the same catalog (same BRAID_ALGO_DIR contents, same synthesized set, same all-to-all
+// choice): rank 0's digest is compared with everyone's, its all-to-all part (the leading "alltoall=...;" of
+// AlgorithmCatalog::digest()) apart, so that the error names the settings that feed the part that differs.
 Status checkSameCatalog(Bootstrap& bootstrap, const std::string& digest) {
-  uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
-  for (unsigned char ch : digest) hash = (hash ^ ch) * 1099511628211ull;
-  std::vector<uint64_t> all(bootstrap.size());
-  all[bootstrap.rank()] = hash;
-  BRAID_RETURN_IF_ERROR(bootstrap.allGather(all.data(), sizeof(uint64_t)));
+  const auto fnv = [](std::string_view text) {
+    uint64_t hash = 1469598103934665603ull;  // FNV-1a 64
+    for (unsigned char ch : text) hash = (hash ^ ch) * 1099511628211ull;
+    return hash;
+  };
+  const size_t split = digest.rfind("alltoall=", 0) == 0 ? digest.find(';') + 1 : 0;
+  const std::string_view alltoall = std::string_view(digest).substr(0, split);
+  std::vector<uint64_t> all(2 * bootstrap.size());
+  all[2 * bootstrap.rank()] = fnv(alltoall);
+  all[2 * bootstrap.rank() + 1] = fnv(std::string_view(digest).substr(split));
+  BRAID_RETURN_IF_ERROR(bootstrap.allGather(all.data(), 2 * sizeof(uint64_t)));
   for (int r = 0; r < bootstrap.size(); ++r) {
-    if (all[r] != all[0]) {
+    if (all[2 * r] != all[0]) {
+      return Status(StatusCode::kInvalidUsage,
+                    fmt::format("rank {} chooses all-to-all algorithms differently than rank 0 (rank {} holds '{}'; "
+                                "BRAID_ALLTOALL / BRAID_RANKS_PER_NODE / BRAID_TOPO, or CommOptions::alltoall / "
+                                "ranks_per_node / topology, must be the same on every rank)",
+                                r, bootstrap.rank(), alltoall));
+    }
+    if (all[2 * r + 1] != all[1]) {
       return Status(StatusCode::kInvalidUsage,
                     fmt::format("rank {} holds different algorithms than rank 0 (BRAID_ALGO_DIR / BRAID_TOPO / forced "
                                 "algorithms must be the same on every rank)",
@@ -767,6 +785,36 @@ Status checkSameCatalog(Bootstrap& bootstrap, const std::string& digest) {
     }
   }
   return Status::ok();
+}
+
+// Every rank must use the same transport: each rank's BRAID_TRANSPORT (or CommOptions::transport) setting is
+// exchanged before the transport is created (which exchanges messages whose shape depends on it). A rank whose
+// setting does not parse takes part as well, so every rank fails naming it. Errors: kInvalidArgument naming
+// this rank's unknown value; kInvalidUsage naming the rank that differs and both values.
+Result<TransportKind> agreeOnTransport(Bootstrap& bootstrap, const std::string& setting, const std::string& name) {
+  const std::optional<TransportKind> kind = parseTransportKind(name);
+  struct Entry {
+    char name[24];
+  };
+  std::vector<Entry> all(bootstrap.size());
+  Entry& mine = all[bootstrap.rank()];
+  std::memset(mine.name, 0, sizeof(mine.name));
+  std::memcpy(mine.name, name.data(), std::min(name.size(), sizeof(mine.name) - 1));
+  BRAID_RETURN_IF_ERROR(bootstrap.allGather(all.data(), sizeof(Entry)));
+  if (!kind) {
+    return invalidArgument(fmt::format("rank {}: {}={}: unknown transport (auto, threads, shm, tcp, ucx)",
+                                       bootstrap.rank(), setting, name));
+  }
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    const std::string theirs(all[r].name, strnlen(all[r].name, sizeof(all[r].name)));
+    const std::optional<TransportKind> their_kind = parseTransportKind(theirs);
+    if (their_kind == kind) continue;
+    return Status(StatusCode::kInvalidUsage,
+                  fmt::format("rank {}: {} differs between ranks: rank {} has '{}', rank {} has '{}' (every rank "
+                              "must choose the same transport)",
+                              bootstrap.rank(), setting, r, theirs, bootstrap.rank(), name));
+  }
+  return *kind;
 }
 
 }  // namespace
@@ -809,16 +857,15 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Boots
   const int n = bootstrap->size();
   // Transport.
   const std::string transport_name = options.transport.empty() ? envString("BRAID_TRANSPORT") : options.transport;
-  std::optional<TransportKind> kind = parseTransportKind(transport_name);
-  if (!kind) {
-    return invalidArgument(
-        fmt::format("BRAID_TRANSPORT={}: unknown transport (auto, threads, shm, tcp, ucx)", transport_name));
-  }
+  BRAID_ASSIGN_OR_RETURN(
+      const TransportKind kind,
+      agreeOnTransport(*bootstrap, options.transport.empty() ? "BRAID_TRANSPORT" : "CommOptions::transport",
+                       transport_name));
   BRAID_ASSIGN_OR_RETURN(CallCheck call_check, parseCallCheck(envString("BRAID_CALL_CHECK")));
   TransportOptions transport_options;
   transport_options.timeout_s = options.timeout_s;
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<DataTransport> transport,
-                         createTransport(*kind, *bootstrap, transport_options));
+                         createTransport(kind, *bootstrap, transport_options));
   // Algorithms.
   std::shared_ptr<const Topology> topology;
   const std::string topo_name = options.topology.empty() ? envString("BRAID_TOPO") : options.topology;

@@ -73,7 +73,9 @@ braidResult_t braidCommCount(const braidComm_t comm, int* count);
 braidResult_t braidCommUserRank(const braidComm_t comm, int* rank);
 
 const char* braidGetErrorString(braidResult_t result);
-/* The message of the last error of comm ("" when none); valid until the next call on comm. */
+/* The message of the last error of comm ("" when none); valid until the next call on comm. comm == NULL: the
+ * message of this thread's last failed braidGetUniqueId / braidCommInitRank / braidCommInitAll / braidCommInitEnv
+ * (which has no communicator to hold it; "" when none failed), valid until this thread's next failed one. */
 const char* braidGetLastError(braidComm_t comm);
 
 braidResult_t braidAllReduce(const void* sendbuff, void* recvbuff, size_t count, braidDataType_t datatype,

@@ -19,15 +19,18 @@
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <climits>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -706,6 +709,72 @@ Status readReply(int fd, Deadline deadline, const std::string& what, RootReply* 
   return net::readAll(fd, payload->data(), payload->size(), deadline, what);
 }
 
+// ------------------------------------------------------------------------------------- failures of a rendezvous
+
+// Ranks of one rendezvous that run as threads of one process learn of each other's failure here at once, even
+// when the failing rank could not open a single connection (it ran out of file descriptors): connectBootstrap()
+// posts its error under the rendezvous' nonce and polls this board while it waits. Ranks in other processes learn
+// of it through the abort frames that the failing rank sends over the mesh connections it has.
+class FailureBoard {
+ public:
+  void post(uint64_t nonce, int rank, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& entry : entries_)
+      if (entry.nonce == nonce) return;  // the first failure explains the others
+    if (entries_.size() >= kKept) entries_.pop_front();
+    entries_.push_back(Entry{nonce, rank, why});
+  }
+  /// The failure another rank of rendezvous `nonce` posted, as kRemoteError; ok when there is none.
+  Status check(uint64_t nonce, int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& entry : entries_) {
+      if (entry.nonce != nonce || entry.rank == rank) continue;
+      return Status(StatusCode::kRemoteError, fmt::format("rank {}: bootstrap: rank {} of this rendezvous failed: {}",
+                                                          rank, entry.rank, entry.why));
+    }
+    return Status::ok();
+  }
+
+ private:
+  static constexpr size_t kKept = 64;  // failed rendezvous remembered (a nonce is never reused)
+  struct Entry {
+    uint64_t nonce;
+    int rank;
+    std::string why;
+  };
+  std::mutex mutex_;
+  std::deque<Entry> entries_;
+};
+
+FailureBoard& failureBoard() {
+  static FailureBoard* board = new FailureBoard();  // never destroyed: detached threads may still post
+  return *board;
+}
+
+/// `status` with the descriptor limit appended when it reports running out of file descriptors (EMFILE / ENFILE):
+/// "(RLIMIT_NOFILE soft S, hard H; R ranks in this process of N need about D for the bootstrap alone): raise
+/// `ulimit -n`" (not to a kRemoteError: that relays another rank's failure). `ranks_here`: this process' ranks (0:
+/// unknown, then every rank is counted).
+Status withDescriptorLimit(const Status& status, int ranks_here, int size) {
+  const std::string& text = status.message();
+  if (status.code() == StatusCode::kRemoteError) return status;  // another rank's failure, annotated there
+  if (text.find(net::errnoText(EMFILE)) == std::string::npos && text.find(net::errnoText(ENFILE)) == std::string::npos)
+    return status;
+  rlimit limit{};
+  getrlimit(RLIMIT_NOFILE, &limit);
+  const auto show = [](rlim_t value) {
+    return value == RLIM_INFINITY ? std::string("unlimited") : std::to_string(static_cast<uint64_t>(value));
+  };
+  const int here = ranks_here > 0 ? ranks_here : size;
+  // Each rank holds a listening socket and one mesh connection to every other rank; the root accepts each rank
+  // of the process once more while the rendezvous lasts.
+  const int64_t need = static_cast<int64_t>(here) * (size + 1) + here;
+  return Status(status.code(),
+                fmt::format("{} (RLIMIT_NOFILE soft {}, hard {}; {} rank{} in this process of {} need about {} "
+                            "descriptors for the bootstrap alone): raise `ulimit -n`",
+                            text, show(limit.rlim_cur), show(limit.rlim_max), here, here == 1 ? "" : "s", size, need));
+}
+
 }  // namespace
 
 namespace bootstrap_internal {
@@ -783,19 +852,13 @@ Result<UniqueId> createUniqueId(const std::string& address) {
   return bootstrap_internal::startRoot(where, randomNonce());
 }
 
-Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank, int size,
-                                                    const BootstrapOptions& options) {
-  Result<IdLayout> decoded = decodeId(id);
-  if (!decoded.isOk())
-    return invalidArgument(fmt::format("rank {}: connectBootstrap: {}", rank, decoded.status().message()));
-  const IdLayout layout = *decoded;
-  if (size < 1 || rank < 0 || rank >= size) {
-    return invalidArgument(fmt::format("connectBootstrap: rank {} of {} ranks is out of range", rank, size));
-  }
-  Result<double> resolved = resolveTimeoutSeconds(options.timeout_s);
-  if (!resolved.isOk())
-    return invalidArgument(fmt::format("rank {}: bootstrap: {}", rank, resolved.status().message()));
-  const double timeout_s = *resolved;
+namespace {
+
+/// The rendezvous and the mesh of connectBootstrap() for a checked id and rank. `built` receives the bootstrap as
+/// soon as the table is known (so that a failure can abort the connections made so far); `ranks_here` the number
+/// of ranks in this process once the table is known. `interrupt` is polled while waiting for peers.
+Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s,
+                    const std::function<Status()>& interrupt, std::unique_ptr<TcpBootstrap>* built, int* ranks_here) {
   const Deadline deadline = Deadline::after(timeout_s);
   const SocketAddress root{layout.ip, layout.port};
 
@@ -811,7 +874,8 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
     return Status(listener.status().code(), fmt::format("rank {}: bootstrap: {}", rank, listener.status().message()));
 
   const std::string what = fmt::format("rank {}: bootstrap root {}", rank, root.toString());
-  BRAID_ASSIGN_OR_RETURN(Fd root_fd, net::connectTo(root, deadline, fmt::format("rank {}: bootstrap root", rank)));
+  BRAID_ASSIGN_OR_RETURN(Fd root_fd,
+                         net::connectTo(root, deadline, fmt::format("rank {}: bootstrap root", rank), interrupt));
   RootHello hello{};
   hello.magic = kWireMagic;
   hello.nonce = layout.nonce;
@@ -824,6 +888,12 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
   copyHost(hello.host, hostName());
   BRAID_RETURN_IF_ERROR(net::writeAll(root_fd.get(), &hello, sizeof(hello), deadline, what));
 
+  // Wait for the table, watching for a rank of this process that failed meanwhile.
+  while (!deadline.expired()) {
+    pollfd ready{root_fd.get(), POLLIN, 0};
+    if (poll(&ready, 1, std::min(deadline.remainingMs(), net::kInterruptPollMs)) > 0) break;
+    BRAID_RETURN_IF_ERROR(interrupt());
+  }
   RootReply reply{};
   std::string payload;
   Status got = readReply(root_fd.get(), deadline, what, &reply, &payload);
@@ -860,14 +930,18 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
     std::memcpy(&entry, payload.data() + r * sizeof(RankEntry), sizeof(entry));
     info[r] = TcpBootstrap::PeerInfo{hostText(entry.host), entry.pid, SocketAddress{entry.ip, entry.port}};
   }
-  auto bootstrap = std::make_unique<TcpBootstrap>(rank, size, timeout_s, info);
+  *built = std::make_unique<TcpBootstrap>(rank, size, timeout_s, info);
+  TcpBootstrap* bootstrap = built->get();
+  const std::string my_host = hostName();
+  *ranks_here = 0;
+  for (const auto& peer : info) *ranks_here += peer.pid == getpid() && peer.host == my_host ? 1 : 0;
 
   // Mesh: connect to every lower rank, accept every higher one.
   const MeshHello mine_hello{kWireMagic, layout.nonce, rank, size};
   for (int peer = 0; peer < rank; ++peer) {
     const std::string to = fmt::format("rank {}: bootstrap connection to rank {} (host {}, pid {})", rank, peer,
                                        info[peer].host, info[peer].pid);
-    BRAID_ASSIGN_OR_RETURN(Fd fd, net::connectTo(info[peer].address, deadline, to));
+    BRAID_ASSIGN_OR_RETURN(Fd fd, net::connectTo(info[peer].address, deadline, to, interrupt));
     BRAID_RETURN_IF_ERROR(net::writeAll(fd.get(), &mine_hello, sizeof(mine_hello), deadline, to));
     bootstrap->setPeer(peer, std::move(fd));
   }
@@ -898,9 +972,42 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
     return Status(StatusCode::kTimeout, fmt::format("{}: timed out after {} s: rank{} {} never connected ({})", from,
                                                     timeout_s, absent.size() == 1 ? "" : "s", rankList(absent), where));
   };
-  BRAID_RETURN_IF_ERROR(
-      net::acceptMesh(listener->get(), deadline, from, size - 1 - rank, sizeof(MeshHello), take, never_connected));
-  return std::unique_ptr<Bootstrap>(std::move(bootstrap));
+  return net::acceptMesh(listener->get(), deadline, from, size - 1 - rank, sizeof(MeshHello), take, never_connected,
+                         interrupt);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank, int size,
+                                                    const BootstrapOptions& options) {
+  Result<IdLayout> decoded = decodeId(id);
+  if (!decoded.isOk())
+    return invalidArgument(fmt::format("rank {}: connectBootstrap: {}", rank, decoded.status().message()));
+  const IdLayout layout = *decoded;
+  if (size < 1 || rank < 0 || rank >= size) {
+    return invalidArgument(fmt::format("connectBootstrap: rank {} of {} ranks is out of range", rank, size));
+  }
+  Result<double> resolved = resolveTimeoutSeconds(options.timeout_s);
+  if (!resolved.isOk())
+    return invalidArgument(fmt::format("rank {}: bootstrap: {}", rank, resolved.status().message()));
+  const double timeout_s = *resolved;
+  const uint64_t nonce = layout.nonce;
+  std::unique_ptr<TcpBootstrap> bootstrap;
+  // A failure of another rank: posted by a rank of this process, or an abort / a closed connection of a peer
+  // connected so far. Either ends this rank's wait at once.
+  const auto interrupt = [&]() -> Status {
+    BRAID_RETURN_IF_ERROR(failureBoard().check(nonce, rank));
+    return bootstrap ? bootstrap->checkPeers() : Status::ok();
+  };
+  int ranks_here = 0;
+  Status status = connectRanks(layout, rank, size, timeout_s, interrupt, &bootstrap, &ranks_here);
+  if (status.isOk()) return std::unique_ptr<Bootstrap>(std::move(bootstrap));
+  // This rank cannot join: tell every rank it can reach (the same process through the board, the others through
+  // abort frames on the connections made so far; a rank that learns of it here tells its own peers in turn).
+  status = withDescriptorLimit(status, ranks_here, size);
+  failureBoard().post(nonce, rank, status.message());
+  if (bootstrap) bootstrap->abort(status.message());
+  return status;
 }
 
 }  // namespace braid

@@ -193,7 +193,8 @@ Result<Fd> listenOn(SocketAddress* address) {
   return fd;
 }
 
-Result<Fd> connectTo(const SocketAddress& address, Deadline deadline, const std::string& what) {
+Result<Fd> connectTo(const SocketAddress& address, Deadline deadline, const std::string& what,
+                     const std::function<Status()>& interrupt) {
   int backoff_ms = 5;
   std::string last_error = "no attempt";
   do {
@@ -228,6 +229,7 @@ Result<Fd> connectTo(const SocketAddress& address, Deadline deadline, const std:
       return Status(StatusCode::kSystemError,
                     fmt::format("{} at {}: connect: {}", what, address.toString(), last_error));
     }
+    if (interrupt) BRAID_RETURN_IF_ERROR(interrupt());
     const int sleep_ms = std::min(backoff_ms, deadline.remainingMs());
     if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
     backoff_ms = std::min(backoff_ms * 2, 100);
@@ -236,7 +238,8 @@ Result<Fd> connectTo(const SocketAddress& address, Deadline deadline, const std:
                                                   address.toString(), last_error));
 }
 
-Result<Fd> acceptOne(int listen_fd, Deadline deadline, const std::string& what) {
+Result<Fd> acceptOne(int listen_fd, Deadline deadline, const std::string& what,
+                     const std::function<Status()>& interrupt) {
   while (true) {
     const int fd = accept4(listen_fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd >= 0) {
@@ -246,9 +249,10 @@ Result<Fd> acceptOne(int listen_fd, Deadline deadline, const std::string& what) 
     if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR && errno != ECONNABORTED) {
       return Status(StatusCode::kSystemError, fmt::format("{}: accept: {}", what, errnoText(errno)));
     }
+    if (interrupt) BRAID_RETURN_IF_ERROR(interrupt());
     if (deadline.expired()) return Status(StatusCode::kTimeout, what + ": no connection before the timeout");
     pollfd p{listen_fd, POLLIN, 0};
-    poll(&p, 1, deadline.remainingMs());
+    poll(&p, 1, interrupt ? std::min(deadline.remainingMs(), kInterruptPollMs) : deadline.remainingMs());
   }
 }
 
@@ -298,11 +302,11 @@ Status readAll(int fd, void* data, size_t bytes, Deadline deadline, const std::s
 }
 
 Status acceptMesh(int listen_fd, Deadline deadline, const std::string& what, int expected, size_t hello_bytes,
-                  const std::function<bool(const void* hello, Fd& fd)>& take,
-                  const std::function<Status()>& on_timeout) {
+                  const std::function<bool(const void* hello, Fd& fd)>& take, const std::function<Status()>& on_timeout,
+                  const std::function<Status()>& interrupt) {
   std::vector<uint8_t> hello(hello_bytes);
   for (int waiting = expected; waiting > 0;) {
-    Result<Fd> accepted = acceptOne(listen_fd, deadline, what);
+    Result<Fd> accepted = acceptOne(listen_fd, deadline, what, interrupt);
     if (!accepted.isOk()) return accepted.status().code() == StatusCode::kTimeout ? on_timeout() : accepted.status();
     Fd fd = std::move(accepted).value();
     if (!readAll(fd.get(), hello.data(), hello_bytes, deadline, what).isOk()) continue;

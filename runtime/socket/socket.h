@@ -77,11 +77,17 @@ Result<Fd> listenOn(SocketAddress* address);
 
 /// Connects to `address`, retrying refused/unreachable attempts (the listener may not be up yet) with
 /// backoff until `deadline`. TCP_NODELAY is set. Errors: kTimeout / kSystemError "<what> at <address>: ...".
-Result<Fd> connectTo(const SocketAddress& address, Deadline deadline, const std::string& what);
+/// `interrupt` (optional) is called before each retry; a non-ok status it returns ends the wait and is returned.
+Result<Fd> connectTo(const SocketAddress& address, Deadline deadline, const std::string& what,
+                     const std::function<Status()>& interrupt = {});
 
 /// Accepts one connection (nullopt-like invalid Fd never returned: kTimeout at the deadline). TCP_NODELAY is
-/// set on the accepted socket.
-Result<Fd> acceptOne(int listen_fd, Deadline deadline, const std::string& what);
+/// set on the accepted socket. `interrupt` (optional) is called at least every kInterruptPollMs while waiting; a
+/// non-ok status it returns ends the wait and is returned.
+Result<Fd> acceptOne(int listen_fd, Deadline deadline, const std::string& what,
+                     const std::function<Status()>& interrupt = {});
+/// How often acceptOne() calls its `interrupt` while nothing arrives, ms.
+inline constexpr int kInterruptPollMs = 20;
 
 /// Writes / reads exactly `bytes`, waiting with poll(2) until `deadline`. Errors: kTimeout, kRemoteError on
 /// EOF or a reset connection, kSystemError otherwise; every message starts with `what`.
@@ -92,10 +98,11 @@ Status readAll(int fd, void* data, size_t bytes, Deadline deadline, const std::s
 /// accepts on `listen_fd` until `take` kept `expected` connections. Each connecting peer first writes a hello of
 /// `hello_bytes`; take(hello, fd) moves `fd` away and returns true for a peer it expects, false for a stray
 /// connection (then closed and ignored; so is one whose hello does not arrive). Errors: at the deadline,
-/// on_timeout() (which names the peers that never connected); acceptOne's other errors as they are.
+/// on_timeout() (which names the peers that never connected); acceptOne's other errors (`interrupt`'s included)
+/// as they are.
 Status acceptMesh(int listen_fd, Deadline deadline, const std::string& what, int expected, size_t hello_bytes,
-                  const std::function<bool(const void* hello, Fd& fd)>& take,
-                  const std::function<Status()>& on_timeout);
+                  const std::function<bool(const void* hello, Fd& fd)>& take, const std::function<Status()>& on_timeout,
+                  const std::function<Status()>& interrupt = {});
 void setNonBlocking(int fd);
 void setNoDelay(int fd);
 /// Shortest retransmission timeout of a control connection, µs (the kernel rounds it up to its timer tick).

@@ -62,7 +62,11 @@ Status agreeOnSetup(Bootstrap& bootstrap, const Status& mine, const char* transp
 Status bootstrapPeerFailure(Bootstrap& bootstrap, const char* transport, int rank) {
   const Status peers = bootstrap.checkPeers();
   if (peers.isOk()) return Status::ok();
-  return Status(StatusCode::kRemoteError, fmt::format("{}: rank {}: {}", transport, rank, peers.message()));
+  // The bootstrap's message starts with "rank <rank>: " already: said once.
+  const std::string own = fmt::format("rank {}: ", rank);
+  const std::string& why = peers.message();
+  return Status(StatusCode::kRemoteError, why.rfind(own, 0) == 0 ? fmt::format("{}: {}", transport, why)
+                                                                 : fmt::format("{}: {}{}", transport, own, why));
 }
 
 Status noCompletionTimeout(const char* transport, int rank, double waited_s, const std::string& waiting_for) {

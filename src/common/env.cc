@@ -192,7 +192,9 @@ Result<double> envDouble(const char* name) {
   errno = 0;
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end == text.c_str() || *end != '\0')
+  // ERANGE: the number is out of double's range; strtod returns the nearest value (+-HUGE_VAL, which is +-inf,
+  // or a number near 0), which is what a huge or tiny setting means.
+  if ((errno != 0 && errno != ERANGE) || end == text.c_str() || *end != '\0')
     return invalidArgument(std::string(name) + "=" + text + ": not a number");
   return value;
 }

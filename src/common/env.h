@@ -26,6 +26,7 @@ std::string envString(const char* name);
 /// Integer / floating-point values. Errors: kInvalidArgument "BRAID_X=abc: not an integer" (names the
 /// variable and the text).
 Result<int64_t> envInt(const char* name);
+/// A number out of double's range reads as the nearest double: 1e400 as inf, 1e-400 as 0.
 Result<double> envDouble(const char* name);
 
 /// The longest timeout any wait of the runtime uses, seconds (1e8 s, about 3 years: in practice no timeout).

@@ -29,6 +29,88 @@ std::string tempDir(const std::string& tag) {
   return dir;
 }
 
+// A failed init has no communicator to hold its message: braidGetLastError(NULL) returns it (per thread), each
+// message starting with the name of the call the user made.
+TEST(CApi, LastErrorOfAFailedInitIsThisThreadsWithoutAComm) {
+  braidComm_t comm = nullptr;
+  braidUniqueId id{};
+  EXPECT_EQ(braidCommInitRank(&comm, 2, id, 5), braidInvalidArgument);
+  EXPECT_EQ(std::string(braidGetLastError(nullptr)),
+            "braidCommInitRank: rank 5 of 2 ranks is out of range (nranks >= 1, 0 <= rank < nranks)");
+  std::string other_thread = "unset";
+  std::thread([&] { other_thread = braidGetLastError(nullptr); }).join();
+  EXPECT_EQ(other_thread, "");
+
+  setenv("BRAID_TIMEOUT", "abc", 1);
+  EXPECT_EQ(braidGetUniqueId(&id), braidInvalidArgument);
+  EXPECT_EQ(std::string(braidGetLastError(nullptr)),
+            "braidGetUniqueId: bootstrap root: BRAID_TIMEOUT=abc: not a positive number of seconds (or inf)");
+  braidComm_t comms[2] = {};
+  EXPECT_EQ(braidCommInitAll(comms, 2, nullptr), braidInvalidArgument);
+  EXPECT_EQ(std::string(braidGetLastError(nullptr)),
+            "braidCommInitAll: braidGetUniqueId: bootstrap root: BRAID_TIMEOUT=abc: not a positive number of seconds "
+            "(or inf)");
+  unsetenv("BRAID_TIMEOUT");
+
+  // A rank's own failure inside braidCommInitAll: reported under braidCommInitAll on the calling thread.
+  setenv("BRAID_TRANSPORT", "bogus", 1);
+  EXPECT_NE(braidCommInitAll(comms, 2, nullptr), braidSuccess);
+  unsetenv("BRAID_TRANSPORT");
+  EXPECT_EQ(comms[0], nullptr);
+  const std::string all = braidGetLastError(nullptr);
+  EXPECT_EQ(all.rfind("braidCommInitAll: ", 0), 0u) << all;
+  EXPECT_NE(all.find("BRAID_TRANSPORT"), std::string::npos) << all;
+  EXPECT_EQ(all.find("braidCommInitRank"), std::string::npos) << all;
+
+  unsetenv("BRAID_RANK");
+  unsetenv("BRAID_NRANKS");
+  EXPECT_NE(braidCommInitEnv(&comm), braidSuccess);
+  const std::string env = braidGetLastError(nullptr);
+  EXPECT_EQ(env.rfind("braidCommInitEnv: ", 0), 0u) << env;
+  EXPECT_GT(env.size(), std::string("braidCommInitEnv: ").size());
+}
+
+// Settings that differ between ranks: the error names the setting (and, for the transport, both values), on
+// every rank, instead of a mismatch in a later exchange.
+TEST(CommSettings, DifferingTransportOrAllToAllNamesTheSetting) {
+  const auto createTwo = [](const std::function<void(int, CommOptions&)>& set) {
+    Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+    EXPECT_TRUE(id.isOk());
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        CommOptions options;
+        options.timeout_s = 10;
+        set(r, options);
+        Result<std::unique_ptr<Communicator>> comm = Communicator::create(*id, r, 2, options);
+        errors[r] = comm.isOk() ? "created" : comm.status().message();
+      });
+    }
+    for (auto& t : threads) t.join();
+    return errors;
+  };
+  std::vector<std::string> errors = createTwo([](int r, CommOptions& o) { o.transport = r == 0 ? "threads" : "tcp"; });
+  EXPECT_EQ(errors[0],
+            "rank 0: CommOptions::transport differs between ranks: rank 1 has 'tcp', rank 0 has 'threads' (every rank "
+            "must choose the same transport)");
+  EXPECT_EQ(errors[1],
+            "rank 1: CommOptions::transport differs between ranks: rank 0 has 'threads', rank 1 has 'tcp' (every rank "
+            "must choose the same transport)");
+  errors = createTwo([](int r, CommOptions& o) { o.transport = r == 0 ? "threads" : "bogus"; });
+  EXPECT_NE(errors[0].find("rank 1 has 'bogus'"), std::string::npos) << errors[0];
+  EXPECT_EQ(errors[1], "rank 1: CommOptions::transport=bogus: unknown transport (auto, threads, shm, tcp, ucx)");
+  errors = createTwo([](int r, CommOptions& o) {
+    o.transport = "threads";
+    o.alltoall = r == 1 ? "flat" : "auto";
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("rank 1 chooses all-to-all algorithms differently than rank 0"), std::string::npos)
+        << errors[r];
+    EXPECT_NE(errors[r].find("BRAID_ALLTOALL"), std::string::npos) << errors[r];
+  }
+}
+
 TEST(CApi, AllReduceOnFourThreads) {
   constexpr int n = 4;
   braidComm_t comms[n] = {};
@@ -240,7 +322,7 @@ TEST(Communicator, DebugInfoLogsEachChoiceOnce) {
   ::testing::internal::CaptureStderr();
   CommOptions options;
   options.transport = "threads";
-  const Status status = runRanks(2, options, [](Communicator& comm) -> Status {
+  const Status status = runRanks(4, options, [](Communicator& comm) -> Status {
     std::vector<float> buf(300000, 1.0f);  // 1.2 MB: the ring
     for (int i = 0; i < 3; ++i)
       BRAID_RETURN_IF_ERROR(comm.allReduce(buf.data(), buf.data(), buf.size(), DataType::kFloat32, ReduceOp::kSum));
@@ -251,12 +333,12 @@ TEST(Communicator, DebugInfoLogsEachChoiceOnce) {
   ASSERT_TRUE(status.isOk()) << status.toString();
   EXPECT_NE(err.find("braid INFO rank 0: allreduce 1200000 B in-place -> "), std::string::npos) << err;
   EXPECT_NE(err.find("(classical)"), std::string::npos) << err;
-  // Once per rank and call shape, not per call.
+  // Once per call shape, by rank 0 alone (every rank makes the same choice), not per call or per rank.
   size_t lines = 0;
-  for (size_t pos = err.find("rank 0: allreduce"); pos != std::string::npos;
-       pos = err.find("rank 0: allreduce", pos + 1))
+  for (size_t pos = err.find(": allreduce "); pos != std::string::npos; pos = err.find(": allreduce ", pos + 1))
     ++lines;
   EXPECT_EQ(lines, 1u) << err;
+  EXPECT_EQ(err.find("rank 1: allreduce"), std::string::npos) << err;
 }
 
 TEST(Communicator, AbortOnOneRankFailsTheOthersQuickly) {

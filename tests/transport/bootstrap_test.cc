@@ -5,10 +5,12 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cctype>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -319,6 +321,58 @@ TEST(Bootstrap, ThreadsOfOneProcess) {
       EXPECT_EQ(bootstraps[r]->hostNames().size(), static_cast<size_t>(n));
     }
   }
+}
+
+// Threads of one process that run out of file descriptors in the mesh (each rank holds a socket to every other):
+// every rank fails within a second or two (not at the 30 s timeout), naming the descriptor limit; a rank whose own
+// mesh completed learns of it at its first collective.
+TEST(Bootstrap, RunningOutOfDescriptorsFailsEveryRankQuicklyNamingTheLimit) {
+  constexpr int n = 16;
+  constexpr rlim_t kLimit = 96;  // enough for the rendezvous (~3 per rank), far too few for the n*(n-1) mesh
+  const ForkResult result = runForked(
+      1,
+      [&](int) {
+        const rlimit limit{kLimit, kLimit};
+        BRAID_CHILD_CHECK(setrlimit(RLIMIT_NOFILE, &limit) == 0);
+        Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+        BRAID_CHILD_CHECK_OK(id);
+        std::vector<std::string> errors(n);
+        std::vector<double> seconds(n, 0);
+        std::vector<std::thread> threads;
+        const auto start = std::chrono::steady_clock::now();
+        for (int r = 0; r < n; ++r) {
+          threads.emplace_back([&, r] {
+            BootstrapOptions options;
+            options.timeout_s = 30;
+            Result<std::unique_ptr<Bootstrap>> b = connectBootstrap(*id, r, n, options);
+            if (b.isOk()) {  // its own mesh completed: a peer's failure shows at the first collective
+              int value = r;
+              std::vector<int> all(n);
+              all[r] = value;
+              Status gathered = (*b)->allGather(all.data(), sizeof(int));
+              errors[r] = gathered.isOk() ? "allGather succeeded" : gathered.toString();
+            } else {
+              errors[r] = b.status().toString();
+            }
+            seconds[r] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          });
+        }
+        for (auto& t : threads) t.join();
+        const std::string named = "RLIMIT_NOFILE soft " + std::to_string(kLimit);
+        int bad = 0;
+        for (int r = 0; r < n; ++r) {
+          const bool ok = errors[r].find(named) != std::string::npos &&
+                          errors[r].find("ulimit -n") != std::string::npos && seconds[r] < 5.0;
+          if (!ok) {
+            std::fprintf(stderr, "rank %d after %.2f s: %s\n", r, seconds[r], errors[r].c_str());
+            ++bad;
+          }
+        }
+        std::fprintf(stderr, "rank 0: %s\n", errors[0].c_str());
+        return bad == 0 ? 0 : 1;
+      },
+      25);
+  EXPECT_TRUE(result.allOk()) << result.summary();
 }
 
 // ---------------------------------------------------------------------------------------- forked processes
