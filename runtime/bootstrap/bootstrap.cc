@@ -325,6 +325,48 @@ class Root {
   int registered_ = 0;
 };
 
+// ------------------------------------------------------------------------------------- failures of a rendezvous
+
+// Ranks of one rendezvous that run as threads of one process learn of each other's failure here at once, even
+// when the failing rank could not open a single connection (it ran out of file descriptors): connectBootstrap()
+// posts its error under the rendezvous' nonce and polls this board while it waits. Ranks in other processes learn
+// of it through the abort frames that the failing rank sends over the mesh connections it has.
+class FailureBoard {
+ public:
+  void post(uint64_t nonce, int rank, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& entry : entries_)
+      if (entry.nonce == nonce) return;  // the first failure explains the others
+    if (entries_.size() >= kKept) entries_.pop_front();
+    entries_.push_back(Entry{nonce, rank, why});
+  }
+  /// The failure another rank of rendezvous `nonce` posted, as kRemoteError; ok when there is none.
+  Status check(uint64_t nonce, int rank) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& entry : entries_) {
+      if (entry.nonce != nonce || entry.rank == rank) continue;
+      return Status(StatusCode::kRemoteError, fmt::format("rank {}: bootstrap: rank {} of this rendezvous failed: {}",
+                                                          rank, entry.rank, entry.why));
+    }
+    return Status::ok();
+  }
+
+ private:
+  static constexpr size_t kKept = 64;  // failed rendezvous remembered (a nonce is never reused)
+  struct Entry {
+    uint64_t nonce;
+    int rank;
+    std::string why;
+  };
+  std::mutex mutex_;
+  std::deque<Entry> entries_;
+};
+
+FailureBoard& failureBoard() {
+  static FailureBoard* board = new FailureBoard();  // never destroyed: detached threads may still post
+  return *board;
+}
+
 // ------------------------------------------------------------------------------------------------- the mesh
 
 class TcpBootstrap final : public Bootstrap {
@@ -335,8 +377,8 @@ class TcpBootstrap final : public Bootstrap {
     SocketAddress address;
   };
 
-  TcpBootstrap(int rank, int size, double timeout_s, std::vector<PeerInfo> info)
-      : rank_(rank), size_(size), timeout_s_(timeout_s), peers_(size) {
+  TcpBootstrap(int rank, int size, double timeout_s, uint64_t nonce, std::vector<PeerInfo> info)
+      : rank_(rank), size_(size), timeout_s_(timeout_s), nonce_(nonce), peers_(size) {
     for (int r = 0; r < size; ++r) {
       hosts_.push_back(info[r].host);
       pids_.push_back(info[r].pid);
@@ -488,10 +530,15 @@ class TcpBootstrap final : public Bootstrap {
     for (int p = 0; p < size_; ++p) {
       const Peer& peer = peers_[p];
       if (peer.state != Peer::kDead && peer.state != Peer::kAborted) continue;
-      Status status(StatusCode::kRemoteError,
-                    peer.state == Peer::kAborted
-                        ? fmt::format("rank {}: {} aborted: {}", rank_, describePeer(p), peer.why)
-                        : fmt::format("rank {}: bootstrap connection to {} {}", rank_, describePeer(p), peer.why));
+      // A rank of this process that failed first, and whose failure closed this connection, says why.
+      Status posted = peer.state == Peer::kDead ? failureBoard().check(nonce_, rank_) : Status::ok();
+      Status status =
+          !posted.isOk()
+              ? posted
+              : Status(StatusCode::kRemoteError,
+                       peer.state == Peer::kAborted
+                           ? fmt::format("rank {}: {} aborted: {}", rank_, describePeer(p), peer.why)
+                           : fmt::format("rank {}: bootstrap connection to {} {}", rank_, describePeer(p), peer.why));
       std::lock_guard<std::mutex> failure_lock(failure_mutex_);
       if (failure_.isOk()) failure_ = status;
       return status;
@@ -679,6 +726,7 @@ class TcpBootstrap final : public Bootstrap {
   const int rank_;
   const int size_;
   const double timeout_s_;
+  const uint64_t nonce_;  // the rendezvous' (FailureBoard)
   std::vector<std::string> hosts_;
   std::vector<int64_t> pids_;
   std::vector<Peer> peers_;  // by rank; peers_[rank_] has no socket
@@ -707,48 +755,6 @@ Status readReply(int fd, Deadline deadline, const std::string& what, RootReply* 
   }
   payload->assign(header->bytes, '\0');
   return net::readAll(fd, payload->data(), payload->size(), deadline, what);
-}
-
-// ------------------------------------------------------------------------------------- failures of a rendezvous
-
-// Ranks of one rendezvous that run as threads of one process learn of each other's failure here at once, even
-// when the failing rank could not open a single connection (it ran out of file descriptors): connectBootstrap()
-// posts its error under the rendezvous' nonce and polls this board while it waits. Ranks in other processes learn
-// of it through the abort frames that the failing rank sends over the mesh connections it has.
-class FailureBoard {
- public:
-  void post(uint64_t nonce, int rank, const std::string& why) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& entry : entries_)
-      if (entry.nonce == nonce) return;  // the first failure explains the others
-    if (entries_.size() >= kKept) entries_.pop_front();
-    entries_.push_back(Entry{nonce, rank, why});
-  }
-  /// The failure another rank of rendezvous `nonce` posted, as kRemoteError; ok when there is none.
-  Status check(uint64_t nonce, int rank) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (const auto& entry : entries_) {
-      if (entry.nonce != nonce || entry.rank == rank) continue;
-      return Status(StatusCode::kRemoteError, fmt::format("rank {}: bootstrap: rank {} of this rendezvous failed: {}",
-                                                          rank, entry.rank, entry.why));
-    }
-    return Status::ok();
-  }
-
- private:
-  static constexpr size_t kKept = 64;  // failed rendezvous remembered (a nonce is never reused)
-  struct Entry {
-    uint64_t nonce;
-    int rank;
-    std::string why;
-  };
-  std::mutex mutex_;
-  std::deque<Entry> entries_;
-};
-
-FailureBoard& failureBoard() {
-  static FailureBoard* board = new FailureBoard();  // never destroyed: detached threads may still post
-  return *board;
 }
 
 /// `status` with the descriptor limit appended when it reports running out of file descriptors (EMFILE / ENFILE):
@@ -930,7 +936,7 @@ Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s
     std::memcpy(&entry, payload.data() + r * sizeof(RankEntry), sizeof(entry));
     info[r] = TcpBootstrap::PeerInfo{hostText(entry.host), entry.pid, SocketAddress{entry.ip, entry.port}};
   }
-  *built = std::make_unique<TcpBootstrap>(rank, size, timeout_s, info);
+  *built = std::make_unique<TcpBootstrap>(rank, size, timeout_s, layout.nonce, info);
   TcpBootstrap* bootstrap = built->get();
   const std::string my_host = hostName();
   *ranks_here = 0;
@@ -1002,6 +1008,9 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
   int ranks_here = 0;
   Status status = connectRanks(layout, rank, size, timeout_s, interrupt, &bootstrap, &ranks_here);
   if (status.isOk()) return std::unique_ptr<Bootstrap>(std::move(bootstrap));
+  // A rank of this process that failed first posted why before it closed its connections: that explains this
+  // rank's failure (a connection closed under it) better than the closed connection does.
+  if (Status posted = failureBoard().check(nonce, rank); !posted.isOk()) status = posted;
   // This rank cannot join: tell every rank it can reach (the same process through the board, the others through
   // abort frames on the connections made so far; a rank that learns of it here tells its own peers in turn).
   status = withDescriptorLimit(status, ranks_here, size);
