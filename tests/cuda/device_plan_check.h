@@ -17,6 +17,37 @@
 
 namespace braid::testing {
 
+/// A hand-built plan on 2 ranks: rank 0's tb 0 sends 100 bytes of input in slices of 40 (messages of 40, 40 and 20
+/// bytes, 4-byte elements) to rank 1, whose tb 0 receives them into its output; FIFOs of `fifo_depth` slots.
+inline Plan twoRankSendPlan(const std::string& name, Protocol protocol, uint32_t fifo_depth) {
+  Plan plan;
+  plan.algorithm = name;
+  plan.collective = CollectiveKind::kAllGather;
+  plan.num_ranks = 2;
+  plan.size_bytes = 100;
+  plan.protocol = protocol;
+  plan.slice_bytes = 40;
+  plan.element_bytes = 4;
+  plan.fifo_depth = fifo_depth;
+  plan.ranks.resize(2);
+  for (int r = 0; r < 2; ++r) {
+    plan.ranks[r].rank = r;
+    plan.ranks[r].input_bytes = 100;
+    plan.ranks[r].output_bytes = 100;
+  }
+  PlanThreadblock send;
+  send.id = 0;
+  send.send_peer = 1;
+  send.steps.push_back(PlanStep{OpType::kSend, {BufferKind::kInput, 0, 100}, {}, 100, {}});
+  plan.ranks[0].threadblocks.push_back(send);
+  PlanThreadblock recv;
+  recv.id = 0;
+  recv.recv_peer = 0;
+  recv.steps.push_back(PlanStep{OpType::kRecv, {}, {BufferKind::kOutput, 0, 100}, 100, {}});
+  plan.ranks[1].threadblocks.push_back(recv);
+  return plan;
+}
+
 /// The classical algorithms for n ranks: ring, multi-ring, direct, recursive doubling, double binary tree and
 /// pairwise for every collective each applies to, in both modes where built (broadcast and reduce rooted at
 /// n / 2), and 2DH all-to-all with nodes of 2 ranks for even n.

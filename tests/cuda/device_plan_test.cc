@@ -70,38 +70,13 @@ TEST(DevicePlan, CorpusAlgorithmsEncodeAndValidate) {
 // A hand-built plan on 2 ranks: rank 0 sends 100 bytes of input in slices of 40 to rank 1, whose tb 0 receives them
 // into its output; rank 1's tb 1 waits (a nop) for the receive and then copies the output to scratch.
 Plan handPlan(Protocol protocol) {
-  Plan plan;
-  plan.algorithm = "hand";
-  plan.collective = CollectiveKind::kAllGather;
-  plan.num_ranks = 2;
-  plan.size_bytes = 100;
-  plan.protocol = protocol;
-  plan.slice_bytes = 40;
-  plan.element_bytes = 4;
-  plan.fifo_depth = 8;
-  plan.ranks.resize(2);
-  for (int r = 0; r < 2; ++r) {
-    plan.ranks[r].rank = r;
-    plan.ranks[r].input_bytes = 100;
-    plan.ranks[r].output_bytes = 100;
-  }
-  RankPlan& r0 = plan.ranks[0];
-  PlanThreadblock send;
-  send.id = 0;
-  send.send_peer = 1;
-  send.steps.push_back(PlanStep{OpType::kSend, {BufferKind::kInput, 0, 100}, {}, 100, {}});
-  r0.threadblocks.push_back(send);
+  Plan plan = testing::twoRankSendPlan("hand", protocol, 8);
   RankPlan& r1 = plan.ranks[1];
   r1.scratch_bytes = 100;
-  PlanThreadblock recv;
-  recv.id = 0;
-  recv.recv_peer = 0;
-  recv.steps.push_back(PlanStep{OpType::kRecv, {}, {BufferKind::kOutput, 0, 100}, 100, {}});
   PlanThreadblock copy;
   copy.id = 1;
   copy.steps.push_back(PlanStep{OpType::kNop, {}, {}, 0, {Dependency{0, 0}}});
   copy.steps.push_back(PlanStep{OpType::kCopy, {BufferKind::kOutput, 0, 100}, {BufferKind::kScratch, 0, 100}, 100, {}});
-  r1.threadblocks.push_back(recv);
   r1.threadblocks.push_back(copy);
   return plan;
 }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "braid/plan.h"
+#include "cuda/device_plan_check.h"
 #include "cuda/device_plan_codec.h"
 #include "transport/threads/threads_transport.h"
 
@@ -26,34 +27,7 @@ using cuda::DecodedDevicePlan;
 using cuda::DeviceError;
 
 // Rank 0 sends 100 bytes of input in slices of 40 (messages of 40, 40 and 20 bytes) to rank 1, FIFO of 2 slots.
-Plan sendPlan(Protocol protocol) {
-  Plan plan;
-  plan.algorithm = "send";
-  plan.collective = CollectiveKind::kAllGather;
-  plan.num_ranks = 2;
-  plan.size_bytes = 100;
-  plan.protocol = protocol;
-  plan.slice_bytes = 40;
-  plan.element_bytes = 4;
-  plan.fifo_depth = 2;
-  plan.ranks.resize(2);
-  for (int r = 0; r < 2; ++r) {
-    plan.ranks[r].rank = r;
-    plan.ranks[r].input_bytes = 100;
-    plan.ranks[r].output_bytes = 100;
-  }
-  PlanThreadblock send;
-  send.id = 0;
-  send.send_peer = 1;
-  send.steps.push_back(PlanStep{OpType::kSend, {BufferKind::kInput, 0, 100}, {}, 100, {}});
-  plan.ranks[0].threadblocks.push_back(send);
-  PlanThreadblock recv;
-  recv.id = 0;
-  recv.recv_peer = 0;
-  recv.steps.push_back(PlanStep{OpType::kRecv, {}, {BufferKind::kOutput, 0, 100}, 100, {}});
-  plan.ranks[1].threadblocks.push_back(recv);
-  return plan;
-}
+Plan sendPlan(Protocol protocol) { return testing::twoRankSendPlan("send", protocol, 2); }
 
 std::vector<DecodedDevicePlan> decodeAll(const Plan& plan, const std::vector<int>& hosts) {
   std::vector<DecodedDevicePlan> out;
