@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -24,6 +23,7 @@
 #include "braid/file_io.h"
 #include "braid/sketch.h"
 #include "common/text.h"
+#include "common/yaml_fields.h"
 #include "synthesizer/sketch_limits.h"
 
 namespace braid {
@@ -104,75 +104,20 @@ std::vector<std::string> leadingComments(const std::string& text) {
   return notes;
 }
 
-class SketchYamlReader {
+class SketchYamlReader : private YamlFields {
  public:
-  explicit SketchYamlReader(std::string filename) : file_(std::move(filename)) {}
+  explicit SketchYamlReader(std::string filename) : YamlFields(std::move(filename)) {}
 
   Result<Sketch> read(const std::string& text);
 
  private:
-  int lineOf(const YAML::Node& n) const {
-    if (!n.IsDefined()) return 0;
-    const YAML::Mark m = n.Mark();
-    return m.line >= 0 ? m.line + 1 : 0;
-  }
-  Status error(const YAML::Node& at, const std::string& field, const std::string& what) const {
-    return parseError(file_, lineOf(at), field, what);
-  }
-  Status checkKeys(const YAML::Node& map, const std::string& path, const std::set<std::string>& allowed) const;
-  Result<std::string> getString(const YAML::Node& n, const std::string& path) const;
-  Result<long> getInt(const YAML::Node& n, const std::string& path, long min, long max) const;
-  Result<bool> getBool(const YAML::Node& n, const std::string& path) const;
   Result<int> getGpuId(const YAML::Node& n, const std::string& path) const;
   Result<std::vector<int>> getGpuList(const YAML::Node& n, const std::string& path) const;
   Result<std::map<int, std::vector<int>>> getGpuMap(const YAML::Node& n, const std::string& path) const;
   Status readIntranode(const YAML::Node& n, Sketch& s) const;
   Status readInternode(const YAML::Node& n, Sketch& s) const;
   Status readSymmetry(const YAML::Node& n, Sketch& s) const;
-
-  std::string file_;
 };
-
-Status SketchYamlReader::checkKeys(const YAML::Node& map, const std::string& path,
-                                   const std::set<std::string>& allowed) const {
-  std::set<std::string> seen;
-  for (const auto& kv : map) {
-    const YAML::Node& key = kv.first;
-    if (!key.IsScalar()) return error(key, path, "keys must be plain names");
-    const std::string k = key.Scalar();
-    const std::string field = path.empty() ? k : path + "." + k;
-    if (!allowed.count(k)) {
-      return error(key, field, fmt::format("unknown key '{}' (allowed: {})", k, fmt::join(allowed, ", ")));
-    }
-    if (!seen.insert(k).second) return error(key, field, fmt::format("key '{}' appears twice", k));
-  }
-  return Status::ok();
-}
-
-Result<std::string> SketchYamlReader::getString(const YAML::Node& n, const std::string& path) const {
-  if (!n.IsScalar()) return error(n, path, "expected a string");
-  return n.Scalar();
-}
-
-Result<long> SketchYamlReader::getInt(const YAML::Node& n, const std::string& path, long min, long max) const {
-  if (!n.IsScalar()) return error(n, path, "expected an integer");
-  const std::string& s = n.Scalar();
-  errno = 0;
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE)
-    return error(n, path, fmt::format("'{}' is not an integer", s));
-  if (v < min || v > max) return error(n, path, fmt::format("{} is out of range [{}, {}]", v, min, max));
-  return v;
-}
-
-Result<bool> SketchYamlReader::getBool(const YAML::Node& n, const std::string& path) const {
-  if (n.IsScalar()) {
-    if (n.Scalar() == "true") return true;
-    if (n.Scalar() == "false") return false;
-  }
-  return error(n, path, "expected true or false");
-}
 
 Result<int> SketchYamlReader::getGpuId(const YAML::Node& n, const std::string& path) const {
   if (!n.IsScalar()) return error(n, path, "expected a local GPU id (an integer >= 0)");
@@ -330,22 +275,17 @@ Status SketchYamlReader::readSymmetry(const YAML::Node& n, Sketch& s) const {
 }
 
 Result<Sketch> SketchYamlReader::read(const std::string& text) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return parseError(file_, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", fmt::format("YAML syntax: {}", e.msg));
-  }
+  BRAID_ASSIGN_OR_RETURN(const YAML::Node root, load(text));
   Sketch s;
-  s.source = file_;
-  s.name = fileStem(file_);
+  s.source = file();
+  s.name = fileStem(file());
   s.notes = leadingComments(text);
   // A file with nothing in it (blank, only comments, `{}`, or only a name) is a mistake, not a request for
   // every default: without --sketch the synthesizer derives a sketch from the topology.
   const std::string empty_sketch = fmt::format(
       "{}: empty sketch: it sets none of nodes, intranode, internode, symmetry, chunkup, size, path_slack "
       "(omit the sketch to derive one from the topology)",
-      file_);
+      file());
   if (!root.IsDefined() || root.IsNull()) return invalidArgument(empty_sketch);
   if (!root.IsMap()) return error(root, "", "expected a YAML mapping with a sketch (name, nodes, intranode, ...)");
   BRAID_RETURN_IF_ERROR(

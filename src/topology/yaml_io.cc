@@ -15,6 +15,7 @@
 
 #include "braid/topology.h"
 #include "common/text.h"
+#include "common/yaml_fields.h"
 
 namespace braid {
 
@@ -88,31 +89,13 @@ class VertexAdder {
   int gpus_ = 0;
 };
 
-class YamlTopologyReader {
+class YamlTopologyReader : private YamlFields {
  public:
-  explicit YamlTopologyReader(std::string filename) : file_(std::move(filename)) {}
+  explicit YamlTopologyReader(std::string filename) : YamlFields(std::move(filename)) {}
 
   Result<Topology> read(const std::string& text);
 
  private:
-  int lineOf(const YAML::Node& n) const {
-    if (!n.IsDefined()) return 0;
-    const YAML::Mark m = n.Mark();
-    return m.line >= 0 ? m.line + 1 : 0;
-  }
-  Status error(const YAML::Node& at, const std::string& field, const std::string& what) const {
-    return parseError(file_, lineOf(at), field, what);
-  }
-
-  Status checkKeys(const YAML::Node& map, const std::string& path, const std::set<std::string>& allowed) const;
-  Status requireMap(const YAML::Node& n, const std::string& path) const {
-    if (!n.IsMap()) return error(n, path, "expected a mapping (key: value)");
-    return Status::ok();
-  }
-  Result<std::string> getString(const YAML::Node& n, const std::string& path) const;
-  Result<double> getNumber(const YAML::Node& n, const std::string& path) const;
-  Result<long> getInt(const YAML::Node& n, const std::string& path, long min, long max) const;
-  Result<bool> getBool(const YAML::Node& n, const std::string& path) const;
   Result<std::vector<std::string>> getNameList(const YAML::Node& n, const std::string& path) const;
   Result<double> getBandwidth(const YAML::Node& map, const std::string& path, int lanes) const;
 
@@ -126,66 +109,10 @@ class YamlTopologyReader {
                   const std::function<Result<std::vector<int>>(const std::string&, const std::string&)>& resolve,
                   Topology& t) const;
 
-  std::string file_;
   YAML::Node root_;
   std::map<std::string, NodeTemplate> templates_;
   mutable VertexAdder adder_;
 };
-
-Status YamlTopologyReader::checkKeys(const YAML::Node& map, const std::string& path,
-                                     const std::set<std::string>& allowed) const {
-  std::set<std::string> seen;
-  for (const auto& kv : map) {
-    const YAML::Node& key = kv.first;
-    if (!key.IsScalar()) return error(key, path, "keys must be plain names");
-    const std::string k = key.Scalar();
-    const std::string field = path.empty() ? k : path + "." + k;
-    if (!allowed.count(k)) {
-      std::string list;
-      for (const std::string& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      return error(key, field, fmt::format("unknown key '{}' (allowed: {})", k, list));
-    }
-    if (!seen.insert(k).second) return error(key, field, fmt::format("key '{}' appears twice", k));
-  }
-  return Status::ok();
-}
-
-Result<std::string> YamlTopologyReader::getString(const YAML::Node& n, const std::string& path) const {
-  if (!n.IsScalar()) return error(n, path, "expected a string");
-  return n.Scalar();
-}
-
-Result<double> YamlTopologyReader::getNumber(const YAML::Node& n, const std::string& path) const {
-  if (!n.IsScalar()) return error(n, path, "expected a number");
-  const std::string& s = n.Scalar();
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v)) {
-    return error(n, path, fmt::format("'{}' is not a finite number", s));
-  }
-  return v;
-}
-
-Result<long> YamlTopologyReader::getInt(const YAML::Node& n, const std::string& path, long min, long max) const {
-  if (!n.IsScalar()) return error(n, path, "expected an integer");
-  const std::string& s = n.Scalar();
-  errno = 0;
-  char* end = nullptr;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE)
-    return error(n, path, fmt::format("'{}' is not an integer", s));
-  if (v < min || v > max) return error(n, path, fmt::format("{} is out of range [{}, {}]", v, min, max));
-  return v;
-}
-
-Result<bool> YamlTopologyReader::getBool(const YAML::Node& n, const std::string& path) const {
-  if (n.IsScalar()) {
-    if (n.Scalar() == "true") return true;
-    if (n.Scalar() == "false") return false;
-  }
-  return error(n, path, "expected true or false");
-}
 
 Result<std::vector<std::string>> YamlTopologyReader::getNameList(const YAML::Node& n, const std::string& path) const {
   std::vector<std::string> out;
@@ -700,17 +627,13 @@ Status YamlTopologyReader::buildVertices(const YAML::Node& list, Topology& t) {
 }
 
 Result<Topology> YamlTopologyReader::read(const std::string& text) {
-  try {
-    root_ = YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    return parseError(file_, e.mark.line >= 0 ? e.mark.line + 1 : 0, "", fmt::format("YAML syntax: {}", e.msg));
-  }
+  BRAID_ASSIGN_OR_RETURN(root_, load(text));
   if (!root_.IsMap())
-    return parseError(file_, root_.IsDefined() && !root_.IsNull() ? lineOf(root_) : 0, "",
+    return parseError(file(), root_.IsDefined() && !root_.IsNull() ? lineOf(root_) : 0, "",
                       "expected a YAML mapping with a topology (name, templates, nodes, ...)");
   BRAID_RETURN_IF_ERROR(checkKeys(root_, "", {"name", "notes", "templates", "nodes", "network", "vertices", "links"}));
   Topology t;
-  t.source = file_;
+  t.source = file();
   if (!root_["name"]) return error(root_, "name", "missing");
   BRAID_ASSIGN_OR_RETURN(t.name, getString(root_["name"], "name"));
   if (const YAML::Node notes = root_["notes"]) {
