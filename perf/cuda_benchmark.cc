@@ -19,8 +19,8 @@
 //
 // Each part runs in forked children (CUDA does not survive a fork; the parent never starts it). Every all-reduce
 // result is checked (n(n+1)/2 in every element). Exit status: 1 when a part fails (a CUDA or Braid error, or a wrong
-// all-reduce result; when only the hierarchical path failed, the table still prints with `failed` in its column),
-// 2 on bad flags.
+// all-reduce result; when only the hierarchical path failed, the table still prints with `failed` in its column;
+// the hierarchical part runs last, its waits limited to 10 s and the whole part to 40 s), 2 on bad flags.
 #include <cuda_runtime_api.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -206,8 +206,13 @@ int checkSum(const std::vector<float>& out, int n, const char* what) {
 }
 
 /// The device-resident executor with the ranks as threads of this process. `hierarchical`: the ranks are named as
-/// 2 hosts (ranks [0, n/2) and [n/2, n)), each rank's executor proxies its connections to the other host through its
-/// own endpoint of a TCP transport over the same bootstrap.
+/// 2 hosts (ranks [0, ceil(n/2)) and the rest), each rank's executor proxies its connections to the other host
+/// through its own endpoint of a TCP transport over the same bootstrap; its waits (kernel, proxy, transport) give up
+/// after kHierarchicalWaitS.
+constexpr double kHierarchicalWaitS = 10;
+/// Seconds the hierarchical part may run in all (SIGALRM ends its child): a hang there leaves the other figures.
+constexpr unsigned kHierarchicalPartS = 40;
+
 int deviceResident(const Options& o, Shared* shared, bool hierarchical) {
   Result<UniqueId> id = createUniqueId("127.0.0.1:0");
   CHECK_OK(id);
@@ -231,7 +236,9 @@ int deviceResident(const Options& o, Shared* shared, bool hierarchical) {
         DeviceExecutorOptions options;
         options.device = r % devices;
         if (hierarchical) {
-          auto created = createTransport(TransportKind::kAuto, **bootstrap);
+          TransportOptions transport_options;
+          transport_options.timeout_s = kHierarchicalWaitS;
+          auto created = createTransport(TransportKind::kAuto, **bootstrap, transport_options);
           CHECK_OK(created);
           if (std::strcmp((*created)->name(), "tcp") != 0) {
             std::fprintf(stderr, "rank %d: the proxies' transport is %s, not tcp\n", r, (*created)->name());
@@ -239,6 +246,7 @@ int deviceResident(const Options& o, Shared* shared, bool hierarchical) {
           }
           proxies = std::move(created).value();
           options.proxy_transport = proxies.get();
+          options.timeout_s = kHierarchicalWaitS;
         }
         auto executor = createDeviceExecutor(**bootstrap, options);
         CHECK_OK(executor);
@@ -257,6 +265,7 @@ int deviceResident(const Options& o, Shared* shared, bool hierarchical) {
           const ReduceSpec reduce{DataType::kFloat32, ReduceOp::kSum};
           for (int i = 0; i < 10; ++i) CHECK_OK((*executor)->launch(*handle, memory, reduce, stream));
           CHECK_CUDA(cudaStreamSynchronize(stream));
+          CHECK_OK((*executor)->asyncError());
           CHECK_OK((*bootstrap)->barrier());
           const auto start = std::chrono::steady_clock::now();
           for (int i = 0; i < o.iterations; ++i) CHECK_OK((*executor)->launch(*handle, memory, reduce, stream));
@@ -388,8 +397,11 @@ int main(int argc, char** argv) {
   Shared* host = sharedPage();
   if (device == nullptr || hierarchical == nullptr || host == nullptr) return 1;
   ok = forkRanks(1, [&](int) { return deviceResident(o, device, false); }) && ok;
-  const bool hierarchical_ok = forkRanks(1, [&](int) { return deviceResident(o, hierarchical, true); });
   ok = forkRanks(o.ranks, [&](int rank) { return hostDriven(o, host, rank); }) && ok;
+  const bool hierarchical_ok = forkRanks(1, [&](int) {
+    alarm(kHierarchicalPartS);
+    return deviceResident(o, hierarchical, true);
+  });
   if (!ok) {
     std::printf("# a part failed (its error is above): no all-reduce table\n");
     return 1;
