@@ -11,10 +11,16 @@
 //      executeOnStream per call, the host waits for each), for ring and recursive doubling in LL and Simple; µs per
 //      all-reduce and the ratio. With fewer GPUs than ranks, ranks share GPUs (the device-resident blocks of all
 //      ranks then share one GPU's SMs; the host-driven ranks get NCCL_HOSTID each and talk through NCCL's network
-//      transport over loopback, which makes that side slower than on separate GPUs).
+//      transport over loopback, which makes that side slower than on separate GPUs). Beside them, reported without
+//      a yardstick: the hierarchical path (the NCCL-API shim's BRAID_NCCL_ACROSS_HOSTS=hierarchical), the same ranks
+//      as threads of one process named as 2 hosts (BootstrapOptions::host_id; the first half of the ranks on one,
+//      the rest on the other): device-resident inside a host, proxied across the two over TCP on this machine
+//      (createTransport's choice for ranks of different hosts, the executor's proxy thread per rank).
 //
-// Each part runs in forked children (CUDA does not survive a fork; the parent never starts it). Exit status: 1 when
-// a part fails (a CUDA or Braid error, or a wrong all-reduce result), 2 on bad flags.
+// Each part runs in forked children (CUDA does not survive a fork; the parent never starts it). Every all-reduce
+// result is checked (n(n+1)/2 in every element). Exit status: 1 when a part fails (a CUDA or Braid error, or a wrong
+// all-reduce result; when only the hierarchical path failed, the table still prints with `failed` in its column;
+// the hierarchical part runs last, its waits limited to 10 s and the whole part to 40 s), 2 on bad flags.
 #include <cuda_runtime_api.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -34,6 +40,7 @@
 #include "braid/classic.h"
 #include "braid/cuda.h"
 #include "braid/plan.h"
+#include "braid/transports.h"
 #include "cuda/kernels.h"
 
 namespace braid {
@@ -198,9 +205,20 @@ int checkSum(const std::vector<float>& out, int n, const char* what) {
   return 0;
 }
 
-int deviceResident(const Options& o, Shared* shared) {
+/// The device-resident executor with the ranks as threads of this process. `hierarchical`: the ranks are named as
+/// 2 hosts (ranks [0, ceil(n/2)) and the rest), each rank's executor proxies its connections to the other host
+/// through its own endpoint of a TCP transport over the same bootstrap; its waits (kernel, proxy, transport) give up
+/// after kHierarchicalWaitS.
+constexpr double kHierarchicalWaitS = 10;
+/// Seconds the hierarchical part may run in all (SIGALRM ends its child): a hang there leaves the other figures.
+constexpr unsigned kHierarchicalPartS = 40;
+
+int deviceResident(const Options& o, Shared* shared, bool hierarchical) {
   Result<UniqueId> id = createUniqueId("127.0.0.1:0");
   CHECK_OK(id);
+  // The TCP transport of ranks on several hosts listens on BRAID_SOCKET_IFNAME's address: loopback here, unless
+  // the caller chose an interface.
+  if (hierarchical) setenv("BRAID_SOCKET_IFNAME", "lo", 0);
   int devices = 0;
   CHECK_CUDA(cudaGetDeviceCount(&devices));
   const auto plans = smallPlans(o);
@@ -209,10 +227,27 @@ int deviceResident(const Options& o, Shared* shared) {
   for (int r = 0; r < o.ranks; ++r) {
     threads.emplace_back([&, r] {
       failures[r] = [&]() -> int {
-        auto bootstrap = connectBootstrap(*id, r, o.ranks);
+        BootstrapOptions bootstrap_options;
+        if (hierarchical)
+          bootstrap_options.host_id = 2 * r < o.ranks ? "braid-benchmark-host-a" : "braid-benchmark-host-b";
+        auto bootstrap = connectBootstrap(*id, r, o.ranks, bootstrap_options);
         CHECK_OK(bootstrap);
+        std::unique_ptr<DataTransport> proxies;  // outlives the executor, whose proxy thread uses it
         DeviceExecutorOptions options;
         options.device = r % devices;
+        if (hierarchical) {
+          TransportOptions transport_options;
+          transport_options.timeout_s = kHierarchicalWaitS;
+          auto created = createTransport(TransportKind::kAuto, **bootstrap, transport_options);
+          CHECK_OK(created);
+          if (std::strcmp((*created)->name(), "tcp") != 0) {
+            std::fprintf(stderr, "rank %d: the proxies' transport is %s, not tcp\n", r, (*created)->name());
+            return 1;
+          }
+          proxies = std::move(created).value();
+          options.proxy_transport = proxies.get();
+          options.timeout_s = kHierarchicalWaitS;
+        }
         auto executor = createDeviceExecutor(**bootstrap, options);
         CHECK_OK(executor);
         CHECK_CUDA(cudaSetDevice((*executor)->device()));
@@ -230,6 +265,7 @@ int deviceResident(const Options& o, Shared* shared) {
           const ReduceSpec reduce{DataType::kFloat32, ReduceOp::kSum};
           for (int i = 0; i < 10; ++i) CHECK_OK((*executor)->launch(*handle, memory, reduce, stream));
           CHECK_CUDA(cudaStreamSynchronize(stream));
+          CHECK_OK((*executor)->asyncError());
           CHECK_OK((*bootstrap)->barrier());
           const auto start = std::chrono::steady_clock::now();
           for (int i = 0; i < o.iterations; ++i) CHECK_OK((*executor)->launch(*handle, memory, reduce, stream));
@@ -357,20 +393,35 @@ int main(int argc, char** argv) {
   }
   bool ok = forkRanks(1, [&](int) { return kernelBandwidth(o); });
   Shared* device = sharedPage();
+  Shared* hierarchical = sharedPage();
   Shared* host = sharedPage();
-  if (device == nullptr || host == nullptr) return 1;
-  ok = forkRanks(1, [&](int) { return deviceResident(o, device); }) && ok;
+  if (device == nullptr || hierarchical == nullptr || host == nullptr) return 1;
+  ok = forkRanks(1, [&](int) { return deviceResident(o, device, false); }) && ok;
   ok = forkRanks(o.ranks, [&](int rank) { return hostDriven(o, host, rank); }) && ok;
+  const bool hierarchical_ok = forkRanks(1, [&](int) {
+    alarm(kHierarchicalPartS);
+    return deviceResident(o, hierarchical, true);
+  });
   if (!ok) {
     std::printf("# a part failed (its error is above): no all-reduce table\n");
     return 1;
   }
   const auto plans = smallPlans(o);
-  std::printf("# all-reduce %llu B fp32 x %d ranks, us per call (%d calls): device-resident vs host-driven\n",
-              static_cast<unsigned long long>(o.small), o.ranks, o.iterations);
+  std::printf(
+      "# all-reduce %llu B fp32 x %d ranks, us per call (%d calls): device-resident vs host-driven; hierarchical = "
+      "device-resident as 2 hosts of %d and %d ranks, proxies over tcp%s\n",
+      static_cast<unsigned long long>(o.small), o.ranks, o.iterations, (o.ranks + 1) / 2, o.ranks / 2,
+      hierarchical_ok ? "" : " (FAILED: its error is above)");
   for (size_t p = 0; p < plans.size(); ++p) {
-    std::printf("%-24s device-resident %9.2f us  host-driven %9.2f us  host/device %7.2f\n", plans[p].first.c_str(),
-                device->us[p], host->us[p], device->us[p] > 0 ? host->us[p] / device->us[p] : 0.0);
+    char hier[32];
+    if (hierarchical_ok) {
+      std::snprintf(hier, sizeof(hier), "%9.2f", hierarchical->us[p]);
+    } else {
+      std::snprintf(hier, sizeof(hier), "%9s", "failed");
+    }
+    std::printf("%-24s device-resident %9.2f us  hierarchical %s us  host-driven %9.2f us  host/device %7.2f\n",
+                plans[p].first.c_str(), device->us[p], hier, host->us[p],
+                device->us[p] > 0 ? host->us[p] / device->us[p] : 0.0);
   }
-  return 0;
+  return hierarchical_ok ? 0 : 1;
 }

@@ -40,7 +40,8 @@ class Bootstrap {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   /// Host name and process id of every rank (same order as ranks): transports choose shared memory or
-  /// threads for ranks of the same host / process from these.
+  /// threads for ranks of the same host / process from these. A host name is the rank's
+  /// BootstrapOptions::host_id, else BRAID_HOSTID, else its machine's gethostname().
   virtual const std::vector<std::string>& hostNames() const = 0;
   virtual const std::vector<int64_t>& processIds() const = 0;
   /// `data` holds size() * bytes_per_rank bytes; this rank's slot (rank() * bytes_per_rank) is filled by the
@@ -59,6 +60,11 @@ class Bootstrap {
 
 struct BootstrapOptions {
   double timeout_s = 0;  // 0: BRAID_TIMEOUT
+  /// This rank's entry in hostNames() on every rank, at most 63 bytes; empty: BRAID_HOSTID, else gethostname().
+  /// Ranks with equal names count as one host (shared memory, CUDA IPC), different names as different hosts
+  /// (TCP, the device executor's proxied connections), so ranks of one machine (or one process) can stand for
+  /// several hosts. Ranks of different machines must not share a name. Longer: kInvalidArgument naming it.
+  std::string host_id;
 };
 
 /// Rendezvous through the root named in `id`. Every rank of 0..size-1 calls this once.

@@ -72,6 +72,7 @@ struct Options {
   int timeout_s = 600;
   std::vector<Coll> colls = {Coll::kAllReduce, Coll::kAllGather, Coll::kAllToAll};
   std::string hostid_prefix = "braid-host-";
+  std::string braid_hostid_prefix;  // non-empty: BRAID_HOSTID of rank r is this and r
   std::string label;
   // Rank mode (set by the launcher only).
   int rank = -1;
@@ -89,13 +90,15 @@ void usage(FILE* out) {
   std::fprintf(out,
                "usage: braid_nccl_ranks [-n RANKS] [-d DEVICE] [-b MINBYTES] [-e MAXBYTES] [-f FACTOR] [-w WARMUP]\n"
                "                        [-i ITERS] [-c all_reduce,all_gather,alltoall] [--timeout S]\n"
-               "                        [--hostid-prefix P] [--label TEXT]\n"
+               "                        [--hostid-prefix P] [--braid-hostid-prefix P] [--label TEXT]\n"
                "  -n  rank processes on the one GPU (2..64, default 4)   -d  CUDA device (default 0)\n"
                "  -b/-e  smallest/largest size in bytes, K/M/G suffixes (default 1K / 64M)\n"
                "  -f  size factor (>= 2, default 2)   -w  warm-up calls (default 5)   -i  timed calls (default 20)\n"
                "  -c  collectives, comma-separated (default all three)\n"
                "  --timeout  seconds the whole run may take before the ranks are stopped (default 600)\n"
                "  --hostid-prefix  NCCL_HOSTID of rank r is PREFIX<r> (default braid-host-)\n"
+               "  --braid-hostid-prefix  BRAID_HOSTID of rank r is PREFIX<r>, so that Braid (the NCCL-API shim) sees\n"
+               "                   every rank as its own host too (default: BRAID_HOSTID passes unchanged)\n"
                "  --label  text printed in the header (e.g. the transport under test)\n"
                "exit: 0 ok, 1 wrong result or failed call, 2 bad arguments, 3 no usable GPU\n");
 }
@@ -177,6 +180,9 @@ bool parseArgs(int argc, char** argv, Options* o, bool* help) {
       ok = ok && !o->colls.empty();
     } else if (flag == "--hostid-prefix") {
       o->hostid_prefix = value;
+    } else if (flag == "--braid-hostid-prefix") {
+      o->braid_hostid_prefix = value;
+      ok = !value.empty();
     } else if (flag == "--label") {
       o->label = value;
     } else if (flag == "--rank") {
@@ -413,7 +419,10 @@ int launcherMain(const Options& o, char** argv) {
   // Each rank's argv and environment are built before any fork (the launcher has NCCL's bootstrap thread).
   std::vector<std::string> base_env;
   for (char** e = environ; *e != nullptr; ++e)
-    if (std::strncmp(*e, "NCCL_HOSTID=", 12) != 0) base_env.emplace_back(*e);
+    if (std::strncmp(*e, "NCCL_HOSTID=", 12) != 0 &&
+        (o.braid_hostid_prefix.empty() || std::strncmp(*e, "BRAID_HOSTID=", 13) != 0)) {
+      base_env.emplace_back(*e);
+    }
   std::vector<pid_t> pids(static_cast<size_t>(o.ranks), -1);
   std::vector<int> fds(static_cast<size_t>(o.ranks), -1);
   std::fflush(stdout);
@@ -431,6 +440,7 @@ int launcherMain(const Options& o, char** argv) {
       args.push_back(extra);
     std::vector<std::string> env = base_env;
     env.push_back("NCCL_HOSTID=" + o.hostid_prefix + std::to_string(r));
+    if (!o.braid_hostid_prefix.empty()) env.push_back("BRAID_HOSTID=" + o.braid_hostid_prefix + std::to_string(r));
     std::vector<char*> arg_ptrs, env_ptrs;
     for (std::string& a : args) arg_ptrs.push_back(a.data());
     arg_ptrs.push_back(nullptr);

@@ -111,10 +111,24 @@ constexpr int32_t kTagAllGather = INT32_MIN + 1;
 constexpr int32_t kTagBarrier = INT32_MIN + 2;
 constexpr int32_t kReservedTagsBelow = INT32_MIN + 1024;
 
-std::string hostName() {
+std::string systemHostName() {
   char host[kHostBytes] = {};
   if (gethostname(host, sizeof(host) - 1) != 0) return "unknown";
   return host;
+}
+
+/// The host name this rank gives the others: BootstrapOptions::host_id, else BRAID_HOSTID, else gethostname().
+/// Errors: kInvalidArgument naming the setting when it does not fit the wire's kHostBytes - 1 bytes.
+Result<std::string> resolveHostName(const BootstrapOptions& options, int rank) {
+  const bool from_option = !options.host_id.empty();
+  const std::string chosen = from_option ? options.host_id : envString("BRAID_HOSTID");
+  if (chosen.empty()) return systemHostName();
+  if (chosen.size() > static_cast<size_t>(kHostBytes - 1)) {
+    return invalidArgument(fmt::format("rank {}: bootstrap: {}={}: longer than {} bytes", rank,
+                                       from_option ? "BootstrapOptions::host_id" : "BRAID_HOSTID", chosen,
+                                       kHostBytes - 1));
+  }
+  return chosen;
 }
 
 void copyHost(char (&to)[kHostBytes], const std::string& from) {
@@ -863,7 +877,7 @@ namespace {
 /// The rendezvous and the mesh of connectBootstrap() for a checked id and rank. `built` receives the bootstrap as
 /// soon as the table is known (so that a failure can abort the connections made so far); `ranks_here` the number
 /// of ranks in this process once the table is known. `interrupt` is polled while waiting for peers.
-Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s,
+Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s, const std::string& my_host,
                     const std::function<Status()>& interrupt, std::unique_ptr<TcpBootstrap>* built, int* ranks_here) {
   const Deadline deadline = Deadline::after(timeout_s);
   const SocketAddress root{layout.ip, layout.port};
@@ -891,7 +905,7 @@ Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s
   hello.ip = mine.ip;
   hello.port = mine.port;
   hello.timeout_s = timeout_s;
-  copyHost(hello.host, hostName());
+  copyHost(hello.host, my_host);
   BRAID_RETURN_IF_ERROR(net::writeAll(root_fd.get(), &hello, sizeof(hello), deadline, what));
 
   // Wait for the table, watching for a rank of this process that failed meanwhile.
@@ -938,7 +952,6 @@ Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s
   }
   *built = std::make_unique<TcpBootstrap>(rank, size, timeout_s, layout.nonce, info);
   TcpBootstrap* bootstrap = built->get();
-  const std::string my_host = hostName();
   *ranks_here = 0;
   for (const auto& peer : info) *ranks_here += peer.pid == getpid() && peer.host == my_host ? 1 : 0;
 
@@ -997,6 +1010,7 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
   if (!resolved.isOk())
     return invalidArgument(fmt::format("rank {}: bootstrap: {}", rank, resolved.status().message()));
   const double timeout_s = *resolved;
+  BRAID_ASSIGN_OR_RETURN(const std::string my_host, resolveHostName(options, rank));
   const uint64_t nonce = layout.nonce;
   std::unique_ptr<TcpBootstrap> bootstrap;
   // A failure of another rank: posted by a rank of this process, or an abort / a closed connection of a peer
@@ -1006,7 +1020,7 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
     return bootstrap ? bootstrap->checkPeers() : Status::ok();
   };
   int ranks_here = 0;
-  Status status = connectRanks(layout, rank, size, timeout_s, interrupt, &bootstrap, &ranks_here);
+  Status status = connectRanks(layout, rank, size, timeout_s, my_host, interrupt, &bootstrap, &ranks_here);
   if (status.isOk()) return std::unique_ptr<Bootstrap>(std::move(bootstrap));
   // A rank of this process that failed first posted why before it closed its connections: that explains this
   // rank's failure (a connection closed under it) better than the closed connection does.

@@ -49,6 +49,12 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_SOCKET_IFNAME", "",
        "Network interface whose IPv4 address the bootstrap root and TCP transport listen on (as "
        "NCCL_SOCKET_IFNAME); default: the address of the host name, else 127.0.0.1."},
+      {"BRAID_HOSTID", "",
+       "This process's host name for Braid's bootstrap (as NCCL_HOSTID for NCCL), at most 63 bytes; unset: "
+       "gethostname(). Ranks with the same name count as one host (shared memory, CUDA IPC), ranks with different "
+       "names as different hosts (TCP, proxied connections), so processes of one machine can stand for several "
+       "hosts; processes of different machines must not share a name. Longer than 63 bytes: bootstrap setup fails "
+       "naming it."},
       {"BRAID_NET_IF", "",
        "Interfaces the NCCL net plugin (libnccl-net-braid.so) offers as devices, in NCCL_SOCKET_IFNAME's syntax "
        "(prefix list, `^` excludes, `=` exact names); unset: NCCL_SOCKET_IFNAME, else every interface that is up "
@@ -146,6 +152,13 @@ const std::vector<EnvParam>& envParams() {
       {"BRAID_NCCL_PARETO_LIB", "",
        "NCCL-API shim with BRAID_TOPOLOGY: path of libbraid_nccl_pareto.so (the synthesizer, Z3); unset: the "
        "file beside libbraid_nccl.so, else the loader's search path. Missing: a warning and no Pareto set."},
+      {"BRAID_NCCL_ACROSS_HOSTS", "host-driven",
+       "NCCL-API shim: what runs Braid on a communicator whose ranks are on several hosts (the bootstrap's host "
+       "names, BRAID_HOSTID): `host-driven` the host-driven CUDA transport (NCCL send/receive between ranks); "
+       "`hierarchical` the device-resident executor, device-resident inside each host, proxied across hosts over a "
+       "CPU transport (BRAID_TRANSPORT: `auto` or `tcp` TCP, `ucx` UCX; `threads` and `shm` are refused). Ranks on one "
+       "host always use the device-resident executor. Must be the same on every rank. Another value, or a refused "
+       "BRAID_TRANSPORT: a warning naming it and the communicator's calls go to NCCL."},
       {"BRAID_TUNER_RULES", "",
        "NCCL tuner plugin: rules file in NCCL's example-tuner CSV format that overrides Braid's model (first "
        "matching line wins); unset: NCCL_TUNER_CONFIG_FILE, else no rules (docs/nccl.md)."},

@@ -48,10 +48,14 @@ echo "cudaMemcpyAsync D2D              4000.0 GB/s   1.000"
 echo "launchCopy                       3800.0 GB/s   0.950"
 echo "launchReduce fp32 sum            3000.0 GB/s   0.750"
 echo "launchReduce bf16 sum            3600.0 GB/s   0.900"
-echo "# all-reduce 1024 B fp32 x 4 ranks, us per call (200 calls): device-resident vs host-driven"
-echo "ring LL                  device-resident     12.00 us  host-driven    300.00 us  host/device   25.00"
-echo "ring Simple              device-resident     20.00 us  host-driven    250.00 us  host/device   12.50"
-echo "recursive_doubling LL    device-resident     10.00 us  host-driven    400.00 us  host/device   40.00"
+echo "# all-reduce 1024 B fp32 x 4 ranks, us per call (200 calls): device-resident vs host-driven; hierarchical = device-resident as 2 hosts of 2 and 2 ranks, proxies over tcp"
+if [ -n "${STANDIN_HIERARCHICAL_FAILED:-}" ]; then
+  echo "ring LL                  device-resident     12.00 us  hierarchical    failed us  host-driven    300.00 us  host/device   25.00"
+  exit 1
+fi
+echo "ring LL                  device-resident     12.00 us  hierarchical     80.00 us  host-driven    300.00 us  host/device   25.00"
+echo "ring Simple              device-resident     20.00 us  hierarchical     95.50 us  host-driven    250.00 us  host/device   12.50"
+echo "recursive_doubling LL    device-resident     10.00 us  hierarchical     61.25 us  host-driven    400.00 us  host/device   40.00"
 EOF
 cat >"$fake/bin/braid_nccl_ranks" <<'EOF'
 #!/usr/bin/env bash
@@ -100,6 +104,7 @@ expect "^part a launchCopy at 256 MiB: 3800.0 GB/s vs cudaMemcpyAsync 4000.0 GB/
 expect "^part a launchReduce fp32 sum at 256 MiB: .*ratio: 0.750 (bar >= 0.80) FAIL$"
 expect "^part a launchReduce bf16 sum at 256 MiB: .*ratio: 0.900 (bar >= 0.80) PASS$"
 expect "^part a 1 KiB all-reduce, 4 ranks: best host-driven 250.00 us / best device-resident 10.00 us: 25.00 (bar >= 3) PASS$"
+expect "^part a 1 KiB all-reduce, 4 ranks as 2 hosts x 2, hierarchical (device-resident in a host, proxies over tcp): best 61.25 us (device-resident 10.00 us, host-driven 250.00 us; reported, no bar)$"
 expect "^part b NCCL through Braid's plugins: every result checked, 0 wrong: PASS$"
 expect "^part b net plugin loaded: .*PASS$"
 expect "^part b tuner plugin loaded: .*PASS$"
@@ -117,5 +122,16 @@ for f in run.log summary.txt t.log a.log b.log c.log cpu.log; do
 done
 grep -q "Loaded net plugin Braid" "$tmp/o/b.log" && ok || fail "b.log does not keep NCCL's plugin lines"
 [ "$(find "$tmp/o" -type f | wc -l)" -le 8 ] && ok || fail "more than 8 files in \$OUT (the device machine returns 8)"
+
+# Part a alone with a benchmark whose hierarchical path failed (it prints `failed` in that column, exits 1): the
+# device-resident / host-driven ratio is still judged, the failure and the missing figure are reported.
+rc=0
+PATH="$tmp/path:$PATH" STANDIN_HIERARCHICAL_FAILED=1 timeout 60 bash "$src/perf/device/run.sh" --no-build \
+  --build-dir "$fake" --out "$tmp/o2" --parts a --timeout 50 >"$tmp/stdout2" 2>"$tmp/stderr2" || rc=$?
+[ "$rc" = 1 ] && ok || fail "hierarchical failed: exit $rc, expected 1; $(tail -5 "$tmp/stderr2")"
+s="$tmp/o2/summary.txt"
+expect "^part a: braid_cuda_benchmark FAIL (status 1"
+expect "^part a 1 KiB all-reduce, 4 ranks: best host-driven 300.00 us / best device-resident 12.00 us: 25.00 (bar >= 3) PASS$"
+expect "^part a 1 KiB all-reduce, hierarchical (2 hosts x 2, proxies over tcp): no figure (failed or missing in a.log) FAIL$"
 
 finish

@@ -334,5 +334,67 @@ TEST_F(ShimDecision, LogLines) {
             "calls)");
 }
 
+// BRAID_NCCL_ACROSS_HOSTS: the two documented values in any case; anything else is refused naming the variable and
+// the text.
+TEST(ShimAcrossHosts, ParsesTheSettingAndRefusesOthersNamingIt) {
+  ASSERT_TRUE(parseAcrossHosts("host-driven").isOk());
+  EXPECT_EQ(*parseAcrossHosts("host-driven"), AcrossHosts::kHostDriven);
+  EXPECT_EQ(*parseAcrossHosts("Hierarchical"), AcrossHosts::kHierarchical);
+  for (const char* bad : {"", "hier", "hostdriven", "tcp", "hierarchical "}) {
+    const Result<AcrossHosts> refused = parseAcrossHosts(bad);
+    ASSERT_FALSE(refused.isOk()) << bad;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(refused.status().message(),
+              "BRAID_NCCL_ACROSS_HOSTS=" + std::string(bad) + ": not host-driven or hierarchical");
+  }
+  EXPECT_STREQ(acrossHostsName(AcrossHosts::kHierarchical), "hierarchical");
+  EXPECT_STREQ(acrossHostsName(AcrossHosts::kHostDriven), "host-driven");
+}
+
+// BRAID_TRANSPORT for the proxies: auto and tcp are TCP, ucx is UCX; threads and shm stay on one host and an unknown
+// name is no transport, each refused naming the value.
+TEST(ShimAcrossHosts, ProxyTransportFromBraidTransport) {
+  EXPECT_EQ(*proxyTransportKind("auto"), TransportKind::kTcp);
+  EXPECT_EQ(*proxyTransportKind("TCP"), TransportKind::kTcp);
+  EXPECT_EQ(*proxyTransportKind("ucx"), TransportKind::kUcx);
+  for (const char* local : {"threads", "shm"}) {
+    const Result<TransportKind> refused = proxyTransportKind(local);
+    ASSERT_FALSE(refused.isOk()) << local;
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find("BRAID_TRANSPORT=" + std::string(local) + ": does not cross hosts"),
+              std::string::npos)
+        << refused.status().message();
+  }
+  const Result<TransportKind> unknown = proxyTransportKind("rdma");
+  ASSERT_FALSE(unknown.isOk());
+  EXPECT_NE(unknown.status().message().find("BRAID_TRANSPORT=rdma: unknown transport"), std::string::npos)
+      << unknown.status().message();
+}
+
+// One distinct host name: the device-resident executor whatever the mode; more: the mode decides, and the line names
+// the host count and the proxies' transport.
+TEST(ShimAcrossHosts, ChoiceFollowsTheHostsAndTheMode) {
+  const std::vector<std::string> one = {"n0", "n0", "n0"};
+  const std::vector<std::string> two = {"n0", "n0", "n1", "n1"};
+  const std::vector<std::string> three = {"n2", "n0", "n1", "n0"};
+  for (AcrossHosts mode : {AcrossHosts::kHostDriven, AcrossHosts::kHierarchical}) {
+    const ExecutorChoice c = chooseExecutor(one, mode, TransportKind::kTcp);
+    EXPECT_EQ(c.kind, ExecutorKind::kDeviceResident);
+    EXPECT_EQ(c.hosts, 1);
+    EXPECT_EQ(executorText(c), "device-resident executor");
+  }
+  EXPECT_EQ(chooseExecutor({}, AcrossHosts::kHierarchical, TransportKind::kTcp).kind, ExecutorKind::kDeviceResident);
+  const ExecutorChoice driven = chooseExecutor(two, AcrossHosts::kHostDriven, TransportKind::kTcp);
+  EXPECT_EQ(driven.kind, ExecutorKind::kHostDriven);
+  EXPECT_EQ(driven.hosts, 2);
+  EXPECT_EQ(executorText(driven), "host-driven CUDA transport");
+  const ExecutorChoice hier = chooseExecutor(two, AcrossHosts::kHierarchical, TransportKind::kTcp);
+  EXPECT_EQ(hier.kind, ExecutorKind::kHierarchical);
+  EXPECT_EQ(executorText(hier), "device-resident executor, hierarchical: 2 hosts, proxies over tcp");
+  const ExecutorChoice ucx = chooseExecutor(three, AcrossHosts::kHierarchical, TransportKind::kUcx);
+  EXPECT_EQ(ucx.hosts, 3);
+  EXPECT_EQ(executorText(ucx), "device-resident executor, hierarchical: 3 hosts, proxies over ucx");
+}
+
 }  // namespace
 }  // namespace braid::nccl_shim

@@ -1,8 +1,9 @@
 /* An NCCL program for the NCCL-API shim's GPU check (shim_gpu_check.sh): NRANKS ranks as forked processes, each with
  * its own NCCL_HOSTID so that ranks may share one GPU (NCCL then connects them through its network transport), run
  * all-reduce (sum in place and out of place, avg), all-gather and reduce-scatter on device buffers and compare every
- * element with the value computed on the host. One line per rank and check: "rank R <check> ok" or "rank R <check>
- * FAILED at i: got X want Y". Exit status: 0 all correct, 1 a failure, 77 no usable GPU (the reason is printed). */
+ * element with the value computed on the host. With --braid-hosts each rank also sets BRAID_HOSTID to its NCCL_HOSTID,
+ * so that Braid's bootstrap (the shim's) counts the ranks as separate hosts too. One line per rank and check: "rank R
+ * <check> ok" or "rank R <check> FAILED at i: got X want Y". Exit status: 0 all correct, 1 a failure, 77 no usable GPU (the reason is printed). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <signal.h>
@@ -78,10 +79,11 @@ static int fill(float* dev, int rank, size_t count) {
     }                                                                              \
   } while (0)
 
-static int runRank(int rank, int nranks, int id_read, const int* id_write) {
+static int runRank(int rank, int nranks, int braid_hosts, int id_read, const int* id_write) {
   char host_id[64];
   snprintf(host_id, sizeof(host_id), "braid-shim-check-%d", rank);
   setenv("NCCL_HOSTID", host_id, 1);
+  if (braid_hosts) setenv("BRAID_HOSTID", host_id, 1); /* Braid's bootstrap sees every rank as its own host too */
   int devices = 0;
   const cudaError_t counted = cudaGetDeviceCount(&devices);
   if (counted != cudaSuccess || devices == 0) {
@@ -144,8 +146,9 @@ static int runRank(int rank, int nranks, int id_read, const int* id_write) {
 
 int main(int argc, char** argv) {
   const int nranks = argc > 1 ? atoi(argv[1]) : 2;
-  if (nranks < 2 || nranks > kMaxRanks) {
-    fprintf(stderr, "usage: %s [NRANKS 2..%d]\n", argv[0], kMaxRanks);
+  const int braid_hosts = argc > 2 && strcmp(argv[2], "--braid-hosts") == 0;
+  if (nranks < 2 || nranks > kMaxRanks || argc > 3 || (argc == 3 && !braid_hosts)) {
+    fprintf(stderr, "usage: %s [NRANKS 2..%d [--braid-hosts]]\n", argv[0], kMaxRanks);
     return 2;
   }
   int pipes[kMaxRanks][2];
@@ -158,7 +161,7 @@ int main(int argc, char** argv) {
       alarm(300); /* a hang fails the check */
       int writers[kMaxRanks];
       for (int q = 0; q < nranks; ++q) writers[q] = pipes[q][1];
-      const int status = runRank(r, nranks, pipes[r][0], writers);
+      const int status = runRank(r, nranks, braid_hosts, pipes[r][0], writers);
       fflush(stdout);
       _exit(status);
     }

@@ -5,7 +5,9 @@
 # the all-reduce and all-gather ran in Braid and the reduce-scatter (no algorithm) in NCCL. A third run has no files
 # but BRAID_TOPOLOGY=ALGO_DIR/nvlink-2g.yaml: rank 0 synthesizes the Pareto set (libbraid_nccl_pareto.so beside the
 # shim), both ranks must hold the same set, results must be right and the 16 KiB all-reduce must run one of its
-# algorithms.
+# algorithms. A fourth run gives each rank its own Braid host (BRAID_HOSTID) with BRAID_NCCL_ACROSS_HOSTS=hierarchical:
+# both ranks must report the hierarchical executor (proxies over tcp) ready, results must be right and the all-reduce
+# and all-gather must run in Braid.
 # Usage: shim_gpu_check.sh LIBBRAID_NCCL CHECK_BINARY ALGO_DIR. Exit 0 pass, 1 fail, 77 skipped (no GPU; says why).
 set -uo pipefail
 shim=$1
@@ -71,5 +73,32 @@ if grep -q 'shim: .*Braid failed\|shim: .*could not be set up\|no Pareto set' "$
   echo "FAIL: Braid fell back to NCCL with BRAID_TOPOLOGY (above)"
   fail=1
 fi
-[ "$fail" = 0 ] && echo "PASS: correct results with and without the shim; Braid ran the calls it has algorithms for, from files and from BRAID_TOPOLOGY's Pareto set"
+# BRAID_NCCL_ACROSS_HOSTS=hierarchical: each rank process its own Braid host (BRAID_HOSTID, --braid-hosts), so the
+# shim runs the device-resident executor with the connection between the ranks proxied over TCP (loopback).
+LD_PRELOAD=$shim BRAID_ALGO_DIR=$algos BRAID_NCCL_ACROSS_HOSTS=hierarchical BRAID_SOCKET_IFNAME=lo BRAID_DEBUG=INFO \
+  "$check" 2 --braid-hosts 2>"$log"
+status=$?
+grep 'shim:' "$log"
+if [ "$status" != 0 ]; then
+  echo "FAIL: with the shim on the hierarchical path the program exits $status"
+  cat "$log"
+  exit 1
+fi
+ready=$(grep -c 'shim: communicator of ncclCommInitRank, rank [01] of 2 device [0-9]*: Braid ready (device-resident executor, hierarchical: 2 hosts, proxies over tcp)' "$log")
+if [ "$ready" != 2 ]; then
+  echo "FAIL: $ready of 2 ranks report the hierarchical executor ready"
+  fail=1
+fi
+for want in 'ncclAllReduce count 4096 float sum out-of-place 2 ranks 16 KiB -> braid ring_allreduce_n2' \
+            'ncclAllGather count 4096 float out-of-place 2 ranks 32 KiB -> braid ring_allgather_n2'; do
+  if ! grep -qF "$want" "$log"; then
+    echo "FAIL: hierarchical: no shim line '$want'"
+    fail=1
+  fi
+done
+if grep -q 'shim: .*Braid failed\|shim: .*could not be set up' "$log"; then
+  echo "FAIL: Braid fell back to NCCL on the hierarchical path (above)"
+  fail=1
+fi
+[ "$fail" = 0 ] && echo "PASS: correct results with and without the shim; Braid ran the calls it has algorithms for, from files, from BRAID_TOPOLOGY's Pareto set and on the hierarchical path across two named hosts"
 exit "$fail"

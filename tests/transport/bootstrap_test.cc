@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "braid/transports.h"
 #include "multirank.h"
 #include "socket/socket.h"
 
@@ -321,6 +322,112 @@ TEST(Bootstrap, ThreadsOfOneProcess) {
       EXPECT_EQ(bootstraps[r]->hostNames().size(), static_cast<size_t>(n));
     }
   }
+}
+
+// BootstrapOptions::host_id names a rank's host for every rank: ranks of one process stand for two hosts, so
+// createTransport's auto choice (threads in one process and one host) becomes tcp.
+TEST(Bootstrap, HostIdOptionNamesTheHostOfEachRank) {
+  constexpr int n = 4;
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(id.isOk()) << id.status().toString();
+  const std::vector<std::string> hosts = {"braid-test-host-a", "braid-test-host-a", "braid-test-host-b",
+                                          "braid-test-host-b"};
+  std::vector<std::string> errors(n);
+  std::vector<std::vector<std::string>> seen(n);
+  std::vector<std::string> transports(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      BootstrapOptions options;
+      options.timeout_s = kTimeout;
+      options.host_id = hosts[r];
+      Result<std::unique_ptr<Bootstrap>> b = connectBootstrap(*id, r, n, options);
+      if (!b.isOk()) {
+        errors[r] = b.status().toString();
+        return;
+      }
+      seen[r] = (*b)->hostNames();
+      TransportOptions transport_options;
+      transport_options.timeout_s = kTimeout;
+      Result<std::unique_ptr<DataTransport>> t = createTransport(TransportKind::kAuto, **b, transport_options);
+      if (!t.isOk()) {
+        errors[r] = t.status().toString();
+        return;
+      }
+      transports[r] = (*t)->name();
+      errors[r] = exercise(**b);
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    EXPECT_EQ(errors[r], "") << "rank " << r;
+    EXPECT_EQ(seen[r], hosts) << "rank " << r;
+    EXPECT_EQ(transports[r], "tcp") << "rank " << r;
+  }
+}
+
+// BRAID_HOSTID names the host of every rank of the process that has it (forked ranks: one name each); the option
+// comes first; a name longer than the wire's 63 bytes is refused naming its source.
+TEST(Bootstrap, HostIdVariableNamesTheHostOfItsProcess) {
+  constexpr int n = 2;
+  ForkShared<UniqueId> shared;
+  const ForkResult result = runForked(
+      n,
+      [&](int rank) {
+        const std::string mine = "braid-env-host-" + std::to_string(rank);
+        setenv("BRAID_HOSTID", mine.c_str(), 1);
+        auto b = forkedBootstrap(shared, rank, n, kTimeout);
+        BRAID_CHILD_CHECK_OK(b);
+        const std::vector<std::string> want = {"braid-env-host-0", "braid-env-host-1"};
+        if ((*b)->hostNames() != want) {
+          std::fprintf(stderr, "rank %d: host names %s, %s\n", rank, (*b)->hostNames()[0].c_str(),
+                       (*b)->hostNames()[1].c_str());
+          return 1;
+        }
+        return 0;
+      },
+      30);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+
+  ScopedEnv env;
+  env.set("BRAID_HOSTID", "braid-env-host");
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(id.isOk()) << id.status().toString();
+  std::vector<std::vector<std::string>> seen(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      BootstrapOptions options;
+      options.timeout_s = kTimeout;
+      if (r == 1) options.host_id = "braid-option-host";
+      Result<std::unique_ptr<Bootstrap>> b = connectBootstrap(*id, r, n, options);
+      if (b.isOk()) seen[r] = (*b)->hostNames();
+    });
+  }
+  for (auto& t : threads) t.join();
+  const std::vector<std::string> want = {"braid-env-host", "braid-option-host"};
+  EXPECT_EQ(seen[0], want);
+  EXPECT_EQ(seen[1], want);
+
+  const std::string long_name(64, 'h');
+  env.set("BRAID_HOSTID", long_name.c_str());
+  Result<UniqueId> other = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(other.isOk()) << other.status().toString();
+  auto refused = connectBootstrap(*other, 0, 1);
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("BRAID_HOSTID=" + long_name + ": longer than 63 bytes"), std::string::npos)
+      << refused.status().message();
+  BootstrapOptions options;
+  options.host_id = long_name + "x";
+  auto refused_option = connectBootstrap(*other, 0, 1, options);
+  ASSERT_FALSE(refused_option.isOk());
+  EXPECT_NE(refused_option.status().message().find("BootstrapOptions::host_id="), std::string::npos)
+      << refused_option.status().message();
+  env.set("BRAID_HOSTID", std::string(63, 'h').c_str());
+  auto alone = connectBootstrap(*other, 0, 1);  // 63 bytes fit; lets the root thread finish
+  ASSERT_TRUE(alone.isOk()) << alone.status().toString();
+  EXPECT_EQ((*alone)->hostNames(), std::vector<std::string>{std::string(63, 'h')});
 }
 
 // Threads of one process that run out of file descriptors in the mesh (each rank holds a socket to every other):

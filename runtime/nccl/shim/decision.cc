@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "comm/selection.h"
+#include "common/text.h"
 
 namespace braid::nccl_shim {
 
@@ -435,6 +436,58 @@ std::string logText(const CallArgs& args, const CommView& comm, const Decision& 
   const ParetoCandidate& c = *decision.candidate;
   return text + fmt::format(" -> braid {} ({}, window [{}, {}])", c.algorithm.name, c.source, formatBytes(c.window_min),
                             c.window_max == kUnlimitedBytes ? std::string("unlimited") : formatBytes(c.window_max));
+}
+
+const char* acrossHostsName(AcrossHosts mode) {
+  return mode == AcrossHosts::kHierarchical ? "hierarchical" : "host-driven";
+}
+
+Result<AcrossHosts> parseAcrossHosts(const std::string& text) {
+  const std::string lower = lowerCase(text);
+  if (lower == "host-driven") return AcrossHosts::kHostDriven;
+  if (lower == "hierarchical") return AcrossHosts::kHierarchical;
+  return invalidArgument(fmt::format("BRAID_NCCL_ACROSS_HOSTS={}: not host-driven or hierarchical", text));
+}
+
+Result<TransportKind> proxyTransportKind(const std::string& setting) {
+  const std::optional<TransportKind> kind = parseTransportKind(setting);
+  if (!kind) {
+    return invalidArgument(
+        fmt::format("BRAID_TRANSPORT={}: unknown transport (auto, threads, shm, tcp, ucx)", setting));
+  }
+  switch (*kind) {
+    case TransportKind::kAuto:
+    case TransportKind::kTcp: return TransportKind::kTcp;
+    case TransportKind::kUcx: return TransportKind::kUcx;
+    case TransportKind::kThreads:
+    case TransportKind::kShm: break;
+  }
+  return invalidArgument(fmt::format(
+      "BRAID_TRANSPORT={}: does not cross hosts; the hierarchical path's proxies need tcp, ucx or auto", setting));
+}
+
+ExecutorChoice chooseExecutor(const std::vector<std::string>& hosts, AcrossHosts mode, TransportKind proxy) {
+  ExecutorChoice choice;
+  std::vector<std::string> distinct = hosts;
+  std::sort(distinct.begin(), distinct.end());
+  distinct.erase(std::unique(distinct.begin(), distinct.end()), distinct.end());
+  choice.hosts = std::max<int>(1, static_cast<int>(distinct.size()));
+  choice.proxy = proxy;
+  if (choice.hosts > 1) {
+    choice.kind = mode == AcrossHosts::kHierarchical ? ExecutorKind::kHierarchical : ExecutorKind::kHostDriven;
+  }
+  return choice;
+}
+
+std::string executorText(const ExecutorChoice& choice) {
+  switch (choice.kind) {
+    case ExecutorKind::kDeviceResident: return "device-resident executor";
+    case ExecutorKind::kHierarchical:
+      return fmt::format("device-resident executor, hierarchical: {} hosts, proxies over {}", choice.hosts,
+                         transportKindName(choice.proxy));
+    case ExecutorKind::kHostDriven: break;
+  }
+  return "host-driven CUDA transport";
 }
 
 }  // namespace braid::nccl_shim

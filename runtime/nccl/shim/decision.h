@@ -6,7 +6,9 @@
 //     communicator matches (comm/selection.h AlgorithmCatalog: collective, rank count, [min, max] window in bytes,
 //     in-place mode, root), and their plans (lowerAlgorithm for the size and datatype, cached);
 //   * decide(): Braid or NCCL for one call, with the reason when NCCL;
-//   * logText(): the BRAID_DEBUG=INFO line of a decision.
+//   * logText(): the BRAID_DEBUG=INFO line of a decision;
+//   * chooseExecutor(): what runs Braid on a communicator (device-resident executor, its hierarchical form across
+//     hosts, or the host-driven CUDA transport) from the ranks' host names and BRAID_NCCL_ACROSS_HOSTS.
 // Numbering: datatypes and reduction ops are NCCL's ncclDataType_t / ncclRedOp_t values (nccl.h 2.28: int8 0 ..
 // bfloat16 9 equal Braid's DataType; float8e4m3 10, float8e5m2 11; sum 0 .. avg 4, ncclNumOps 5; values from
 // ncclRedOpCreatePreMulSum are >= 5).
@@ -26,6 +28,7 @@
 #include "braid/datatype.h"
 #include "braid/plan.h"
 #include "braid/status.h"
+#include "braid/transports.h"
 
 namespace braid::comm {
 class AlgorithmCatalog;
@@ -163,5 +166,46 @@ Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView
 /// braid ring (BRAID_ALGO_DIR /d/ring.xml, window [0 B, unlimited])" or "... -> NCCL (no Braid algorithm for 4
 /// ranks at 1 KiB in-place)".
 std::string logText(const CallArgs& args, const CommView& comm, const Decision& decision);
+
+/// BRAID_NCCL_ACROSS_HOSTS: what runs a communicator whose ranks are on several hosts. kHostDriven (the default):
+/// the host-driven CUDA transport (createCudaTransport: NCCL ncclSend/ncclRecv between ranks); kHierarchical: the
+/// device-resident executor, device-resident inside each host and proxied across hosts over a CPU transport
+/// (DeviceExecutorOptions::proxy_transport).
+enum class AcrossHosts { kHostDriven, kHierarchical };
+
+/// "host-driven", "hierarchical".
+const char* acrossHostsName(AcrossHosts mode);
+
+/// BRAID_NCCL_ACROSS_HOSTS's value (case-insensitive; `text` as envString gives it, the default when unset).
+/// Errors: kInvalidArgument "BRAID_NCCL_ACROSS_HOSTS=<text>: not host-driven or hierarchical".
+Result<AcrossHosts> parseAcrossHosts(const std::string& text);
+
+/// The CPU transport that carries the hierarchical path's proxies, from BRAID_TRANSPORT's value `setting`: auto
+/// and tcp give kTcp (createTransport's auto choice for ranks on several hosts), ucx gives kUcx. Errors:
+/// kInvalidArgument naming BRAID_TRANSPORT and the value for threads and shm (they do not cross hosts) and for a
+/// name that is not a transport.
+Result<TransportKind> proxyTransportKind(const std::string& setting);
+
+/// What runs Braid on one communicator.
+enum class ExecutorKind {
+  kDeviceResident,  // every rank on one host: the device-resident executor (CUDA IPC inside the host)
+  kHierarchical,    // several hosts, BRAID_NCCL_ACROSS_HOSTS=hierarchical: the executor with proxied connections
+  kHostDriven,      // several hosts, BRAID_NCCL_ACROSS_HOSTS=host-driven: the host-driven CUDA transport
+};
+
+struct ExecutorChoice {
+  ExecutorKind kind = ExecutorKind::kDeviceResident;
+  int hosts = 1;                              // distinct host names among the ranks
+  TransportKind proxy = TransportKind::kTcp;  // kHierarchical: the proxies' transport
+};
+
+/// The choice for a communicator whose rank r is on host `hosts[r]` (the bootstrap's host names): one distinct
+/// name gives kDeviceResident whatever `mode` says; more give kHierarchical or kHostDriven after `mode`, with
+/// `proxy` as the proxies' transport. An empty `hosts` counts as one host.
+ExecutorChoice chooseExecutor(const std::vector<std::string>& hosts, AcrossHosts mode, TransportKind proxy);
+
+/// The communicator line's name of a choice: "device-resident executor", "device-resident executor, hierarchical:
+/// 2 hosts, proxies over tcp", "host-driven CUDA transport".
+std::string executorText(const ExecutorChoice& choice);
 
 }  // namespace braid::nccl_shim

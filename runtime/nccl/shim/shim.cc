@@ -31,6 +31,7 @@
 #include "braid/bootstrap.h"
 #include "braid/cuda.h"
 #include "braid/topology.h"
+#include "braid/transports.h"
 #include "common/env.h"
 #include "common/log.h"
 #include "common/plugin_log.h"
@@ -127,16 +128,19 @@ struct CommState {
   std::string forward_only;  // non-empty: why Braid does not run on it
   std::mutex mu;             // one call at a time on this state
   std::unique_ptr<Bootstrap> bootstrap;
-  std::unique_ptr<ShimAlgorithms> pareto;    // BRAID_TOPOLOGY's Pareto set from rank 0; kept until destruction
-  uint64_t pareto_digest = 0;                // textDigest of its text
-  std::unique_ptr<DeviceExecutor> executor;  // every rank on this host
-  std::unique_ptr<DataTransport> transport;  // ranks on several hosts: executeOnStream
-  std::map<const Plan*, int> handles;        // executor's prepared plans
-  void* scratch = nullptr;                   // device scratch of the host-driven path and non-root reduce output
+  std::unique_ptr<ShimAlgorithms> pareto;          // BRAID_TOPOLOGY's Pareto set from rank 0; kept until destruction
+  uint64_t pareto_digest = 0;                      // textDigest of its text
+  std::unique_ptr<DataTransport> proxy_transport;  // hierarchical: the executor's proxies; outlives the executor
+  std::unique_ptr<DeviceExecutor> executor;        // one host, or several with BRAID_NCCL_ACROSS_HOSTS=hierarchical
+  std::unique_ptr<DataTransport> transport;        // several hosts, host-driven: executeOnStream
+  std::string path;                                // executorText() of the choice
+  std::map<const Plan*, int> handles;              // executor's prepared plans
+  void* scratch = nullptr;                         // device scratch of the host-driven path and non-root reduce output
   uint64_t scratch_bytes = 0;
 
   ~CommState() {
-    executor.reset();
+    executor.reset();  // its proxy thread uses proxy_transport until it is gone
+    proxy_transport.reset();
     transport.reset();
     if (scratch != nullptr) cudaFree(scratch);
     bootstrap.reset();
@@ -478,6 +482,38 @@ Status exchangePareto(CommState& state, std::string* why) {
   return Status::ok();
 }
 
+// What runs Braid on the communicator (decision.h chooseExecutor): its ranks' host names and this rank's
+// BRAID_NCCL_ACROSS_HOSTS, with BRAID_TRANSPORT for the hierarchical path's proxies. Every rank reads its own
+// environment; agree() makes a refused value (warned about on its rank) end Braid on every rank, and one more round
+// checks that every rank made the same choice. Errors: kInvalidArgument naming the variable and its value (this
+// rank's), kRemoteError (another rank's), kInvalidUsage naming two ranks that chose differently.
+Result<ExecutorChoice> agreeOnExecutor(CommState& state) {
+  const Result<AcrossHosts> mode = parseAcrossHosts(envString("BRAID_NCCL_ACROSS_HOSTS"));
+  const Result<TransportKind> proxy = proxyTransportKind(envString("BRAID_TRANSPORT"));
+  const ExecutorChoice choice =
+      chooseExecutor(state.bootstrap->hostNames(), mode.isOk() ? *mode : AcrossHosts::kHostDriven,
+                     proxy.isOk() ? *proxy : TransportKind::kTcp);
+  Status mine = mode.status();
+  if (mine.isOk() && choice.kind == ExecutorKind::kHierarchical) mine = proxy.status();
+  BRAID_RETURN_IF_ERROR(agree(state, mine, "read BRAID_NCCL_ACROSS_HOSTS / BRAID_TRANSPORT"));
+  std::vector<uint8_t> all(2 * static_cast<size_t>(state.nranks), 0);
+  all[2 * static_cast<size_t>(state.rank)] = static_cast<uint8_t>(choice.kind);
+  all[2 * static_cast<size_t>(state.rank) + 1] = static_cast<uint8_t>(choice.proxy);
+  BRAID_RETURN_IF_ERROR(state.bootstrap->allGather(all.data(), 2));
+  for (int r = 0; r < state.nranks; ++r) {
+    ExecutorChoice theirs = choice;
+    theirs.kind = static_cast<ExecutorKind>(all[2 * static_cast<size_t>(r)]);
+    theirs.proxy = static_cast<TransportKind>(all[2 * static_cast<size_t>(r) + 1]);
+    if (executorText(theirs) != executorText(choice)) {
+      return Status(StatusCode::kInvalidUsage,
+                    fmt::format("rank {} chose {} and rank {} {} (BRAID_NCCL_ACROSS_HOSTS and BRAID_TRANSPORT must be "
+                                "the same on every rank)",
+                                r, executorText(theirs), state.rank, executorText(choice)));
+    }
+  }
+  return choice;
+}
+
 Status setUpBraid(ncclComm_t comm, CommState& state, bool exchange_pareto) {
   int previous = -1;
   BRAID_CUDA_OK(cudaGetDevice(&previous));
@@ -511,17 +547,29 @@ Status setUpBraid(ncclComm_t comm, CommState& state, bool exchange_pareto) {
       return Status::ok();
     }
   }
-  const std::vector<std::string>& hosts = state.bootstrap->hostNames();
-  const bool one_host = std::all_of(hosts.begin(), hosts.end(), [&](const std::string& h) { return h == hosts[0]; });
+  BRAID_ASSIGN_OR_RETURN(const ExecutorChoice choice, agreeOnExecutor(state));
+  state.path = executorText(choice);
   Status made = Status::ok();
-  if (one_host) {
+  if (choice.kind == ExecutorKind::kHierarchical) {
+    // The proxies' CPU transport over the same bootstrap: collective, so every rank learns whether all made it
+    // before the executor's setup (collective too) starts.
+    Result<std::unique_ptr<DataTransport>> proxies = createTransport(choice.proxy, *state.bootstrap);
+    if (proxies.isOk()) {
+      state.proxy_transport = std::move(proxies).value();
+    } else {
+      made = Status(proxies.status().code(), state.path + ": " + proxies.status().message());
+    }
+    BRAID_RETURN_IF_ERROR(agree(state, made, ("create the proxy transport (" + state.path + ")").c_str()));
+  }
+  if (choice.kind != ExecutorKind::kHostDriven) {
     DeviceExecutorOptions options;
     options.device = state.device;
+    options.proxy_transport = state.proxy_transport.get();
     Result<std::unique_ptr<DeviceExecutor>> executor = createDeviceExecutor(*state.bootstrap, options);
     if (executor.isOk()) {
       state.executor = std::move(executor).value();
     } else {
-      made = executor.status();
+      made = Status(executor.status().code(), state.path + ": " + executor.status().message());
     }
   } else {
     CudaTransportOptions options;
@@ -530,10 +578,10 @@ Status setUpBraid(ncclComm_t comm, CommState& state, bool exchange_pareto) {
     if (transport.isOk()) {
       state.transport = std::move(transport).value();
     } else {
-      made = transport.status();
+      made = Status(transport.status().code(), state.path + ": " + transport.status().message());
     }
   }
-  return agree(state, made, "set up Braid");
+  return agree(state, made, ("set up Braid (" + state.path + ")").c_str());
 }
 
 // Records a communicator the application created and, when the shim holds an algorithm for its rank count, sets
@@ -582,6 +630,7 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
     }
     if (!state->forward_only.empty()) {
       state->executor.reset();
+      state->proxy_transport.reset();
       state->transport.reset();
       state->bootstrap.reset();
     }
@@ -593,8 +642,7 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
   }
   logChoice("shim: communicator of " + std::string(entry) + ", rank " + std::to_string(state->rank) + " of " +
             std::to_string(state->nranks) + " device " + std::to_string(state->device) + ": " +
-            (state->forward_only.empty() ? std::string(state->executor ? "Braid ready (device-resident executor)"
-                                                                       : "Braid ready (host-driven CUDA transport)")
+            (state->forward_only.empty() ? "Braid ready (" + state->path + ")"
                                          : "calls go to NCCL (" + state->forward_only + ")") +
             pareto_text);
   std::lock_guard<std::mutex> lock(s.mu);
