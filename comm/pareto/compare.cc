@@ -111,6 +111,31 @@ std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const T
   };
 }
 
+std::optional<std::string> slotLatencyNote(const Topology& topology) {
+  const double slot_bytes = static_cast<double>(defaultSliceBytes(Protocol::kSimple));
+  const Link* worst = nullptr;
+  double worst_ratio = 0;
+  for (const Link& link : topology.links) {
+    if (!(link.bandwidth_gbps > 0)) continue;
+    const double slot_us = slot_bytes / (link.bandwidth_gbps * 1e3);  // GB/s = 10^3 bytes per µs
+    const double ratio = link.alpha_us / slot_us;
+    if (ratio > worst_ratio) {
+      worst_ratio = ratio;
+      worst = &link;
+    }
+  }
+  if (worst == nullptr || worst_ratio < 0.5) return std::nullopt;
+  const double slot_us = slot_bytes / (worst->bandwidth_gbps * 1e3);
+  return fmt::format(
+      "simulator: link {} -> {} has alpha {:.4g} us against {:.4g} us to move one 512 KiB Simple slot at its {:.4g} "
+      "GB/s; the executor pays a link's alpha once per slot where NCCL and MSCCL pay it once per 2 MiB chunk "
+      "(NCCL_STEPS/2 slots), so on this topology Braid's and NCCL's simulated times both overstate the latency "
+      "part of Simple runs (in LL, NCCL, MSCCL and the executor all iterate per slot) (docs/simulator.md, \"What is "
+      "not modeled\")",
+      topology.vertices[worst->src].name, topology.vertices[worst->dst].name, worst->alpha_us, slot_us,
+      worst->bandwidth_gbps);
+}
+
 // ---- compareAlgorithm -------------------------------------------------------------------------------------
 
 Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& topology, CollectiveKind collective,
@@ -136,6 +161,7 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
     out.notes.push_back(
         fmt::format("NCCL not compared: NCCL's view of {}: {}", topology.name, system.status().message()));
   }
+  if (std::optional<std::string> note = slotLatencyNote(topology)) out.notes.push_back(*note);
   if (collective == CollectiveKind::kAllToAll) {
     out.notes.push_back(
         "all-to-all: NCCL's model does not cover it (NCCL runs grouped send/recv); the NCCL and ring columns are "
