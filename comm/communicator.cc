@@ -787,34 +787,69 @@ Status checkSameCatalog(Bootstrap& bootstrap, const std::string& digest) {
   return Status::ok();
 }
 
-// Every rank must use the same transport: each rank's BRAID_TRANSPORT (or CommOptions::transport) setting is
-// exchanged before the transport is created (which exchanges messages whose shape depends on it). A rank whose
-// setting does not parse takes part as well, so every rank fails naming it. Errors: kInvalidArgument naming
-// this rank's unknown value; kInvalidUsage naming the rank that differs and both values.
-Result<TransportKind> agreeOnTransport(Bootstrap& bootstrap, const std::string& setting, const std::string& name) {
-  const std::optional<TransportKind> kind = parseTransportKind(name);
+// Every rank's text of a setting that must be the same on every rank, gathered before the setting is used (at most
+// 23 bytes each; a longer text is compared by its first 23). Every rank takes part whatever its own text, so that a
+// rank whose text does not parse fails naming it and the others name that rank.
+Result<std::vector<std::string>> gatherSetting(Bootstrap& bootstrap, const std::string& text) {
   struct Entry {
-    char name[24];
+    char text[24];
   };
   std::vector<Entry> all(bootstrap.size());
   Entry& mine = all[bootstrap.rank()];
-  std::memset(mine.name, 0, sizeof(mine.name));
-  std::memcpy(mine.name, name.data(), std::min(name.size(), sizeof(mine.name) - 1));
+  std::memset(mine.text, 0, sizeof(mine.text));
+  std::memcpy(mine.text, text.data(), std::min(text.size(), sizeof(mine.text) - 1));
   BRAID_RETURN_IF_ERROR(bootstrap.allGather(all.data(), sizeof(Entry)));
+  std::vector<std::string> out;
+  out.reserve(all.size());
+  for (const Entry& e : all) out.emplace_back(e.text, strnlen(e.text, sizeof(e.text)));
+  return out;
+}
+
+// kInvalidUsage naming the first rank whose text of `setting` is not `same` as this rank's `mine`.
+Status checkSameSetting(const Bootstrap& bootstrap, const std::string& setting, const std::string& mine,
+                        const std::vector<std::string>& all, const std::function<bool(const std::string&)>& same,
+                        const std::string& why) {
+  for (int r = 0; r < bootstrap.size(); ++r) {
+    if (same(all[r])) continue;
+    return Status(StatusCode::kInvalidUsage,
+                  fmt::format("rank {}: {} differs between ranks: rank {} has '{}', rank {} has '{}' ({})",
+                              bootstrap.rank(), setting, r, all[r], bootstrap.rank(), mine, why));
+  }
+  return Status::ok();
+}
+
+// Every rank must use the same transport: each rank's BRAID_TRANSPORT (or CommOptions::transport) setting is
+// exchanged before the transport is created (which exchanges messages whose shape depends on it). Errors:
+// kInvalidArgument naming this rank's unknown value; kInvalidUsage naming the rank that differs and both values.
+Result<TransportKind> agreeOnTransport(Bootstrap& bootstrap, const std::string& setting, const std::string& name) {
+  const std::optional<TransportKind> kind = parseTransportKind(name);
+  BRAID_ASSIGN_OR_RETURN(const std::vector<std::string> all, gatherSetting(bootstrap, name));
   if (!kind) {
     return invalidArgument(fmt::format("rank {}: {}={}: unknown transport (auto, threads, shm, tcp, ucx)",
                                        bootstrap.rank(), setting, name));
   }
-  for (int r = 0; r < bootstrap.size(); ++r) {
-    const std::string theirs(all[r].name, strnlen(all[r].name, sizeof(all[r].name)));
-    const std::optional<TransportKind> their_kind = parseTransportKind(theirs);
-    if (their_kind == kind) continue;
-    return Status(StatusCode::kInvalidUsage,
-                  fmt::format("rank {}: {} differs between ranks: rank {} has '{}', rank {} has '{}' (every rank "
-                              "must choose the same transport)",
-                              bootstrap.rank(), setting, r, theirs, bootstrap.rank(), name));
-  }
+  BRAID_RETURN_IF_ERROR(checkSameSetting(
+      bootstrap, setting, name, all, [&](const std::string& theirs) { return parseTransportKind(theirs) == kind; },
+      "every rank must choose the same transport"));
   return *kind;
+}
+
+// Every rank must check the same calls: a rank that checks a call sends and receives the call records of that call
+// (kCallCheckChannel), so ranks that differ wait for each other's records until the timeout. Errors as
+// agreeOnTransport's.
+Result<CallCheck> agreeOnCallCheck(Bootstrap& bootstrap) {
+  const std::string text = envString("BRAID_CALL_CHECK");
+  const Result<CallCheck> mine = parseCallCheck(text);
+  BRAID_ASSIGN_OR_RETURN(const std::vector<std::string> all, gatherSetting(bootstrap, text));
+  if (!mine.isOk()) return invalidArgument(fmt::format("rank {}: {}", bootstrap.rank(), mine.status().message()));
+  BRAID_RETURN_IF_ERROR(checkSameSetting(
+      bootstrap, "BRAID_CALL_CHECK", text, all,
+      [&](const std::string& theirs) {
+        const Result<CallCheck> parsed = parseCallCheck(theirs);
+        return parsed.isOk() && *parsed == *mine;
+      },
+      "it must be the same on every rank"));
+  return *mine;
 }
 
 }  // namespace
@@ -861,7 +896,7 @@ Result<std::unique_ptr<Communicator>> Communicator::create(std::unique_ptr<Boots
       const TransportKind kind,
       agreeOnTransport(*bootstrap, options.transport.empty() ? "BRAID_TRANSPORT" : "CommOptions::transport",
                        transport_name));
-  BRAID_ASSIGN_OR_RETURN(CallCheck call_check, parseCallCheck(envString("BRAID_CALL_CHECK")));
+  BRAID_ASSIGN_OR_RETURN(const CallCheck call_check, agreeOnCallCheck(*bootstrap));
   TransportOptions transport_options;
   transport_options.timeout_s = options.timeout_s;
   BRAID_ASSIGN_OR_RETURN(std::unique_ptr<DataTransport> transport,

@@ -117,7 +117,7 @@ const std::vector<EnvParam>& envParams() {
        "with an error naming it and leaves nothing behind): `rooted` checks broadcast, reduce and all-to-all-v "
        "(whose per-pair byte totals are compared too), `all` every collective, `off` none. The check costs one "
        "message round, about the latency of an 8-byte all-reduce, per checked call. Must be the same on every "
-       "rank."},
+       "rank: communicator creation compares it and fails on every rank naming the ranks that differ."},
       {"BRAID_ALLTOALL", "auto",
        "All-to-all and all-to-all-v of the communicator: `auto` runs Tutel's two-dimensional hierarchical exchange "
        "(2DH: intra-node all-to-all, then one message per node pair across nodes) where the simulator predicts it "

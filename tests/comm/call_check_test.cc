@@ -200,6 +200,34 @@ TEST(CallCheckSetting, UnknownValueIsAnErrorNamingTheVariable) {
       << status.toString();
 }
 
+// BRAID_CALL_CHECK differs between rank processes: every rank fails at init naming the variable and both values
+// (without the check, the ranks that check a call wait for call records the others never send, until the timeout).
+TEST(CallCheckSetting, DifferingValuesBetweenRanksFailInitNamingTheVariable) {
+  for (int i = 0; i < 20 && testing::processThreadCount() > 1; ++i) usleep(100000);
+  if (testing::processThreadCount() > 1) GTEST_SKIP() << "this process has threads left by earlier tests";
+  testing::ForkShared<UniqueId> id;
+  const testing::ForkResult result = testing::runForked(
+      2,
+      [&](int rank) -> int {
+        if (rank == 1) setenv("BRAID_CALL_CHECK", "all", 1);
+        Result<std::unique_ptr<Bootstrap>> bootstrap = testing::forkedBootstrap(id, rank, 2, 20);
+        if (!bootstrap.isOk()) return 2;
+        CommOptions options;
+        options.transport = "tcp";
+        options.timeout_s = 20;
+        Result<std::unique_ptr<Communicator>> comm = Communicator::create(std::move(bootstrap).value(), options);
+        if (comm.isOk()) return 3;
+        const std::string want =
+            rank == 0 ? "rank 0: BRAID_CALL_CHECK differs between ranks: rank 1 has 'all', rank 0 has 'rooted'"
+                      : "rank 1: BRAID_CALL_CHECK differs between ranks: rank 0 has 'rooted', rank 1 has 'all'";
+        std::fprintf(stderr, "%s\n", comm.status().toString().c_str());
+        return comm.status().code() == StatusCode::kInvalidUsage && comm.status().message().rfind(want, 0) == 0 ? 0 : 4;
+      },
+      60);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+  EXPECT_LT(result.elapsed_s, 15) << result.summary();
+}
+
 TEST_P(CallCheck, AllToAllvSizeMismatchNamesBothTotalsOnEveryRank) {
   onTransport(GetParam(), allToAllvTotalsFailEveryRank);
 }
