@@ -90,7 +90,7 @@ int runDemo(const DemoOptions& opt) {
         "braid demo: -o {}: exists and is not a directory (-o names the directory the demo "
         "writes its files into)\n",
         opt.out_dir);
-    return 2;
+    return 1;  // an output that cannot be written, as `synth --sizes ... -o FILE` (docs/cli.md)
   }
   std::filesystem::create_directories(opt.out_dir, ec);
   if (ec) {

@@ -8,7 +8,8 @@
 //
 // Errors: kTimeout when a rendezvous does not complete within the timeout (naming the ranks still missing);
 // kInvalidArgument for an id that is not a Braid id, mismatched sizes or a rank given twice; kSystemError
-// naming the address for socket failures; kRemoteError naming the peer when it closed its connection.
+// naming the address for socket failures; kRemoteError naming the peer when it closed its connection, or when
+// it closed its connection to the root before the rendezvous completed (every rank then fails at once).
 #pragma once
 
 #include <cstdint>

@@ -49,6 +49,22 @@ class Pattern {
   /// the value is already wrapped to the type.
   int64_t expected(int rank, uint64_t k, uint64_t count) const;
 
+  /// Values element by element, as the fill and check loops run over many elements: element j of a stream is
+  /// values[min(d, rows - 1) * modulus + u], u = hashOf-style hash of (seed, j) into [0, modulus), d = (rank - j)
+  /// mod nranks (rows > 1 only for prod and avg inputs, which depend on j mod nranks).
+  struct Stream {
+    uint64_t seed = 0;
+    uint64_t modulus = 1;
+    int rank = 0;
+    int rows = 1;
+    std::vector<int64_t> values;  // rows x modulus
+  };
+  /// Rank's input as a Stream: its element j is input(rank, j).
+  Stream inputStream(int rank) const;
+  /// The reduced values (all-reduce, reduce, reduce-scatter) as a Stream: its element j is the reduced value of
+  /// input element j.
+  Stream reducedStream() const;
+
   /// The table behind expected() for reductions: index u -> the reduced value of every element whose hash is
   /// u (computed by folding the inputs of all ranks). Exposed for tests.
   const std::vector<int64_t>& reducedTable() const { return table_; }

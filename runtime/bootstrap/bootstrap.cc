@@ -6,7 +6,10 @@
 //    (nonce, rank, size, host name, pid, listening address, its timeout). The root checks them (nonce, one
 //    size, each rank once) and, when all `size` ranks are in, answers each with the table of every rank's
 //    host, pid and address, then exits. A rank whose timeout passes first asks the root which ranks are
-//    still missing and names them in its kTimeout.
+//    still missing and names them in its kTimeout. A registered rank whose connection to the root closes before
+//    the table went out without having asked (its process exited, or its bootstrap failed) fails the
+//    rendezvous: the root tells every rank registered so far, and refuses every rank that comes later, naming
+//    it (kRemoteError), so ranks in other processes learn of it at once instead of at their timeout.
 // 3. Full mesh: rank i connects to every rank j < i (sending a MeshHello) and accepts a connection from
 //    every rank j > i. These sockets carry framed messages (FrameHeader: type, tag, bytes): data frames
 //    matched by (peer, tag) in arrival order, abort frames (the reason), and a bye frame when a rank
@@ -84,7 +87,7 @@ struct RankEntry {
   char host[kHostBytes];
 };
 
-enum : int32_t { kReplyTable = 0, kReplyError = 1, kReplyStatus = 2 };
+enum : int32_t { kReplyTable = 0, kReplyError = 1, kReplyStatus = 2, kReplyRankFailed = 3 };
 struct RootReply {
   uint64_t magic;
   int32_t kind;
@@ -156,7 +159,7 @@ class Root {
   void serve() {
     deadline_ = net::Clock::now() + timeoutDuration(timeout_s_);
     while (true) {
-      if (size_ > 0 && registered_ == size_) {
+      if (size_ > 0 && registered_ == size_ && failed_.empty()) {
         sendTables();
         return;
       }
@@ -188,6 +191,7 @@ class Root {
     bool dropped = false;
     uint32_t query = 0;
     size_t query_got = 0;
+    bool asked = false;  // it sent a query: its own timeout passed, it gives up
   };
 
   std::string missing() const {
@@ -228,8 +232,27 @@ class Root {
   }
 
   void refuse(Client& client, StatusCode code, const std::string& why) {
-    reply(client, kReplyError, code, why);
+    reply(client, failed_.empty() ? kReplyError : kReplyRankFailed, code, why);
     client.dropped = true;
+  }
+
+  // A registered rank's connection closed before the table went out and it never asked who is missing: it died
+  // or its bootstrap failed, so the rendezvous cannot complete. Every rank registered so far is told now, every
+  // later one when it says hello (admit).
+  void failRendezvous(const Client& gone) {
+    const RootHello& h = gone.hello;
+    failed_ = fmt::format(
+        "rank {} (host {}, pid {}) of this rendezvous failed: its connection to the bootstrap root at {} closed "
+        "before every rank had joined (its process exited or its bootstrap failed)",
+        h.rank, hostText(h.host), h.pid, address_.toString());
+    for (auto& client : clients_) {
+      if (!client->registered || client.get() == &gone) continue;
+      reply(*client, kReplyRankFailed, StatusCode::kRemoteError, failed_);
+      by_rank_[client->hello.rank] = nullptr;
+      --registered_;
+      client->registered = false;
+      client->dropped = true;
+    }
   }
 
   void unregister(Client& client) {
@@ -257,7 +280,9 @@ class Root {
       if (n < 0 && errno == EINTR) continue;
       if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
       if (n <= 0) {  // the rank gave up or died: it counts as missing again
+        const bool failed = client.registered && !client.asked && failed_.empty();
         unregister(client);
+        if (failed) failRendezvous(client);
         return;
       }
       if (!client.registered) {
@@ -267,7 +292,10 @@ class Root {
         client.query_got += static_cast<size_t>(n);
         if (client.query_got == sizeof(uint32_t)) {
           client.query_got = 0;
-          if (client.query == kQueryWord) reply(client, kReplyStatus, StatusCode::kTimeout, missing());
+          if (client.query == kQueryWord) {
+            client.asked = true;
+            reply(client, kReplyStatus, StatusCode::kTimeout, missing());
+          }
         }
       }
     }
@@ -284,6 +312,7 @@ class Root {
       return refuse(client, StatusCode::kInvalidArgument,
                     fmt::format("{} presented the id of another rendezvous (nonce mismatch)", who));
     }
+    if (!failed_.empty()) return refuse(client, StatusCode::kRemoteError, failed_);
     if (size_ < 0) {
       if (h.size < 1) return refuse(client, StatusCode::kInvalidArgument, fmt::format("{}: size {}", who, h.size));
       size_ = h.size;
@@ -337,6 +366,7 @@ class Root {
   int size_ = -1;
   int size_from_ = -1;
   int registered_ = 0;
+  std::string failed_;  // why the rendezvous failed (failRendezvous); empty while it can complete
 };
 
 // ------------------------------------------------------------------------------------- failures of a rendezvous
@@ -876,9 +906,12 @@ namespace {
 
 /// The rendezvous and the mesh of connectBootstrap() for a checked id and rank. `built` receives the bootstrap as
 /// soon as the table is known (so that a failure can abort the connections made so far); `ranks_here` the number
-/// of ranks in this process once the table is known. `interrupt` is polled while waiting for peers.
+/// of ranks in this process once the table is known; `root_fd` the connection to the root until the table arrived
+/// (the caller closes it after posting a failure, so that the root's report of this rank reaches the ranks of this
+/// process after the FailureBoard's). `interrupt` is polled while waiting for peers.
 Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s, const std::string& my_host,
-                    const std::function<Status()>& interrupt, std::unique_ptr<TcpBootstrap>* built, int* ranks_here) {
+                    const std::function<Status()>& interrupt, std::unique_ptr<TcpBootstrap>* built, int* ranks_here,
+                    Fd* root_fd) {
   const Deadline deadline = Deadline::after(timeout_s);
   const SocketAddress root{layout.ip, layout.port};
 
@@ -894,7 +927,7 @@ Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s
     return Status(listener.status().code(), fmt::format("rank {}: bootstrap: {}", rank, listener.status().message()));
 
   const std::string what = fmt::format("rank {}: bootstrap root {}", rank, root.toString());
-  BRAID_ASSIGN_OR_RETURN(Fd root_fd,
+  BRAID_ASSIGN_OR_RETURN(*root_fd,
                          net::connectTo(root, deadline, fmt::format("rank {}: bootstrap root", rank), interrupt));
   RootHello hello{};
   hello.magic = kWireMagic;
@@ -906,23 +939,23 @@ Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s
   hello.port = mine.port;
   hello.timeout_s = timeout_s;
   copyHost(hello.host, my_host);
-  BRAID_RETURN_IF_ERROR(net::writeAll(root_fd.get(), &hello, sizeof(hello), deadline, what));
+  BRAID_RETURN_IF_ERROR(net::writeAll(root_fd->get(), &hello, sizeof(hello), deadline, what));
 
   // Wait for the table, watching for a rank of this process that failed meanwhile.
   while (!deadline.expired()) {
-    pollfd ready{root_fd.get(), POLLIN, 0};
+    pollfd ready{root_fd->get(), POLLIN, 0};
     if (poll(&ready, 1, std::min(deadline.remainingMs(), net::kInterruptPollMs)) > 0) break;
     BRAID_RETURN_IF_ERROR(interrupt());
   }
   RootReply reply{};
   std::string payload;
-  Status got = readReply(root_fd.get(), deadline, what, &reply, &payload);
+  Status got = readReply(root_fd->get(), deadline, what, &reply, &payload);
   if (got.code() == StatusCode::kTimeout) {
     // Ask the root who is missing; the table may also arrive right now.
     const uint32_t query = kQueryWord;
     const Deadline grace = Deadline::after(1.0);
-    if (net::writeAll(root_fd.get(), &query, sizeof(query), grace, what).isOk()) {
-      got = readReply(root_fd.get(), grace, what, &reply, &payload);
+    if (net::writeAll(root_fd->get(), &query, sizeof(query), grace, what).isOk()) {
+      got = readReply(root_fd->get(), grace, what, &reply, &payload);
     }
     if (!got.isOk()) {
       return Status(StatusCode::kTimeout,
@@ -939,10 +972,13 @@ Status connectRanks(const IdLayout& layout, int rank, int size, double timeout_s
   if (reply.kind == kReplyError) {
     return Status(static_cast<StatusCode>(reply.code), fmt::format("{} refused the rendezvous: {}", what, payload));
   }
+  if (reply.kind == kReplyRankFailed) {
+    return Status(StatusCode::kRemoteError, fmt::format("rank {}: bootstrap: {}", rank, payload));
+  }
   if (reply.kind != kReplyTable || payload.size() != static_cast<size_t>(size) * sizeof(RankEntry)) {
     return Status(StatusCode::kSystemError, what + ": the root sent a malformed table");
   }
-  root_fd.reset();
+  root_fd->reset();
 
   std::vector<TcpBootstrap::PeerInfo> info(size);
   for (int r = 0; r < size; ++r) {
@@ -1020,7 +1056,8 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
     return bootstrap ? bootstrap->checkPeers() : Status::ok();
   };
   int ranks_here = 0;
-  Status status = connectRanks(layout, rank, size, timeout_s, my_host, interrupt, &bootstrap, &ranks_here);
+  Fd root_fd;  // closed after a failure was posted (connectRanks)
+  Status status = connectRanks(layout, rank, size, timeout_s, my_host, interrupt, &bootstrap, &ranks_here, &root_fd);
   if (status.isOk()) return std::unique_ptr<Bootstrap>(std::move(bootstrap));
   // A rank of this process that failed first posted why before it closed its connections: that explains this
   // rank's failure (a connection closed under it) better than the closed connection does.

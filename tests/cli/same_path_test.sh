@@ -122,9 +122,16 @@ names "demo -o the topology" "-o $tmp/d.yaml and --topology $tmp/d.yaml are the 
 [ ! -s "$tmp/out" ] && ok || fail "demo -o the topology printed: $(head -1 "$tmp/out")"
 cmp -s "$tmp/d.yaml" "$tmp/T.orig" && ok || fail "demo -o the topology changed it"
 printf 'x\n' >"$tmp/ar.xml"
-expect_rc 2 "demo -o an existing file" -- "$braid" demo --topology "$tmp/T.yaml" -o "$tmp/ar.xml"
+# An existing file where a directory is written into cannot be written: exit 1, in demo as in synth's Pareto set.
+expect_rc 1 "demo -o an existing file" -- "$braid" demo --topology "$tmp/T.yaml" -o "$tmp/ar.xml"
 names "demo -o a file" "-o $tmp/ar.xml: exists and is not a directory"
 [ ! -s "$tmp/out" ] && ok || fail "demo -o a file printed: $(head -1 "$tmp/out")"
+expect_rc 1 "synth --sizes -o an existing file" -- "$braid" synth -t "$tmp/T.yaml" -c allgather --sizes 1K:1M \
+  -o "$tmp/ar.xml"
+names "synth set -o a file" "-o $tmp/ar.xml: a Pareto set is written into a directory, and this is none"
+[ ! -s "$tmp/out" ] && ok || fail "synth --sizes -o a file printed: $(head -1 "$tmp/out")"
+expect_rc 1 "demo -o below a file" -- "$braid" demo --topology "$tmp/T.yaml" -o "$tmp/ar.xml/sub"
+names "demo -o below a file" "cannot create $tmp/ar.xml/sub"
 
 # ---- every output path is checked before any work, in the same words in every command ---------------------------
 # An empty path is a usage error naming the option; a missing directory, a directory where the file should be and a

@@ -388,5 +388,90 @@ TEST(PerfDataCheckTest, MisplacedBlocksAreCounted) {
   EXPECT_GT(ar.wrong(1), static_cast<int64_t>(ar.layout.recv_elems) / 2);
 }
 
+// The count of wrong elements of rank r, computed element by element from Pattern::input / expected and
+// elementEquals (the per-element definition; large buffers are checked block-wise in countWrong).
+int64_t referenceWrong(Sim& sim, int r) {
+  const CallBuffers b = sim.buffers(r);
+  int64_t wrong = 0;
+  if (!sim.in_place) {
+    for (uint64_t j = 0; j < sim.layout.send_elems; ++j) {
+      wrong += !elementEquals(sim.type, b.send, j, sim.pattern.input(r, j));
+    }
+  }
+  if (sim.pattern.hasOutput(r)) {
+    for (uint64_t k = 0; k < sim.layout.recv_elems; ++k) {
+      wrong += !elementEquals(sim.type, b.recv, k, sim.pattern.expected(r, k, sim.layout.count));
+    }
+  }
+  return wrong;
+}
+
+// Damages `count` elements of rank r's output at seeded positions: random bits, an element's expected value plus
+// one, and (floating types) a zero written as -0 where the value is 0 (equal by value: not wrong).
+void damage(Sim& sim, int r, int count, uint64_t seed) {
+  void* out = sim.buffers(r).recv;
+  const uint64_t elems = sim.layout.recv_elems;
+  uint64_t x = seed;
+  for (int i = 0; i < count; ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    const uint64_t k = (x >> 17) % elems;
+    const int64_t want = sim.pattern.expected(r, k, sim.layout.count);
+    switch (i % 3) {
+      case 0: std::memset(static_cast<char*>(out) + k * sim.layout.elem_bytes, static_cast<int>(x >> 56), 1); break;
+      case 1: storeElement(sim.type, out, k, want + 1); break;
+      default:
+        if (isFloat(sim.type) && want == 0) {
+          char* at = static_cast<char*>(out) + k * sim.layout.elem_bytes;
+          at[sim.layout.elem_bytes - 1] = static_cast<char>(0x80);  // the sign bit of +0
+        }
+    }
+  }
+}
+
+// Buffers large enough for countWrong's and prepareCheck's block-wise loops (16 x the hash modulus and more, every
+// type, op, in-place mode and rank count 1, 3, 4; data movement at 1.1 M elements per block): the fill holds
+// Pattern::input element by element, a correct result counts nothing wrong, and damaged results count exactly what
+// the per-element definition counts.
+TEST(PerfDataCheckTest, LargeBuffersCountExactlyWhatElementwiseChecksCount) {
+  for (Collective c : {Collective::kAllReduce, Collective::kReduceScatter, Collective::kReduce}) {
+    for (DataType t : {DataType::kInt8, DataType::kUint8, DataType::kFloat16, DataType::kBfloat16, DataType::kFloat32,
+                       DataType::kInt64}) {
+      for (ReduceOp op : kOps) {
+        for (int n : {1, 3, 4}) {
+          for (bool in_place : {false, true}) {
+            Sim sim(c, t, op, n, n - 1, in_place, uint64_t{5000} * n * dataTypeSize(t));
+            sim.run();
+            for (int r = 0; r < n; ++r) {
+              ASSERT_EQ(sim.wrong(r), 0) << collectiveName(c) << " " << dataTypeName(t) << " " << reduceOpName(op)
+                                         << " n=" << n << (in_place ? " in place" : "") << " rank " << r;
+            }
+            const int r = n - 1;
+            damage(sim, r, 50, static_cast<uint64_t>(n) * 31 + static_cast<uint64_t>(op));
+            if (!in_place) sim.send[r][7 * dataTypeSize(t)] ^= 4;
+            ASSERT_EQ(sim.wrong(r), referenceWrong(sim, r))
+                << collectiveName(c) << " " << dataTypeName(t) << " " << reduceOpName(op) << " n=" << n
+                << (in_place ? " in place" : "");
+          }
+        }
+      }
+    }
+  }
+  for (Collective c : {Collective::kAllGather, Collective::kAllToAll, Collective::kBroadcast}) {
+    for (DataType t : {DataType::kFloat16, DataType::kFloat32}) {
+      for (bool in_place : {false, true}) {
+        const int n = 2;
+        const uint64_t per_block = 1100000;
+        const uint64_t bytes = (c == Collective::kBroadcast ? 1 : n) * per_block * dataTypeSize(t);
+        Sim sim(c, t, ReduceOp::kSum, n, 1, in_place, bytes);
+        sim.run();
+        for (int r = 0; r < n; ++r) ASSERT_EQ(sim.wrong(r), 0) << collectiveName(c) << " " << dataTypeName(t);
+        damage(sim, 0, 200, 7);
+        EXPECT_EQ(sim.wrong(0), referenceWrong(sim, 0)) << collectiveName(c) << " " << dataTypeName(t);
+        EXPECT_GT(sim.wrong(0), 50) << collectiveName(c) << " " << dataTypeName(t);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace braid::perf

@@ -621,6 +621,48 @@ TEST(Bootstrap, MissingRankTimesOutNamingIt) {
   EXPECT_LT(result.elapsed_s, 8.0);
 }
 
+// A rank whose process exits after it said hello to the root, before the rendezvous completed (rank 3 is not
+// there yet): the ranks registered so far fail within a second or two, not at their 30 s timeout, naming it, and
+// rank 3, arriving later, is refused at once with the same report.
+TEST(Bootstrap, RankExitingDuringTheRendezvousFailsTheOthersQuickly) {
+  constexpr int n = 4;
+  constexpr double kLong = 30;
+  ForkShared<UniqueId> shared;
+  const ForkResult result = runForked(
+      n,
+      [&](int rank) {
+        const auto start = std::chrono::steady_clock::now();
+        if (rank == 2) {
+          UniqueId id;
+          BRAID_CHILD_CHECK(shared.wait(&id, kTimeout));
+          std::thread([id] {
+            BootstrapOptions options;
+            options.timeout_s = kLong;
+            (void)connectBootstrap(id, 2, n, options);
+          }).detach();
+          usleep(500 * 1000);  // connected to the root and said hello: the rendezvous waits for rank 3
+          _exit(7);
+        }
+        if (rank == 3) usleep(1500 * 1000);
+        auto b = forkedBootstrap(shared, rank, n, kLong);
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        BRAID_CHILD_CHECK(!b.isOk());
+        std::fprintf(stderr, "after %.2f s: %s\n", seconds, b.status().toString().c_str());
+        BRAID_CHILD_CHECK(b.status().code() == StatusCode::kRemoteError);
+        BRAID_CHILD_CHECK(b.status().message().find("rank " + std::to_string(rank) + ": bootstrap: rank 2 (host ") ==
+                          0);
+        BRAID_CHILD_CHECK(b.status().message().find("closed before every rank had joined") != std::string::npos);
+        BRAID_CHILD_CHECK(seconds < (rank == 3 ? 4.5 : 3.0));
+        if (rank == 0) usleep(2500 * 1000);  // rank 0's process hosts the root: it refuses rank 3
+        return 0;
+      },
+      40);
+  ASSERT_EQ(result.ranks.size(), 4u) << result.summary();
+  for (int r : {0, 1, 3}) EXPECT_TRUE(result.ranks[r].ok()) << result.summary();
+  EXPECT_EQ(result.ranks[2].exit_code, 7) << result.summary();
+  EXPECT_LT(result.elapsed_s, 10.0);
+}
+
 TEST(Bootstrap, RankGivenTwiceIsRefused) {
   ForkShared<UniqueId> shared;
   // Children 1 and 2 both claim rank 1 of 3 while rank 2 (child 3) comes late, so the rendezvous is still

@@ -8,6 +8,7 @@
 #include <ucp/api/ucp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "common/log.h"
+#include "common/nonce.h"
 #include "transport/endpoint_base.h"
 #include "ucx/ucx_init.h"
 #endif
@@ -83,6 +85,42 @@ struct ClosingRecv {        // the receive of one peer's closing message (teardo
   bool finished = false;    // its callback ran
 };
 
+// What a rank's transport shows the ranks of its communicator that live in the same process: by sender, how many
+// messages from it this rank's receives matched. Teardown reads it (see sameProcessPeerDone()).
+struct LocalState {
+  explicit LocalState(int size) : received(new std::atomic<uint64_t>[static_cast<size_t>(size)]) {
+    for (int p = 0; p < size; ++p) received[static_cast<size_t>(p)].store(0, std::memory_order_relaxed);
+  }
+  std::unique_ptr<std::atomic<uint64_t>[]> received;
+};
+
+// The live transports of this process by their random token (all-gathered at setup): a peer whose token is found
+// here is a rank of the same process.
+class LocalRegistry {
+ public:
+  static LocalRegistry& instance() {
+    static LocalRegistry* registry = new LocalRegistry();  // never destroyed: transports may outlive statics
+    return *registry;
+  }
+  void add(uint64_t token, const std::shared_ptr<LocalState>& state) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    states_[token] = state;
+  }
+  void remove(uint64_t token) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    states_.erase(token);
+  }
+  std::shared_ptr<LocalState> find(uint64_t token) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = states_.find(token);
+    return it == states_.end() ? nullptr : it->second.lock();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<uint64_t, std::weak_ptr<LocalState>> states_;
+};
+
 Status ucxError(StatusCode code, const std::string& what, ucs_status_t status) {
   return Status(code, fmt::format("{}: {}", what, ucs_status_string(status)));
 }
@@ -99,13 +137,18 @@ class UcxTransport final : public EndpointBase {
         peer_failure_(static_cast<size_t>(bootstrap.size())),
         waiting_on_(static_cast<size_t>(bootstrap.size()), 0),
         sent_to_(static_cast<size_t>(bootstrap.size()), 0),
-        received_from_(static_cast<size_t>(bootstrap.size()), 0) {
+        received_from_(static_cast<size_t>(bootstrap.size()), 0),
+        messages_to_(static_cast<size_t>(bootstrap.size()), 0),
+        local_state_(std::make_shared<LocalState>(bootstrap.size())),
+        local_peers_(static_cast<size_t>(bootstrap.size())),
+        same_process_(static_cast<size_t>(bootstrap.size()), 0) {
     for (int p = 0; p < size_; ++p) peers_[static_cast<size_t>(p)] = PeerContext{this, p};
   }
 
   ~UcxTransport() override {
     progressThread().stop();
     teardown();
+    if (token_ != 0) LocalRegistry::instance().remove(token_);
   }
 
   Status setup() {
@@ -119,6 +162,19 @@ class UcxTransport final : public EndpointBase {
     std::vector<uint8_t> addresses(static_cast<size_t>(longest) * static_cast<size_t>(size_), 0);
     std::memcpy(addresses.data() + longest * static_cast<uint64_t>(rank_), address_, address_length_);
     BRAID_RETURN_IF_ERROR(bootstrap_.allGather(addresses.data(), longest));
+    // Tokens: which peers live in this process (registered before the all-gather, looked up after it).
+    token_ = randomNonce();
+    LocalRegistry::instance().add(token_, local_state_);
+    std::vector<uint64_t> tokens(static_cast<size_t>(size_), 0);
+    tokens[static_cast<size_t>(rank_)] = token_;
+    BRAID_RETURN_IF_ERROR(bootstrap_.allGather(tokens.data(), sizeof(uint64_t)));
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      std::shared_ptr<LocalState> peer = LocalRegistry::instance().find(tokens[static_cast<size_t>(p)]);
+      if (peer == nullptr) continue;
+      local_peers_[static_cast<size_t>(p)] = peer;
+      same_process_[static_cast<size_t>(p)] = 1;
+    }
     mine = Status::ok();
     for (int p = 0; p < size_ && mine.isOk(); ++p) {
       if (p == rank_) continue;
@@ -161,6 +217,7 @@ class UcxTransport final : public EndpointBase {
     BRAID_RETURN_IF_ERROR(peerUsable(request.peer));
     SendConn& conn = sendConn(request.peer, request.channel);
     sent_to_[static_cast<size_t>(request.peer)] = 1;
+    ++messages_to_[static_cast<size_t>(request.peer)];
     conn.pending.push_back(PendingSend{id, src, request.src.bytes});
     ++waiting_on_[static_cast<size_t>(request.peer)];
     return fail(issue(conn));
@@ -411,6 +468,7 @@ class UcxTransport final : public EndpointBase {
         continue;
       }
       --waiting_on_[static_cast<size_t>(op->peer)];
+      local_state_->received[static_cast<size_t>(op->peer)].fetch_add(1, std::memory_order_release);
       if (status.isOk()) {
         if (op->status == UCS_ERR_MESSAGE_TRUNCATED) {
           status = invalidArgument(fmt::format(
@@ -569,18 +627,30 @@ class UcxTransport final : public EndpointBase {
     last_closing_check_ = std::chrono::steady_clock::now();
   }
 
-  // Every peer's closing message arrived, or its endpoint failed, or the bootstrap reports a dead or aborted rank
-  // (asked every kClosingCheckMs; a peer that exits without destroying its endpoint sends no closing message).
+  // Every peer's closing message arrived, or its endpoint failed, or it lives in this process and is done with this
+  // rank (sameProcessPeerDone), or the bootstrap reports a dead or aborted rank (asked every kClosingCheckMs; a peer
+  // that exits without destroying its endpoint sends no closing message).
   bool closingSettled() {
     bool settled = true;
     for (int p = 0; p < static_cast<int>(closing_.size()) && settled; ++p) {
-      settled = closing_[static_cast<size_t>(p)].finished || !peer_failure_[static_cast<size_t>(p)].isOk();
+      settled = closing_[static_cast<size_t>(p)].finished || !peer_failure_[static_cast<size_t>(p)].isOk() ||
+                sameProcessPeerDone(p);
     }
     if (settled) return true;
     const auto now = std::chrono::steady_clock::now();
     if (now - last_closing_check_ < std::chrono::milliseconds(kClosingCheckMs)) return false;
     last_closing_check_ = now;
     return !bootstrapFailure().isOk();
+  }
+
+  // A peer of this process needs nothing more from this rank when its receives matched every message this rank
+  // sent it, or when its transport is gone. Its closing message would say the same later, but it comes only when
+  // that peer is destroyed, and one thread destroying every rank's communicator in turn destroys it after this one.
+  bool sameProcessPeerDone(int p) const {
+    if (!same_process_[static_cast<size_t>(p)]) return false;
+    const std::shared_ptr<LocalState> peer = local_peers_[static_cast<size_t>(p)].lock();
+    return peer == nullptr || peer->received[static_cast<size_t>(rank_)].load(std::memory_order_acquire) >=
+                                  messages_to_[static_cast<size_t>(p)];
   }
 
   // Closes every endpoint in UCP_EP_CLOSE_FLAG_FORCE mode (no flush; requests still queued on it complete with
@@ -624,6 +694,11 @@ class UcxTransport final : public EndpointBase {
   std::vector<int> waiting_on_;         // by peer: receives posted from it + sends queued to it
   std::vector<uint8_t> sent_to_;        // by peer: a send to it was posted (teardown's closing messages)
   std::vector<uint8_t> received_from_;  // by peer: a receive from it was posted
+  std::vector<uint64_t> messages_to_;   // by peer: sends to it posted
+  uint64_t token_ = 0;                  // this transport's key in LocalRegistry (0: not registered)
+  std::shared_ptr<LocalState> local_state_;
+  std::vector<std::weak_ptr<LocalState>> local_peers_;  // by peer in this process: its LocalState
+  std::vector<uint8_t> same_process_;                   // by peer: it lives in this process
   std::unordered_map<uint64_t, std::unique_ptr<SendConn>> send_conns_;
   std::unordered_map<uint64_t, uint64_t> recv_sequence_;  // (peer, channel) -> receives posted
   std::unordered_map<InFlightSend*, std::unique_ptr<InFlightSend>> in_flight_;
