@@ -20,6 +20,7 @@
 
 #include "braid/collective.h"
 #include "braid/file_io.h"
+#include "braid/nccl_tests_log.h"
 #include "braid/topology.h"
 #include "cli/commands.h"
 #include "cli/output_path.h"
@@ -193,12 +194,38 @@ int runTuneFromLogs(const TuneOptions& opt) {
     }
     logs.push_back(std::move(*m));
   }
+  // The logs must come from one machine: each log's device list ("# Rank N ... on HOST device D [BUS] NAME") against
+  // the first log that has one. Different GPU models cannot be compared (status 2); other hosts or other PCI buses
+  // for a rank may be the same machine type, so they are warned about once the table is built.
+  std::vector<std::string> warnings;
+  const nccl_plugin::MeasuredLog* reference = nullptr;
+  for (const nccl_plugin::MeasuredLog& m : logs) {
+    if (m.log.rank_lines.empty()) continue;
+    if (reference == nullptr) {
+      reference = &m;
+      continue;
+    }
+    const RankTableDifferences d = compareRankTables(reference->log, reference->path, m.log, m.path);
+    if (!d.devices.empty()) {
+      std::cerr << "braid tune: the logs ran on different GPUs: " << d.devices
+                << ": measurements of different machines cannot be compared; measure every setting on one "
+                   "machine\n";
+      return kUsageError;
+    }
+    if (!d.hosts.empty()) {
+      warnings.push_back(d.hosts + ": the rules compare runs of different hosts as one machine");
+    }
+    if (!d.bus_ids.empty()) {
+      warnings.push_back(d.bus_ids + ": the ranks sit on other GPUs (another machine or device order)");
+    }
+  }
   Result<nccl_plugin::MeasuredTable> table =
       nccl_plugin::rulesFromMeasurements(logs, opt.ranks > 0 ? opt.ranks : -1, opt.nodes > 0 ? opt.nodes : -1);
   if (!table) {
     std::cerr << "braid tune: " << table.status().message() << "\n";
     return kUsageError;
   }
+  for (const std::string& w : warnings) std::cerr << "braid tune: warning: " << w << "\n";
   std::set<std::string> settings;
   for (const auto& m : logs) settings.insert(m.nccl_default ? "default" : m.label());
   if (settings.size() == 1) {

@@ -178,12 +178,15 @@ Result<std::vector<Variant>> scoreVariants(const std::vector<ParetoCandidate>& c
                                            CollectiveKind kind) {
   const auto scorer = simulatedScore(topology);
   std::vector<Variant> out;
+  // Progress counts the candidate x protocol passes ("(k of candidates x 3)"); the instance variants that follow a
+  // candidate's passes depend on its times and are reported without a count.
+  size_t pass = 0;
   for (size_t c = 0; c < candidates.size(); ++c) {
     for (Protocol protocol : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
       BRAID_RETURN_IF_ERROR(checkDeadline(
           options, kind, fmt::format("simulating {} / {}", candidates[c].source, protocolName(protocol))));
-      say(options, fmt::format("simulating {} / {} ({} of {})", candidates[c].source, protocolName(protocol),
-                               out.size() + 1, candidates.size() * 3));
+      say(options, fmt::format("simulating {} / {} ({} of {})", candidates[c].source, protocolName(protocol), ++pass,
+                               candidates.size() * 3));
       Variant v;
       v.candidate = c;
       v.protocol = protocol;

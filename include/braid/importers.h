@@ -15,7 +15,9 @@ namespace braid {
 /// files (NCCL_TOPO_FILE). Source: ../shared/reference/nccl_plugins.md §5.
 Result<Topology> importNcclTopoXml(const std::string& text, const std::string& filename);
 
-/// `nvidia-smi topo -m` matrix text (NV#, PIX, PXB, PHB, NODE, SYS, X; NIC legend optional).
+/// `nvidia-smi topo -m` matrix text (NV#, PIX, PXB, PHB, NODE, SYS, X; NIC legend optional). Errors (kParseError,
+/// naming the file, line and column): no header, a cell that is not a class, X off the diagonal, a GPU without a
+/// row, and a matrix that is not symmetric (the two cells of a pair differ, e.g. NV1 one way and SYS the other).
 Result<Topology> importNvidiaSmiTopo(const std::string& text, const std::string& filename);
 
 /// TACCL topology profile JSON (DGX2/NDv2/custom constructors, ../shared/reference/taccl_msccl.md

@@ -40,6 +40,17 @@ struct NcclTestsRow {
   double timeUs() const;
 };
 
+/// One line of nccl-tests' device list, "#  Rank  3 Group  0 Pid 6899 on node-A device  3 [0000:5d:00] NVIDIA H100
+/// 80GB HBM3" (nccl-tests 2.13+ prints the PCI bus id as domain:bus:device, older versions as "[0x5d]", the bus).
+struct NcclTestsRankLine {
+  int rank = 0;
+  std::string host;
+  int device = -1;   // CUDA device index (-1 when the line has none)
+  std::string bus;   // the text inside the brackets ("0000:5d:00", "0x5d"); "" when absent
+  std::string name;  // the device name after the brackets ("NVIDIA H100 80GB HBM3"); "" when absent
+  int line = 0;      // 1-based line in its log
+};
+
 /// A whole log: its rows and what its other lines tell.
 struct NcclTestsLog {
   std::vector<NcclTestsRow> rows;  // in file order, one per size
@@ -47,8 +58,9 @@ struct NcclTestsLog {
   /// "broadcast", "reduce", "sendrecv", "hypercube", "scatter", "gather"), from a "Collective test starting:
   /// <name>_perf" line or the file name; empty when neither says.
   std::string collective;
-  int ranks = 0;  // distinct ranks on "#  Rank N ... on HOST" lines (0: none in the log)
-  int nodes = 0;  // distinct hosts on those lines (0: none)
+  int ranks = 0;                              // distinct ranks on "#  Rank N ... on HOST" lines (0: none in the log)
+  int nodes = 0;                              // distinct hosts on those lines (0: none)
+  std::vector<NcclTestsRankLine> rank_lines;  // the device list, first line per rank, in rank order (empty: none)
   /// NCCL_ALGO / NCCL_PROTO as NCCL_DEBUG=INFO reports them ("NCCL_ALGO set by environment to Ring"); empty when
   /// the log does not say.
   std::string nccl_algo;
@@ -60,6 +72,16 @@ struct NcclTestsLog {
 /// line says it. Errors (kParseError, "<file>:<line>: ..."): a row that starts with a size and a count but whose
 /// other fields are not a table row's (naming the field); a log without any row.
 Result<NcclTestsLog> parseNcclTestsLog(const std::string& text, const std::string& filename);
+
+/// How the device lists of two logs differ, each a sentence naming both files, the rank and the lines; empty when
+/// they agree or a log has no list. Only ranks listed in both logs are compared (rank counts are the caller's).
+struct RankTableDifferences {
+  std::string hosts;    // the sets of host names differ ("A.txt ran on node-A, node-B, B.txt on node-C")
+  std::string devices;  // a rank's device name differs (different GPU models)
+  std::string bus_ids;  // a rank's PCI bus differs ("[0x5d]" and "[0000:5d:00]" are one bus)
+};
+RankTableDifferences compareRankTables(const NcclTestsLog& a, const std::string& a_path, const NcclTestsLog& b,
+                                       const std::string& b_path);
 
 /// Reads and parses a log file (kNotFound / kIoError naming the file, or parseNcclTestsLog's errors).
 Result<NcclTestsLog> readNcclTestsLog(const std::string& path);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,7 +14,10 @@
 #include <system_error>
 #include <vector>
 
+#include "braid/algorithm.h"
+#include "braid/comm.h"
 #include "braid/pareto.h"
+#include "braid_perf/algo_option.h"
 #include "braid_perf/options.h"
 #include "braid_perf/report.h"
 #include "braid_perf/runner.h"
@@ -104,6 +108,27 @@ class AlgoDir {
   std::string temp_;
 };
 
+// The algorithms of --algo `path` (a file, or every .xml / .json file of a directory) loaded and verified as
+// loadAlgorithmDir does for BRAID_ALGO_DIR; errors name the user's file.
+braid::Status loadAlgoOption(const std::string& path, std::vector<braid::perf::AlgoFile>* out) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    braid::Result<std::vector<braid::LoadedAlgorithm>> loaded = braid::loadAlgorithmDir(path);
+    if (!loaded.isOk()) return loaded.status();
+    for (braid::LoadedAlgorithm& a : *loaded) out->push_back({std::move(a.algorithm), a.file});
+    return braid::Status::ok();
+  }
+  braid::Result<braid::Algorithm> algorithm = braid::loadAlgorithm(path);
+  if (!algorithm.isOk()) return algorithm.status();
+  const braid::VerifyReport report = braid::verify(*algorithm);
+  if (!report.ok) {
+    return braid::Status(braid::StatusCode::kInvalidArgument,
+                         path + ": algorithm '" + algorithm->name + "' does not verify: " + report.toString());
+  }
+  out->push_back({std::move(algorithm).value(), path});
+  return braid::Status::ok();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -138,8 +163,23 @@ int main(int argc, char** argv) {
   setup.version = BRAID_PERF_VERSION;
   if (!options.transport.empty()) setenv("BRAID_TRANSPORT", options.transport.c_str(), 1);
   if (options.timeout_s > 0) setenv("BRAID_TIMEOUT", std::to_string(options.timeout_s).c_str(), 1);
-  AlgoDir algo_dir;
+  // --algo is loaded and verified here, as every rank's communicator will load it, so that a file that does not
+  // load or verify is reported once, under the user's path (not the temporary copy's), before any rank starts.
+  std::vector<braid::perf::AlgoFile> algo_files;
   if (!options.algo.empty()) {
+    braid::Status loaded = loadAlgoOption(options.algo, &algo_files);
+    if (!loaded.isOk()) {
+      std::fprintf(stderr, "%s: --algo: %s\n", invoked.c_str(), loaded.message().c_str());
+      return 1;
+    }
+  }
+  // Files none of whose algorithms is for this rank count are left out of BRAID_ALGO_DIR: the header says why they
+  // never run, and the communicator's warning would name the temporary copy.
+  const bool algo_for_ranks = std::any_of(algo_files.begin(), algo_files.end(), [&](const braid::perf::AlgoFile& f) {
+    return f.algorithm.num_ranks == options.ranks();
+  });
+  AlgoDir algo_dir;
+  if (!options.algo.empty() && algo_for_ranks) {
     std::string error;
     const std::string dir = algo_dir.prepare(options.algo, error);
     if (dir.empty()) {
@@ -147,12 +187,14 @@ int main(int argc, char** argv) {
       return 2;
     }
     setenv("BRAID_ALGO_DIR", dir.c_str(), 1);
+  } else if (!options.algo.empty()) {
+    unsetenv("BRAID_ALGO_DIR");  // --algo replaces a BRAID_ALGO_DIR from the environment either way
   }
   setup.transport = braid::envString("BRAID_TRANSPORT");
   const std::string algo_env = braid::envString("BRAID_ALGO_DIR");
   std::string algorithms = "Braid's selection";
   if (!options.algo.empty()) {
-    algorithms = "forced from " + options.algo;
+    algorithms = braid::perf::algoHeaderText(options.algo, algo_files, options);
   } else if (!algo_env.empty()) {
     algorithms = "BRAID_ALGO_DIR " + algo_env + ", then Braid's selection";
   }

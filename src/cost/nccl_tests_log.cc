@@ -162,7 +162,7 @@ Result<NcclTestsRow> readRow(const std::vector<std::string>& f, const Columns& c
 }
 
 // Metadata from a line that is not a row.
-void readMetadata(const std::string& line, const std::vector<std::string>& f, NcclTestsLog* log,
+void readMetadata(const std::string& line, int line_no, const std::vector<std::string>& f, NcclTestsLog* log,
                   std::set<std::string>* ranks, std::set<std::string>* hosts) {
   static const std::string kStarting = "Collective test starting:";
   if (const size_t p = line.find(kStarting); p != std::string::npos) {
@@ -187,7 +187,55 @@ void readMetadata(const std::string& line, const std::vector<std::string>& f, Nc
   if (f.size() >= i + 8 && f[i] == "Rank" && f[i + 2] == "Group" && f[i + 4] == "Pid" && f[i + 6] == "on") {
     ranks->insert(f[i + 1]);
     hosts->insert(f[i + 7]);
+    int64_t rank = 0;
+    if (parseInt(f[i + 1], &rank) && rank >= 0 && rank < (int64_t{1} << 30)) {
+      NcclTestsRankLine r;
+      r.rank = static_cast<int>(rank);
+      r.host = f[i + 7];
+      r.line = line_no;
+      size_t k = i + 8;
+      int64_t device = 0;
+      if (k + 1 < f.size() && f[k] == "device" && parseInt(f[k + 1], &device) && device >= 0 && device < 1 << 20) {
+        r.device = static_cast<int>(device);
+        k += 2;
+      }
+      if (k < f.size() && f[k].size() >= 2 && f[k].front() == '[' && f[k].back() == ']') {
+        r.bus = f[k].substr(1, f[k].size() - 2);
+        ++k;
+      }
+      for (; k < f.size(); ++k) r.name += (r.name.empty() ? "" : " ") + f[k];
+      const bool listed = std::any_of(log->rank_lines.begin(), log->rank_lines.end(),
+                                      [&](const NcclTestsRankLine& l) { return l.rank == r.rank; });
+      if (!listed) log->rank_lines.push_back(std::move(r));
+    }
   }
+}
+
+// The PCI bus number in a device-list bracket: "0000:5d:00" (domain:bus:device) and "0x5d" both give 0x5d; -1 when
+// the text is neither.
+long busNumber(const std::string& bus) {
+  auto hex = [](const std::string& s, long* out) {
+    if (s.empty() || s.size() > 8 || s.find_first_not_of("0123456789abcdefABCDEF") != std::string::npos) return false;
+    *out = std::strtol(s.c_str(), nullptr, 16);
+    return true;
+  };
+  long value = -1;
+  if (bus.size() > 2 && (bus.compare(0, 2, "0x") == 0 || bus.compare(0, 2, "0X") == 0)) {
+    return hex(bus.substr(2), &value) ? value : -1;
+  }
+  const size_t first = bus.find(':');
+  if (first == std::string::npos) return -1;
+  const size_t second = bus.find(':', first + 1);
+  const std::string part = bus.substr(first + 1, second == std::string::npos ? std::string::npos : second - first - 1);
+  return hex(part, &value) ? value : -1;
+}
+
+std::string hostList(const std::vector<NcclTestsRankLine>& lines) {
+  std::set<std::string> hosts;
+  for (const NcclTestsRankLine& l : lines) hosts.insert(l.host);
+  std::string out;
+  for (const std::string& h : hosts) out += (out.empty() ? "" : ", ") + h;
+  return out;
 }
 
 }  // namespace
@@ -215,7 +263,7 @@ Result<NcclTestsLog> parseNcclTestsLog(const std::string& text, const std::strin
     uint64_t size = 0, count = 0;
     if (f[0][0] == '#' || !parseUint(f[0], &size) || f.size() < 2 || !parseUint(f[1], &count)) {
       readHeader(f, &columns);
-      readMetadata(line, f, &log, &ranks, &hosts);
+      readMetadata(line, line_no, f, &log, &ranks, &hosts);
       continue;
     }
     Result<NcclTestsRow> row = readRow(f, columns, fmt::format("{}:{}", filename, line_no));
@@ -232,7 +280,38 @@ Result<NcclTestsLog> parseNcclTestsLog(const std::string& text, const std::strin
   }
   log.ranks = static_cast<int>(ranks.size());
   log.nodes = static_cast<int>(hosts.size());
+  std::sort(log.rank_lines.begin(), log.rank_lines.end(),
+            [](const NcclTestsRankLine& x, const NcclTestsRankLine& y) { return x.rank < y.rank; });
   return log;
+}
+
+RankTableDifferences compareRankTables(const NcclTestsLog& a, const std::string& a_path, const NcclTestsLog& b,
+                                       const std::string& b_path) {
+  RankTableDifferences out;
+  if (a.rank_lines.empty() || b.rank_lines.empty()) return out;
+  const std::string a_hosts = hostList(a.rank_lines);
+  const std::string b_hosts = hostList(b.rank_lines);
+  if (a_hosts != b_hosts) out.hosts = fmt::format("{} ran on {}, {} on {}", a_path, a_hosts, b_path, b_hosts);
+  for (const NcclTestsRankLine& x : a.rank_lines) {
+    auto it = std::find_if(b.rank_lines.begin(), b.rank_lines.end(),
+                           [&](const NcclTestsRankLine& y) { return y.rank == x.rank; });
+    if (it == b.rank_lines.end()) continue;
+    const NcclTestsRankLine& y = *it;
+    if (out.devices.empty() && !x.name.empty() && !y.name.empty() && x.name != y.name) {
+      out.devices = fmt::format("rank {} is a {} in {} (line {}) but a {} in {} (line {})", x.rank, x.name, a_path,
+                                x.line, y.name, b_path, y.line);
+    }
+    if (out.bus_ids.empty() && !x.bus.empty() && !y.bus.empty()) {
+      const long xb = busNumber(x.bus);
+      const long yb = busNumber(y.bus);
+      const bool differ = xb >= 0 && yb >= 0 ? xb != yb : x.bus != y.bus;
+      if (differ) {
+        out.bus_ids = fmt::format("rank {} is at PCI bus [{}] in {} (line {}) but [{}] in {} (line {})", x.rank, x.bus,
+                                  a_path, x.line, y.bus, b_path, y.line);
+      }
+    }
+  }
+  return out;
 }
 
 Result<NcclTestsLog> readNcclTestsLog(const std::string& path) {

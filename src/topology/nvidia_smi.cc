@@ -3,7 +3,8 @@
 // The matrix gives, for every pair of devices (GPUs and NICs), the closest thing joining them (nvidia-smi's
 // legend): NV# = a bonded set of # NVLinks; PIX = at most one PCIe bridge; PXB = several PCIe bridges without
 // the host bridge; PHB = through a PCIe host bridge (the CPU); NODE = between host bridges of one NUMA node;
-// SYS (older drivers: SOC) = across the SMP interconnect between NUMA nodes. X is the device itself.
+// SYS (older drivers: SOC) = across the SMP interconnect between NUMA nodes. X is the device itself. nvidia-smi
+// prints one class per pair in both of its cells; a matrix whose two cells of a pair differ is refused.
 //
 // Reconstruction: devices whose class is PIX..NODE, or GPUs with the same NUMA (else CPU) affinity, share a CPU
 // vertex; CPU vertices are joined pairwise by SYS links. Inside a CPU the devices are clustered by class
@@ -64,7 +65,8 @@ constexpr int kMissing = -2;  // no cell read yet
 
 struct Cell {
   int level = kMissing;
-  int lanes = 0;  // NV# lanes
+  int lanes = 0;     // NV# lanes
+  std::string text;  // the cell as written ("NV2", "SYS")
 };
 
 std::string stripAnsiAndHash(const std::string& raw) {
@@ -106,6 +108,7 @@ std::optional<Cell> parseCell(const std::string& raw) {
   std::string t;
   for (char c : raw) t += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   Cell cell;
+  cell.text = raw;
   if (t == "X")
     cell.level = kSelf;
   else if (t == "PIX")
@@ -353,9 +356,11 @@ class SmiImporter {
                           fmt::format("the header names {} but the matrix has no row for it", devices_[r].column));
       }
       notes_.push_back(fmt::format("no matrix row for {}: its classes are taken from its column", devices_[r].column));
-      for (int c = 0; c < n; ++c) cells_[r][c] = c == r ? Cell{kSelf, 0} : cells_[c][r];
+      for (int c = 0; c < n; ++c) cells_[r][c] = c == r ? Cell{kSelf, 0, "X"} : cells_[c][r];
     }
-    // Make the matrix symmetric; disagreeing cells keep the farther PCIe class.
+    // `nvidia-smi topo -m` prints one class per pair, in both of its cells: a matrix whose two cells of a pair
+    // differ was edited or pieced together, and either reading (a one-way NVLink, a guessed class) would be
+    // made up. Refused, naming both cells.
     for (int a = 0; a < n; ++a) {
       for (int b = a + 1; b < n; ++b) {
         Cell& x = cells_[a][b];
@@ -372,11 +377,16 @@ class SmiImporter {
           }
         }
         if (x.level != y.level || x.lanes != y.lanes) {
-          notes_.push_back(
-              fmt::format("matrix is not symmetric between {} and {}", devices_[a].column, devices_[b].column));
-          if (x.level != kNvOnly && y.level != kNvOnly) {
-            x.level = y.level = std::max(x.level, y.level);
-          }
+          const Device& da = devices_[a];
+          const Device& db = devices_[b];
+          const bool b_later = db.row_line >= da.row_line;
+          return parseError(
+              filename_, b_later ? db.row_line : da.row_line, b_later ? da.column : db.column,
+              fmt::format("the matrix is not symmetric: row {} (line {}) gives {} -> {} as {}, row {} (line {}) gives "
+                          "{} -> {} as {}; `nvidia-smi topo -m` prints one class for both directions of a pair, so "
+                          "the file was edited or mixes two matrices: make the two cells agree",
+                          da.column, da.row_line, da.column, db.column, x.text, db.column, db.row_line, db.column,
+                          da.column, y.text));
         }
       }
     }

@@ -167,6 +167,25 @@ rc=$?
 [ "$rc" -ne 0 ] && ok || fail "--algo a malformed file: exit 0"
 grep -qF "bad.xml:1: <algo> attribute 'proto': missing (required)" "$tmp/err" && ok || fail "--algo bad.xml: $(head -2 "$tmp/err")"
 grep -q "parse error\|kParse" "$tmp/err" && fail "--algo bad.xml: a status-code name: $(head -2 "$tmp/err")" || ok
+# A truncated file with 8 ranks: the error names the file given (not braid_perf's temporary copy) and is printed once,
+# before any rank starts; the same for a file that loads but does not verify (rank 1 never receives rank 0's chunk).
+printf '<algo name="t" proto="Simple" nchannels="1" nchunksperloop="8" ngpus="8" coll="allreduce" inplace="1">\n <gpu id="0"' \
+  >"$tmp/trunc.xml"
+expect_rc 1 "--algo a truncated file" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 8 --algo "$tmp/trunc.xml"
+grep -qF "all_reduce_perf: --algo: $tmp/trunc.xml:" "$tmp/err" && ok || fail "--algo trunc.xml: $(head -2 "$tmp/err")"
+grep -q "braid_perf_algo" "$tmp/err" && fail "--algo trunc.xml names the temporary copy: $(head -2 "$tmp/err")" || ok
+[ "$(grep -c "trunc.xml" "$tmp/err")" -eq 1 ] && ok || fail "--algo trunc.xml: printed $(grep -c "trunc.xml" "$tmp/err") times"
+cat >"$tmp/unverified.xml" <<'XML'
+<algo name="unverified" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="0">
+  <gpu id="0" i_chunks="1" o_chunks="2" s_chunks="0"></gpu>
+  <gpu id="1" i_chunks="1" o_chunks="2" s_chunks="0"></gpu>
+</algo>
+XML
+expect_rc 1 "--algo a file that does not verify" -- "$bin/all_gather_perf" -b 8 -e 8 -t 2 --algo "$tmp/unverified.xml"
+grep -qF "all_gather_perf: --algo: $tmp/unverified.xml: algorithm 'unverified' does not verify" "$tmp/err" && ok ||
+  fail "--algo unverified.xml: $(head -2 "$tmp/err")"
+[ "$(grep -c "does not verify" "$tmp/err")" -eq 1 ] && ok ||
+  fail "--algo unverified.xml: the verifier's report printed $(grep -c "does not verify" "$tmp/err") times"
 # A report that fails when written at the end says what failed in words, without a status-code name.
 if [ -c /dev/full ] && [ -w /dev/full ]; then
   expect_rc 1 "-J /dev/full" -- "$bin/all_reduce_perf" -b 8 -e 8 -t 1 -J /dev/full
@@ -183,6 +202,16 @@ if "$braid" algo recursive --coll allreduce -n 4 -o "$tmp/rec.xml" >/dev/null 2>
   grep -q 'algorithms: forced from' "$tmp/out" && ok || fail "--algo not in the header"
   grep -q 'recursive_allreduce_n4 (BRAID_ALGO_DIR' "$tmp/err" && ok || fail "--algo: the file's algorithm did not run: $(grep INFO "$tmp/err" | head -2)"
   check_rows "--algo" "$tmp/out" '$9 == 0 && $13 == 0'
+  # The header says where the file's algorithm runs: its size window and mode, or why it never runs.
+  sed 's/inplace="1" outofplace="1" minBytes="0" maxBytes="[0-9]*"/inplace="0" outofplace="1" minBytes="2048" maxBytes="8191"/' \
+    "$tmp/rec.xml" >"$tmp/win.xml"
+  expect_rc 0 "--algo a windowed file" -- "$bin/all_reduce_perf" -b 1K -e 16K -t 4 -n 1 --algo "$tmp/win.xml"
+  grep -qF "algorithms: $tmp/win.xml (sizes 2 KiB..8191 B, out-of-place only) where it matches, else Braid's selection" \
+    "$tmp/out" && ok || fail "--algo win.xml: $(grep 'Braid:' "$tmp/out")"
+  expect_rc 0 "--algo a 4-rank file on 8 ranks" -- "$bin/all_reduce_perf" -b 1K -e 1K -t 8 -n 1 --algo "$tmp/rec.xml"
+  grep -qF "algorithms: Braid's selection ($tmp/rec.xml: allreduce for 4 ranks, never this all_reduce with 8 ranks)" \
+    "$tmp/out" && ok || fail "--algo rec.xml on 8 ranks: $(grep 'Braid:' "$tmp/out")"
+  grep -q "braid_perf_algo" "$tmp/err" && fail "--algo rec.xml on 8 ranks names the temporary copy: $(cat "$tmp/err")" || ok
 else
   fail "braid algo recursive --coll allreduce -n 4 failed"
 fi

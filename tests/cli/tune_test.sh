@@ -96,6 +96,22 @@ PY
   # One rule, [0, floor(sqrt(65536 * 131072)) = 92681], Ring/LL, for 2 nodes and 16 ranks.
   [ "$(grep -v '^#' "$tmp/measured.conf")" = "allreduce,0,92681,ring,ll,-1,2,16,-1,-1" ] && ok ||
     fail "rules from the logs: $(grep -v '^#' "$tmp/measured.conf" | tr '\n' ' ')"
+  # The logs' device lists ("# Rank N ... on HOST device D [BUS] NAME") must describe one machine: other hosts and
+  # another PCI bus for a rank are warned about, another GPU model is refused (status 2, nothing on stdout).
+  sed 's/ on node-A / on node-C /; s/ on node-B / on node-D /; s/\[0000:19:00\]/[0000:1a:00]/' \
+    "$tmp/ar_ring_ll_all_reduce.txt" >"$tmp/other_hosts_all_reduce.txt"
+  expect_rc 0 "logs of other hosts" -- "$braid" tune --nccl-tests-log "$h100=default" \
+    --nccl-tests-log "$tmp/other_hosts_all_reduce.txt=Ring/LL"
+  grep -qF "warning: $h100 ran on node-A, node-B, $tmp/other_hosts_all_reduce.txt on node-C, node-D" "$tmp/err" && ok ||
+    fail "logs of other hosts: no host warning: $(head -2 "$tmp/err")"
+  grep -qF "warning: rank 0 is at PCI bus [0000:19:00] in $h100 (line 4) but [0000:1a:00]" "$tmp/err" && ok ||
+    fail "logs of other hosts: no bus warning: $(head -3 "$tmp/err")"
+  sed 's/NVIDIA H100 80GB HBM3/NVIDIA H200/' "$tmp/ar_ring_ll_all_reduce.txt" >"$tmp/h200_all_reduce.txt"
+  expect_rc 2 "logs of other GPUs" -- "$braid" tune --nccl-tests-log "$h100=default" \
+    --nccl-tests-log "$tmp/h200_all_reduce.txt=Ring/LL"
+  grep -qF "the logs ran on different GPUs: rank 0 is a NVIDIA H100 80GB HBM3 in $h100" "$tmp/err" && ok ||
+    fail "logs of other GPUs: $(head -2 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "logs of other GPUs printed on stdout"
   # --ranks must agree with the 16 ranks the log lists (it only names the rank count of logs that list none).
   expect_rc 2 "--ranks 8 on a 16-rank log" -- "$braid" tune --nccl-tests-log "$h100=Ring/LL" --ranks 8 \
     -o "$tmp/contradicted.conf"

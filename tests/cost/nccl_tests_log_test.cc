@@ -228,6 +228,58 @@ TEST(NcclTestsLog, MetadataFromInfoLines) {
   EXPECT_EQ(log->nodes, 2);
 }
 
+// The device list, one entry per rank (first line kept), and how two lists differ: host names, a rank's GPU model,
+// a rank's PCI bus (nccl-tests' "[0000:5d:00]" and older "[0x5d]" name one bus).
+TEST(NcclTestsLog, RankTablesAndTheirDifferences) {
+  const std::string row =
+      "     1048576        262144     float     sum      -1    40.00   26.21   45.87      0    40.00   26.21   45.87"
+      "      0\n";
+  const std::string a_text =
+      "#  Rank  1 Group  0 Pid    2 on node-A device  1 [0000:5d:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  0 Group  0 Pid    1 on node-A device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  0 Group  0 Pid    1 on node-A device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n" +
+      row;
+  auto a = parseNcclTestsLog(a_text, "a.txt");
+  ASSERT_TRUE(a.isOk()) << a.status().toString();
+  ASSERT_EQ(a->rank_lines.size(), 2u);
+  EXPECT_EQ(a->rank_lines[0].rank, 0);
+  EXPECT_EQ(a->rank_lines[0].line, 2);
+  EXPECT_EQ(a->rank_lines[1].host, "node-A");
+  EXPECT_EQ(a->rank_lines[1].device, 1);
+  EXPECT_EQ(a->rank_lines[1].bus, "0000:5d:00");
+  EXPECT_EQ(a->rank_lines[1].name, "NVIDIA H100 80GB HBM3");
+
+  // The same machine printed by an older nccl-tests: bus numbers only. No difference.
+  auto same = parseNcclTestsLog(
+      "#  Rank  0 Group  0 Pid  7 on node-A device  0 [0x18] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  8 on node-A device  1 [0x5d] NVIDIA H100 80GB HBM3\n" +
+          row,
+      "same.txt");
+  ASSERT_TRUE(same.isOk());
+  const RankTableDifferences none = compareRankTables(*a, "a.txt", *same, "same.txt");
+  EXPECT_EQ(none.hosts, "");
+  EXPECT_EQ(none.devices, "");
+  EXPECT_EQ(none.bus_ids, "");
+
+  // Another host, rank 1 on another bus and another GPU model.
+  auto b = parseNcclTestsLog(
+      "#  Rank  0 Group  0 Pid  7 on node-C device  0 [0000:18:00] NVIDIA H100 80GB HBM3\n"
+      "#  Rank  1 Group  0 Pid  8 on node-C device  1 [0000:3a:00] NVIDIA H200\n" +
+          row,
+      "b.txt");
+  ASSERT_TRUE(b.isOk());
+  const RankTableDifferences d = compareRankTables(*a, "a.txt", *b, "b.txt");
+  EXPECT_EQ(d.hosts, "a.txt ran on node-A, b.txt on node-C");
+  EXPECT_EQ(d.devices, "rank 1 is a NVIDIA H100 80GB HBM3 in a.txt (line 1) but a NVIDIA H200 in b.txt (line 2)");
+  EXPECT_EQ(d.bus_ids, "rank 1 is at PCI bus [0000:5d:00] in a.txt (line 1) but [0000:3a:00] in b.txt (line 2)");
+
+  // A log without a device list is compared with nothing.
+  auto bare = parseNcclTestsLog(row, "bare.txt");
+  ASSERT_TRUE(bare.isOk());
+  EXPECT_TRUE(bare->rank_lines.empty());
+  EXPECT_EQ(compareRankTables(*a, "a.txt", *bare, "bare.txt").hosts, "");
+}
+
 TEST(NcclTestsLog, MalformedRowsNameFileLineAndField) {
   auto r = parseNcclTestsLog("# header\n  1024 256 float sum -1 1.0 x 3.0 0 1.0 2.0 3.0 0\n", "log.txt");
   ASSERT_FALSE(r.isOk());

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <regex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -17,13 +19,14 @@ namespace braid {
 namespace {
 
 CollectiveParetoSet setFor(const std::string& topology_name, CollectiveKind collective,
-                           const std::vector<uint64_t>& sizes) {
+                           const std::vector<uint64_t>& sizes, std::vector<std::string>* progress = nullptr) {
   Result<Topology> topology = loadTopologyOrShipped(topology_name);
   EXPECT_TRUE(topology.isOk()) << topology.status().message();
   if (!topology.isOk()) return {};
   ParetoOptions options;
   options.sizes = sizes;
   options.time_limit_s = 10;
+  if (progress) options.progress = [progress](const std::string& line) { progress->push_back(line); };
   Result<CollectiveParetoSet> set = synthesizeCollectiveParetoSet(*topology, topology_name, collective, options);
   EXPECT_TRUE(set.isOk()) << set.status().message();
   return set.isOk() ? std::move(*set) : CollectiveParetoSet{};
@@ -75,6 +78,33 @@ void expectNeverSlowerThanNccl(const CollectiveParetoSet& set) {
     }
     EXPECT_GE(p.braid_us, p.cut_bound_us * (1 - 1e-9));
   }
+}
+
+// The progress lines "simulating <candidate> / <protocol> (k of N)": k runs 1..N once each, in order, and N is the
+// number of candidate x protocol passes (3 per candidate named in a "/ Simple (" line), also where instance
+// variants ("/ Simple with 2 instances") are simulated between the passes.
+void expectProgressCountsEveryPassOnce(const std::vector<std::string>& progress) {
+  const std::regex counted(R"(^simulating (.*) / (Simple|LL|LL128) \((\d+) of (\d+)\)$)");
+  std::vector<int> ks;
+  std::set<int> totals;
+  std::set<std::string> candidates;
+  int instance_lines = 0;
+  for (const std::string& line : progress) {
+    std::smatch m;
+    if (std::regex_match(line, m, counted)) {
+      ks.push_back(std::stoi(m[3]));
+      totals.insert(std::stoi(m[4]));
+      candidates.insert(m[1]);
+    } else if (line.find(" instances") != std::string::npos) {
+      ++instance_lines;
+    }
+  }
+  ASSERT_FALSE(ks.empty());
+  ASSERT_EQ(totals.size(), 1u) << "one total in every line";
+  EXPECT_EQ(*totals.begin(), static_cast<int>(candidates.size()) * 3);
+  ASSERT_EQ(ks.size(), candidates.size() * 3);
+  for (size_t i = 0; i < ks.size(); ++i) EXPECT_EQ(ks[i], static_cast<int>(i) + 1) << "pass " << i;
+  EXPECT_GT(instance_lines, 0) << "no instance variant was simulated: the check covers only the passes";
 }
 
 TEST(ParetoSet, AllReduceOnDgxH100LeavesNvlsSizesToNccl) {
@@ -147,7 +177,9 @@ TEST(ParetoSet, TheDeadlineEndsTheWork) {
 // whichever is faster; the candidate is what a Braid communicator runs there either way.
 TEST(ParetoSet, AllToAllOnDgxH100UsesInstancesAndWritesThemOut) {
   const uint64_t size = uint64_t{256} << 20;
-  const CollectiveParetoSet set = setFor("dgx-h100-x1", CollectiveKind::kAllToAll, {1 << 20, size});
+  std::vector<std::string> progress;
+  const CollectiveParetoSet set = setFor("dgx-h100-x1", CollectiveKind::kAllToAll, {1 << 20, size}, &progress);
+  expectProgressCountsEveryPassOnce(progress);
   expectCoverage(set);
   expectNeverSlowerThanNccl(set);
   ASSERT_EQ(set.points.size(), 2u);

@@ -998,6 +998,42 @@ TEST(NvidiaSmiTest, Errors) {
   }
 }
 
+// nvidia-smi prints one class per pair in both cells; a pair whose cells differ (here GPU1 -> GPU2 NV1 on line 3,
+// GPU2 -> GPU1 SYS on line 4) would otherwise become a one-way NVLink. Refused at the later row, both cells named.
+TEST(NvidiaSmiTest, AsymmetricMatrixIsRefusedNamingBothCells) {
+  const std::string smi =
+      "\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
+      "GPU0\t X\tSYS\tSYS\t0-7\n"
+      "GPU1\tSYS\t X\tNV1\t0-7\n"
+      "GPU2\tSYS\tSYS\t X\t0-7\n";
+  auto r = importNvidiaSmiTopo(smi, "asym.txt");
+  ASSERT_FALSE(r.isOk());
+  expectParseError(r.status(), "asym.txt", 4, "GPU1");
+  const std::string& m = r.status().message();
+  EXPECT_NE(m.find("not symmetric"), std::string::npos) << m;
+  EXPECT_NE(m.find("GPU1 -> GPU2 as NV1"), std::string::npos) << m;
+  EXPECT_NE(m.find("GPU2 -> GPU1 as SYS"), std::string::npos) << m;
+  EXPECT_NE(m.find("line 3"), std::string::npos) << m;
+  // A PCIe class that differs is refused the same way (GPU0 -> GPU1 PIX, GPU1 -> GPU0 NODE).
+  const std::string pcie = "\tGPU0\tGPU1\nGPU0\t X\tPIX\nGPU1\tNODE\t X\n";
+  auto p = importNvidiaSmiTopo(pcie, "asym_pcie.txt");
+  ASSERT_FALSE(p.isOk());
+  expectParseError(p.status(), "asym_pcie.txt", 3, "GPU0");
+  EXPECT_NE(p.status().message().find("GPU0 -> GPU1 as PIX"), std::string::npos) << p.status().message();
+  EXPECT_NE(p.status().message().find("GPU1 -> GPU0 as NODE"), std::string::npos) << p.status().message();
+  // The same matrix made symmetric imports, with the NVLink both ways.
+  const std::string sym =
+      "\tGPU0\tGPU1\tGPU2\tCPU Affinity\n"
+      "GPU0\t X\tSYS\tSYS\t0-7\n"
+      "GPU1\tSYS\t X\tNV1\t0-7\n"
+      "GPU2\tSYS\tNV1\t X\t0-7\n";
+  auto ok = importNvidiaSmiTopo(sym, "sym.txt");
+  ASSERT_TRUE(ok.isOk()) << ok.status().toString();
+  int nvlinks = 0;
+  for (const Link& l : ok->links) nvlinks += l.kind == LinkKind::kNvlink;
+  EXPECT_EQ(nvlinks, 2);
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // TACCL
 
