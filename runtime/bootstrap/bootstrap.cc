@@ -237,16 +237,29 @@ class Root {
   }
 
   // A registered rank's connection closed before the table went out and it never asked who is missing: it died
-  // or its bootstrap failed, so the rendezvous cannot complete. Every rank registered so far is told now, every
-  // later one when it says hello (admit).
+  // or its bootstrap failed, so the rendezvous cannot complete.
   void failRendezvous(const Client& gone) {
     const RootHello& h = gone.hello;
-    failed_ = fmt::format(
-        "rank {} (host {}, pid {}) of this rendezvous failed: its connection to the bootstrap root at {} closed "
-        "before every rank had joined (its process exited or its bootstrap failed)",
-        h.rank, hostText(h.host), h.pid, address_.toString());
+    failAll(fmt::format("rank {} (host {}, pid {}) of this rendezvous failed: its connection to the bootstrap root at "
+                        "{} closed before every rank had joined (its process exited or its bootstrap failed)",
+                        h.rank, hostText(h.host), h.pid, address_.toString()),
+            &gone);
+  }
+
+  // A rank with this rendezvous' id that cannot take part (its size differs, its rank is out of range or taken):
+  // the ranks were started inconsistently, so the rendezvous cannot complete. It is refused with `why`, and every
+  // other rank fails with it too.
+  void refuseAndFail(Client& client, const std::string& why) {
+    refuse(client, StatusCode::kInvalidArgument, why);
+    failAll("the rendezvous failed: " + why, &client);
+  }
+
+  // The rendezvous cannot complete: every rank registered so far is told `why` now (kRemoteError), every later one
+  // when it says hello (admit).
+  void failAll(const std::string& why, const Client* except) {
+    failed_ = why;
     for (auto& client : clients_) {
-      if (!client->registered || client.get() == &gone) continue;
+      if (!client->registered || client.get() == except) continue;
       reply(*client, kReplyRankFailed, StatusCode::kRemoteError, failed_);
       by_rank_[client->hello.rank] = nullptr;
       --registered_;
@@ -321,19 +334,17 @@ class Root {
       left_.assign(size_, false);
     }
     if (h.size != size_) {
-      return refuse(
-          client, StatusCode::kInvalidArgument,
-          fmt::format("{} says the communicator has {} ranks, rank {} said {}", who, h.size, size_from_, size_));
+      return refuseAndFail(client, fmt::format("{} says the communicator has {} ranks, rank {} said {} (the world "
+                                               "size, e.g. BRAID_WORLD_SIZE, must be the same on every rank)",
+                                               who, h.size, size_from_, size_));
     }
     if (h.rank < 0 || h.rank >= size_) {
-      return refuse(client, StatusCode::kInvalidArgument,
-                    fmt::format("{}: rank out of range for {} ranks", who, size_));
+      return refuseAndFail(client, fmt::format("{}: rank out of range for {} ranks", who, size_));
     }
     if (by_rank_[h.rank] != nullptr) {
       const RootHello& first = by_rank_[h.rank]->hello;
-      return refuse(
-          client, StatusCode::kInvalidArgument,
-          fmt::format("rank {} given twice: host {} pid {}, and {}", h.rank, hostText(first.host), first.pid, who));
+      return refuseAndFail(client, fmt::format("rank {} given twice: host {} pid {}, and {}", h.rank,
+                                               hostText(first.host), first.pid, who));
     }
     by_rank_[h.rank] = &client;
     left_[h.rank] = false;

@@ -45,7 +45,7 @@ Result<std::optional<std::pair<int, int>>> launcherRankSize() {
   return std::optional<std::pair<int, int>>();
 }
 
-/// FNV-1a of the text: the nonce every rank derives from BRAID_ROOT and the world size.
+/// FNV-1a of the text: the nonce every rank derives from BRAID_ROOT.
 uint64_t textNonce(const std::string& text) {
   uint64_t hash = 0xcbf29ce484222325ull;
   for (const char c : text) {
@@ -132,7 +132,10 @@ Result<std::unique_ptr<Bootstrap>> bootstrapFromEnvironment(const BootstrapOptio
     }
     BRAID_ASSIGN_OR_RETURN(net::SocketAddress root, net::parseSocketAddress(root_text, "BRAID_ROOT"));
     if (root.port == 0) return invalidArgument("BRAID_ROOT=" + root_text + ": needs a port (host:port)");
-    const uint64_t nonce = textNonce(fmt::format("braid-env {} {}", root_text, *size));
+    // The nonce names the rendezvous by BRAID_ROOT alone, so that a rank started with another world size joins
+    // this rendezvous and the root fails every rank naming both sizes (a nonce of its own would leave the others
+    // waiting for it until their timeout).
+    const uint64_t nonce = textNonce(fmt::format("braid-env {}", root_text));
     UniqueId id = bootstrap_internal::makeId(root, nonce);
     if (*rank == 0) {
       Result<UniqueId> made = bootstrap_internal::startRoot(root, nonce);

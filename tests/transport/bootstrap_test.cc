@@ -544,6 +544,31 @@ TEST(Bootstrap, EnvironmentInit) {
   EXPECT_TRUE(result.allOk()) << result.summary();
 }
 
+// A rank started with another BRAID_WORLD_SIZE joins the same rendezvous (the id is BRAID_ROOT's) and the root fails
+// every rank at once naming both sizes, instead of leaving the others waiting for it until BRAID_TIMEOUT.
+TEST(Bootstrap, EnvironmentWorldSizeMismatchFailsEveryRankQuickly) {
+  const std::string root = "127.0.0.1:" + std::to_string(freePort());
+  const ForkResult result = runForked(
+      3,
+      [&](int rank) {
+        setenv("BRAID_RANK", std::to_string(rank).c_str(), 1);
+        setenv("BRAID_WORLD_SIZE", rank == 2 ? "4" : "3", 1);
+        setenv("BRAID_ROOT", root.c_str(), 1);
+        setenv("BRAID_TIMEOUT", "30", 1);
+        if (rank == 2) usleep(200 * 1000);  // the others have joined as 3 ranks
+        auto b = bootstrapFromEnvironment();
+        BRAID_CHILD_CHECK(!b.isOk());
+        std::fprintf(stderr, "rank %d: %s\n", rank, b.status().toString().c_str());
+        BRAID_CHILD_CHECK(b.status().message().find("says the communicator has 4 ranks") != std::string::npos);
+        BRAID_CHILD_CHECK(b.status().message().find("BRAID_WORLD_SIZE") != std::string::npos);
+        BRAID_CHILD_CHECK(b.status().code() == (rank == 2 ? StatusCode::kInvalidArgument : StatusCode::kRemoteError));
+        return 0;
+      },
+      60);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+  EXPECT_LT(result.elapsed_s, 10.0) << result.summary();
+}
+
 TEST(Bootstrap, EnvironmentErrorsNameTheVariable) {
   ScopedEnv env;
   for (const char* name : {"BRAID_RANK", "BRAID_WORLD_SIZE", "BRAID_ROOT", "OMPI_COMM_WORLD_RANK",
@@ -663,10 +688,11 @@ TEST(Bootstrap, RankExitingDuringTheRendezvousFailsTheOthersQuickly) {
   EXPECT_LT(result.elapsed_s, 10.0);
 }
 
-TEST(Bootstrap, RankGivenTwiceIsRefused) {
+TEST(Bootstrap, RankGivenTwiceFailsTheRendezvous) {
   ForkShared<UniqueId> shared;
   // Children 1 and 2 both claim rank 1 of 3 while rank 2 (child 3) comes late, so the rendezvous is still
-  // open when the second claim arrives: one claimant is refused with kInvalidArgument, the other completes.
+  // open when the second claim arrives: the second claimant is refused with kInvalidArgument, and every other rank
+  // (those that joined, and the late one) fails with kRemoteError naming the claim: the ranks were started wrong.
   const ForkResult result = runForked(
       4,
       [&](int child) {
@@ -684,13 +710,13 @@ TEST(Bootstrap, RankGivenTwiceIsRefused) {
         BootstrapOptions options;
         options.timeout_s = 5;
         auto b = connectBootstrap(id, rank, 3, options);
-        if (!b.isOk()) {
-          std::fprintf(stderr, "%s\n", b.status().toString().c_str());
-          BRAID_CHILD_CHECK(b.status().code() == StatusCode::kInvalidArgument);
-          BRAID_CHILD_CHECK(b.status().message().find("rank 1 given twice") != std::string::npos);
-          return 10;
-        }
-        BRAID_CHILD_CHECK_OK((*b)->barrier());
+        BRAID_CHILD_CHECK(!b.isOk());
+        std::fprintf(stderr, "%s\n", b.status().toString().c_str());
+        // The root lives in rank 0's process: it stays up until the late rank has been refused.
+        if (child == 0) usleep(1000 * 1000);
+        BRAID_CHILD_CHECK(b.status().message().find("rank 1 given twice") != std::string::npos);
+        if (b.status().code() == StatusCode::kInvalidArgument) return 10;
+        BRAID_CHILD_CHECK(b.status().code() == StatusCode::kRemoteError);
         return 0;
       },
       20);
@@ -699,6 +725,7 @@ TEST(Bootstrap, RankGivenTwiceIsRefused) {
   EXPECT_TRUE(result.ranks[3].ok()) << result.summary();
   ASSERT_TRUE(result.ranks[1].exited && result.ranks[2].exited) << result.summary();
   EXPECT_EQ(result.ranks[1].exit_code + result.ranks[2].exit_code, 10) << result.summary();
+  EXPECT_LT(result.elapsed_s, 5.0) << result.summary();
 }
 
 TEST(Bootstrap, DeadPeerAbortAndCleanClose) {
