@@ -1,8 +1,8 @@
-// `braid tune -t <topology> [--ranks N] [-o rules.conf] [--max-sim-bytes 1G]`: the NCCL tuner plugin's table
-// for a machine (runtime/nccl/tuner/model.h, docs/nccl.md "Tuner plugin"), printed per collective and grid size
-// (the algorithm/protocol Braid predicts fastest among those NCCL's model enables, its µs and where the value comes
-// from), and written as rules in NCCL's example-tuner CSV format (runtime/nccl/tuner/rules.h): one rule per run of
-// grid sizes with the same choice, for the topology's node and rank counts.
+// `braid tune -t <topology> [--ranks N] [-o rules.conf] [--max-sim-bytes 1G] [--policy validated|model]`: the NCCL
+// tuner plugin's decisions for a machine (runtime/nccl/tuner/model.h, accuracy.h; docs/nccl.md "Tuner plugin"),
+// printed per collective and grid size (NCCL's choice, Braid's candidate, their predicted µs, whether the tuner
+// overrides NCCL and why), and written as rules in NCCL's example-tuner CSV format (runtime/nccl/tuner/rules.h): one
+// rule per run of grid sizes overridden with the same entry, for the topology's node and rank counts.
 // `braid tune --nccl-tests-log FILE[=ALGO/PROTO|=default] ... [-o rules.conf]`: the same from nccl-tests logs
 // measured on the cluster, one per NCCL_ALGO/NCCL_PROTO setting (runtime/nccl/tuner/measured.h): the fastest
 // measured setting per size, compared with the runner-up and with NCCL's own choice when a log of it is given.
@@ -26,6 +26,7 @@
 #include "cli/output_path.h"
 #include "cli/topology_arg.h"
 #include "common/text.h"
+#include "tuner/accuracy.h"
 #include "tuner/measured.h"
 #include "tuner/model.h"
 #include "tuner/rules.h"
@@ -42,52 +43,52 @@ struct TuneOptions {
   int nodes = 0;
   std::string output;
   std::string max_sim_bytes = "1G";
-  std::vector<std::string> logs;  // --nccl-tests-log specs
-  std::string collective;         // --coll: the collective of logs that do not say (parseCollective's names)
+  std::vector<std::string> logs;     // --nccl-tests-log specs
+  std::string collective;            // --coll: the collective of logs that do not say (parseCollective's names)
+  std::string policy = "validated";  // --policy: BRAID_TUNER's values but off
 };
 
-// The fastest modelled entry of `func` at `bytes`: {algo, proto, µs}; algo -1 when none is modelled.
-struct Choice {
-  int algo = -1;
-  int proto = -1;
-  double us = 0;
-};
-
-Choice fastest(const nccl_plugin::TunerModel& model, int func, uint64_t bytes) {
-  Choice best;
+// The decision at one grid size: NCCL's choice as Braid's emulation of NCCL's model predicts it
+// (TunerModel::ncclTimeUs), Braid's candidate, and whether the tuner overrides (tuner/accuracy.h).
+nccl_plugin::TunerDecision decisionAt(const nccl_plugin::TunerModel& model, int func, uint64_t bytes,
+                                      nccl_plugin::TunerPolicy policy) {
+  nccl_plugin::NcclCostTable table;
+  table.fill(-1.0);
   for (int a = 0; a < nccl_abi::kNumAlgorithms; ++a) {
     for (int p = 0; p < nccl_abi::kNumProtocols; ++p) {
-      const auto us = model.timeUs(func, a, p, bytes);
-      if (us && (best.algo < 0 || *us < best.us)) best = {a, p, *us};
+      if (const auto us = model.ncclTimeUs(func, a, p, bytes)) table[a * nccl_abi::kNumProtocols + p] = *us;
     }
   }
-  return best;
+  return nccl_plugin::decideOverride(model, func, bytes, table, policy);
 }
 
-// One rule per run of grid sizes with the same choice: the choice at grid size g[i] covers (g[i-1], g[i]]; the first
-// run starts at 0, the last ends at the largest nBytes.
+// One rule per run of grid sizes g[i] .. g[j] where the tuner overrides NCCL with the same entry, covering
+// [g[i], g[j]] (from 0 when g[i] is the first grid size, up to the largest nBytes when g[j] is the last). Sizes
+// between a run and the next grid size keep NCCL's choice: a validated band is known to hold at the grid sizes it
+// contains, not beyond them. Sizes where NCCL's choice stands get no rule.
 std::vector<nccl_plugin::TunerRule> rulesFromModel(const nccl_plugin::TunerModel& model,
-                                                   const std::vector<uint64_t>& grid) {
+                                                   const std::vector<uint64_t>& grid, nccl_plugin::TunerPolicy policy) {
   std::vector<nccl_plugin::TunerRule> rules;
   for (int func = 0; func < nccl_abi::kNumFuncs; ++func) {
-    uint64_t lo = 0;
+    std::vector<int> entry(grid.size(), -1);  // the overriding entry per grid size, -1: NCCL's choice stands
     for (size_t i = 0; i < grid.size(); ++i) {
-      const Choice c = fastest(model, func, grid[i]);
-      const bool last = i + 1 == grid.size();
-      const Choice next = last ? Choice{} : fastest(model, func, grid[i + 1]);
-      if (!last && next.algo == c.algo && next.proto == c.proto) continue;
-      if (c.algo >= 0) {
-        nccl_plugin::TunerRule r;
-        r.func = func;
-        r.min_bytes = lo;
-        r.max_bytes = last ? std::numeric_limits<uint64_t>::max() : grid[i];
-        r.algo = c.algo;
-        r.proto = c.proto;
-        r.nodes = model.nodes();
-        r.ranks = model.ranks();
-        rules.push_back(r);
-      }
-      lo = grid[i] + 1;
+      const nccl_plugin::TunerDecision d = decisionAt(model, func, grid[i], policy);
+      if (d.override_nccl) entry[i] = d.candidate;
+    }
+    for (size_t i = 0; i < grid.size(); ++i) {
+      if (entry[i] < 0) continue;
+      size_t j = i;
+      while (j + 1 < grid.size() && entry[j + 1] == entry[i]) ++j;
+      nccl_plugin::TunerRule r;
+      r.func = func;
+      r.min_bytes = i == 0 ? 0 : grid[i];
+      r.max_bytes = j + 1 == grid.size() ? std::numeric_limits<uint64_t>::max() : grid[j];
+      r.algo = entry[i] / nccl_abi::kNumProtocols;
+      r.proto = entry[i] % nccl_abi::kNumProtocols;
+      r.nodes = model.nodes();
+      r.ranks = model.ranks();
+      rules.push_back(r);
+      i = j;
     }
   }
   return rules;
@@ -240,23 +241,37 @@ int runTuneFromLogs(const TuneOptions& opt) {
       measuredTableText(logs, *table));
 }
 
-// The modelled table: the model's header and notes, then per collective and grid size the fastest entry.
+// The modelled table: the model's header and notes, then per collective and grid size NCCL's choice, Braid's
+// candidate and the decision with its reason.
 std::string modelTableText(const Topology& topology, const nccl_plugin::TunerModel& model,
-                           const std::vector<uint64_t>& grid) {
+                           const std::vector<uint64_t>& grid, nccl_plugin::TunerPolicy policy, int* overrides) {
   std::string out = fmt::format("# {}: {} ranks on {} node(s); model built in {:.2f} s ({} simulations)\n",
                                 topology.name, model.ranks(), model.nodes(), model.buildSeconds(), model.simulations());
   for (const std::string& note : model.notes()) out += "# " + note + "\n";
-  out += fmt::format("{:<14} {:>12} {:<16} {:>12} {}\n", "collective", "nBytes", "choice", "time_us", "source");
+  out += fmt::format("{:<14} {:>12} {:<16} {:>10} {:<16} {:>10} {:<10} {:>9} {:<8} {}\n", "collective", "nBytes",
+                     "nccl", "nccl_us", "candidate", "braid_us", "source", "advantage", "decision", "why");
+  *overrides = 0;
   for (int func = 0; func < nccl_abi::kNumFuncs; ++func) {
     for (uint64_t bytes : grid) {
-      const Choice c = fastest(model, func, bytes);
-      if (c.algo < 0) continue;
-      out += fmt::format(
-          "{:<14} {:>12} {:<16} {:>12.2f} {}\n", nccl_plugin::ncclFuncName(func), bytes,
-          fmt::format("{}/{}", nccl_plugin::ncclAlgoIndexName(c.algo), nccl_plugin::ncclProtoIndexName(c.proto)), c.us,
-          nccl_plugin::costSourceName(model.curve(func, c.algo, c.proto).source));
+      const nccl_plugin::TunerDecision d = decisionAt(model, func, bytes, policy);
+      if (d.nccl < 0) continue;
+      const int algo = d.candidate / nccl_abi::kNumProtocols;
+      const int proto = d.candidate % nccl_abi::kNumProtocols;
+      *overrides += d.override_nccl ? 1 : 0;
+      out += fmt::format("{:<14} {:>12} {:<16} {:>10} {:<16} {:>10.2f} {:<10} {:>9} {:<8} {}\n",
+                         nccl_plugin::ncclFuncName(func), bytes, nccl_plugin::entryName(d.nccl),
+                         d.nccl_us ? fmt::format("{:.2f}", *d.nccl_us) : std::string("-"),
+                         nccl_plugin::entryName(d.candidate), d.candidate_us,
+                         nccl_plugin::costSourceName(model.curve(func, algo, proto).source),
+                         d.advantage > 0 ? fmt::format("{:.3f}x", d.advantage) : std::string("-"),
+                         d.override_nccl ? "override" : "keep", d.why);
     }
   }
+  out += fmt::format(
+      "# nccl: NCCL's choice in Braid's emulation of NCCL 2.28's model (ncclPredict); nccl_us, braid_us: Braid's "
+      "predictions; advantage = nccl_us / braid_us; policy {} (BRAID_TUNER); {} override(s); sizes kept get no "
+      "rule\n",
+      nccl_plugin::tunerPolicyName(policy), *overrides);
   return out;
 }
 
@@ -300,6 +315,11 @@ int runTune(const TuneOptions& opt) {
                              opt.ranks, topology->name, topology->numGpus());
     return kUsageError;
   }
+  const std::optional<nccl_plugin::TunerPolicy> policy = nccl_plugin::parseTunerPolicy(opt.policy);
+  if (!policy || *policy == nccl_plugin::TunerPolicy::kOff) {
+    std::cerr << "braid tune: --policy " << opt.policy << ": expected validated or model\n";
+    return kUsageError;
+  }
   nccl_plugin::TunerModelOptions options;
   const auto max_bytes = parseNcclTestsSize(opt.max_sim_bytes);
   if (!max_bytes || *max_bytes == 0) {
@@ -320,11 +340,14 @@ int runTune(const TuneOptions& opt) {
     std::cerr << "braid tune: " << model.status().message() << "\n";
     return kFailure;
   }
+  int overrides = 0;
+  const std::string table = modelTableText(*topology, *model, options.grid, *policy, &overrides);
   return writeRulesAndPrint(
-      opt.output, rulesFromModel(*model, options.grid),
-      fmt::format("braid tune -t {}: Braid's fastest algorithm/protocol per size range ({} ranks, {} node(s))",
-                  opt.topology, model->ranks(), model->nodes()),
-      modelTableText(*topology, *model, options.grid));
+      opt.output, rulesFromModel(*model, options.grid, *policy),
+      fmt::format("braid tune -t {} --policy {}: where Braid's model overrides NCCL's own algorithm/protocol, per "
+                  "size range ({} ranks, {} node(s)); other sizes keep NCCL's choice",
+                  opt.topology, nccl_plugin::tunerPolicyName(*policy), model->ranks(), model->nodes()),
+      table);
 }
 
 }  // namespace
@@ -350,6 +373,10 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
                   "when they do not");
   cmd->add_option("-o,--output", opt->output, "write the rules file here (BRAID_TUNER_RULES / NCCL_TUNER_CONFIG_FILE)")
       ->check(outputPathCheck());
+  cmd->add_option("--policy", opt->policy,
+                  "with -t: when Braid's model overrides NCCL's choice, as BRAID_TUNER: validated (default: only where "
+                  "both entries are inside their calibrated size bands and the candidate wins by more than their "
+                  "known error) or model (wherever Braid's fastest differs)");
   cmd->add_option("--max-sim-bytes", opt->max_sim_bytes,
                   "largest grid size simulated, nccl-tests syntax (default 1G, as BRAID_TUNER_MAX_SIM_BYTES)");
   cmd->callback([opt, exit_code]() { *exit_code = runTune(*opt); });

@@ -159,6 +159,12 @@ const std::vector<EnvParam>& envParams() {
        "CPU transport (BRAID_TRANSPORT: `auto` or `tcp` TCP, `ucx` UCX; `threads` and `shm` are refused). Ranks on one "
        "host always use the device-resident executor. Must be the same on every rank. Another value, or a refused "
        "BRAID_TRANSPORT: a warning naming it and the communicator's calls go to NCCL."},
+      {"BRAID_TUNER", "validated",
+       "NCCL tuner plugin (libnccl-tuner-braid.so, and libnccl-net-braid.so, which carries the tuner too): "
+       "`validated` moves NCCL off its own algorithm/protocol only where both Braid's candidate and NCCL's choice "
+       "are simulated inside their calibrated size bands and the candidate wins by more than their known error; "
+       "`model` wherever Braid's fastest prediction differs from NCCL's choice; `off` changes nothing (no model, no "
+       "rules: NCCL keeps its choices; init still succeeds). Another value: a warning and `validated`."},
       {"BRAID_TUNER_RULES", "",
        "NCCL tuner plugin: rules file in NCCL's example-tuner CSV format that overrides Braid's model (first "
        "matching line wins); unset: NCCL_TUNER_CONFIG_FILE, else no rules (docs/nccl.md)."},

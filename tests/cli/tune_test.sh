@@ -4,26 +4,62 @@
 # Usage: tune_test.sh BRAID_BINARY SOURCE_DIR SHARED_DIR
 source "$(dirname "$0")/lib.sh" "$@"
 
-# dgx-a100-x1: 8 GPUs on one node; a small simulated grid keeps the test fast.
-expect_rc 0 "tune dgx-a100-x1 -o" -- "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M -o "$tmp/rules.conf"
+# dgx-a100-x1: 8 GPUs on one node; a small simulated grid keeps the test fast. --policy model: a rule wherever
+# Braid's fastest prediction differs from NCCL's choice.
+expect_rc 0 "tune dgx-a100-x1 -o" -- "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M --policy model -o "$tmp/rules.conf"
 grep -q '^AllReduce  *1073741824 ' "$tmp/out" && ok || fail "the table has an all-reduce row at 1 GiB"
-grep -q 'simulated$' "$tmp/out" && ok || fail "some entries are simulated"
-grep -q '^Broadcast .* analytical$' "$tmp/out" && ok || fail "broadcast is NCCL's analytical ring"
+grep -q ' simulated  ' "$tmp/out" && ok || fail "some entries are simulated"
+grep -q '^Broadcast .* analytical  .* keep ' "$tmp/out" && ok || fail "broadcast is NCCL's analytical ring, kept"
+grep -q ' override ' "$tmp/out" && ok || fail "--policy model overrides somewhere"
 [ -s "$tmp/rules.conf" ] && ok || fail "rules file written"
-# Every rule line has 10 fields, this machine's node and rank counts, and the five collectives are covered.
+# Every rule line has 10 fields and this machine's node and rank counts; a collective's ranges ascend without overlap.
 python3 - "$tmp/rules.conf" <<'PY' && ok || fail "rules file format"
 import sys
 lines = [l.strip() for l in open(sys.argv[1]) if l.strip() and not l.startswith("#")]
 fields = [l.split(",") for l in lines]
 assert fields and all(len(f) == 10 for f in fields), lines
 assert all(f[6] == "1" and f[7] == "8" for f in fields), lines
-assert {f[0] for f in fields} == {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}, lines
 for coll in {f[0] for f in fields}:
     rows = [f for f in fields if f[0] == coll]
-    assert rows[0][1] == "0" and rows[-1][2] == str(2**64 - 1), rows
+    for r in rows:
+        assert int(r[1]) <= int(r[2]), r
     for a, b in zip(rows, rows[1:]):
-        assert int(b[1]) == int(a[2]) + 1, rows
+        assert int(b[1]) > int(a[2]), rows
 PY
+
+# The default policy (validated) on the shipped machines with NVLS: Braid's NVLS emulation is validated from 16 MiB
+# (NVLS) and 32 MiB (NVLSTree); below that the table names the candidate, keeps NCCL's choice and says why, and no
+# rule moves NCCL to NVLS or NVLSTree.
+for machine in dgx-h100-x1 dgx-h100-x2; do
+  expect_rc 0 "tune $machine" -- "$braid" tune -t "$machine" --max-sim-bytes 1M -o "$tmp/$machine.conf"
+  python3 - "$tmp/out" "$tmp/$machine.conf" "$machine" <<'PY' && ok || fail "$machine: NVLS overrides below the validated sizes"
+import sys
+out, rules, machine = open(sys.argv[1]).read().splitlines(), open(sys.argv[2]).read().splitlines(), sys.argv[3]
+validated_from = {"NVLS/Simple": 16 << 20, "NVLSTree/Simple": 32 << 20}
+kept = 0
+for line in out:
+    f = line.split()
+    if not f or f[0] != "AllReduce":
+        continue
+    size, nccl, candidate, decision = int(f[1]), f[2], f[4], f[8]
+    if candidate in validated_from and size < validated_from[candidate]:
+        assert decision == "keep", line
+        if candidate != nccl:
+            assert "candidate not validated" in line and "validated from" in line, line
+            kept += 1
+assert kept > 0, "the NVLS candidate below its validated size is shown: " + machine
+for r in rules:
+    f = r.split(",")
+    if not r.startswith("#") and f[3] in ("nvls", "nvls_tree"):
+        assert int(f[1]) >= validated_from["NVLS/Simple" if f[3] == "nvls" else "NVLSTree/Simple"], r
+PY
+done
+# --policy model on dgx-h100-x1: the NVLS emulation's small-size prediction wins (the behaviour BRAID_TUNER=model keeps).
+expect_rc 0 "tune dgx-h100-x1 --policy model" -- "$braid" tune -t dgx-h100-x1 --max-sim-bytes 1M --policy model \
+  -o "$tmp/model.conf"
+grep -q '^allreduce,0,[0-9]*,nvls,simple,' "$tmp/model.conf" && ok || fail "--policy model: NVLS from 0 bytes"
+expect_rc 2 "--policy off" -- "$braid" tune -t dgx-h100-x1 --policy off
+grep -q 'expected validated or model' "$tmp/err" && ok || fail "--policy off: $(head -1 "$tmp/err")"
 
 expect_rc 2 "--ranks that differs from the topology" -- "$braid" tune -t dgx-a100-x1 --ranks 16
 grep -q 'has 8 GPUs' "$tmp/err" && ok || fail "the --ranks error names the GPU count"

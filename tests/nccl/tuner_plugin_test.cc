@@ -92,12 +92,14 @@ const T* symbol(void* handle, const char* name) {
   return handle ? static_cast<const T*>(dlsym(handle, name)) : nullptr;
 }
 
-// Sets or clears the plugin's variables for one init.
-void environment(const char* topology, const char* max_sim_bytes = nullptr, const char* rules = nullptr) {
+// Sets or clears the plugin's variables for one init (BRAID_TUNER: unset is `validated`).
+void environment(const char* topology, const char* max_sim_bytes = nullptr, const char* rules = nullptr,
+                 const char* policy = nullptr) {
   auto put = [](const char* name, const char* value) { value ? setenv(name, value, 1) : unsetenv(name); };
   put("BRAID_TOPOLOGY", topology);
   put("BRAID_TUNER_MAX_SIM_BYTES", max_sim_bytes);
   put("BRAID_TUNER_RULES", rules);
+  put("BRAID_TUNER", policy);
   unsetenv("BRAID_TUNER_MAX_SIM_RANKS");
   unsetenv("NCCL_TOPO_DUMP_FILE");
   unsetenv("NCCL_TUNER_CONFIG_FILE");
@@ -201,12 +203,14 @@ std::optional<double> expectedAllReduceUs(const Topology& topology, const NcclSy
   return std::nullopt;
 }
 
+// BRAID_TUNER=model: wherever Braid's fastest differs from NCCL's choice, the table gets Braid's predictions. The
+// test's table makes NCCL's choice the entry Braid predicts slowest, so Braid's fastest differs at every size.
 void checkAllReduceTable(const char* name) {
   Result<Topology> topology = loadTopologyOrShipped(name);
   ASSERT_TRUE(topology.isOk()) << topology.status().toString();
   Result<NcclSystem> system = ncclSystem(*topology);
   ASSERT_TRUE(system.isOk()) << system.status().toString();
-  environment(name);
+  environment(name, nullptr, nullptr, "model");
   takeLog();
   V5Comm comm(16, 2);
   ASSERT_NE(comm.tuner, nullptr);
@@ -216,6 +220,20 @@ void checkAllReduceTable(const char* name) {
   for (uint64_t bytes : {kKiB, kMiB, kGiB}) {
     GuardedTable t;
     forbidSome(t);
+    int slowest = -1;
+    double slowest_us = 0;
+    for (int a = 0; a < 7; ++a) {
+      for (int p = 0; p < 3; ++p) {
+        if (t.at(a, p) < 0) continue;
+        const std::optional<double> us = expectedAllReduceUs(*topology, *system, a, p, bytes);
+        if (us && (slowest < 0 || *us > slowest_us)) {
+          slowest = a * 3 + p;
+          slowest_us = *us;
+        }
+      }
+    }
+    ASSERT_GE(slowest, 0);
+    t.at(slowest / 3, slowest % 3) = 1.0f;  // NCCL's choice
     int channels = 0;
     ASSERT_EQ(comm.tuner->getCollInfo(comm.ctx, abi::kFuncAllReduce, bytes, 1, t.table(), 7, 3, 0, &channels), 0);
     EXPECT_TRUE(t.guardsIntact());
@@ -251,7 +269,7 @@ TEST(TunerPlugin, AllReduceTableIsBraidsSimulationOnDgxA100x2) { checkAllReduceT
 // The table is a contiguous float[7][3]: an implementation that read it as 7 row pointers would dereference the
 // first cells' bits (a crash) or write outside it (the guards). Exactly the allowed, modelled cells change.
 TEST(TunerPlugin, WritesExactlyTheAllowedCellsOfTheContiguousTable) {
-  environment("dgx-a100-x1", "1M");
+  environment("dgx-a100-x1", "1M", nullptr, "model");
   V5Comm comm(8, 1);
   ASSERT_EQ(comm.init_result, 0);
   GuardedTable t;
@@ -384,7 +402,7 @@ TEST(TunerPlugin, NcclTopologyDumpIsTheMachineWithoutBraidTopology) {
   if (!std::filesystem::exists(xml)) GTEST_SKIP() << xml << " is absent";
   Result<Topology> topology = loadTopology(xml);
   ASSERT_TRUE(topology.isOk()) << topology.status().toString();
-  environment(nullptr, "1M");
+  environment(nullptr, "1M", nullptr, "model");
   setenv("NCCL_TOPO_DUMP_FILE", xml.c_str(), 1);
   takeLog();
   V5Comm comm(static_cast<size_t>(topology->numGpus()), 1);
@@ -394,7 +412,9 @@ TEST(TunerPlugin, NcclTopologyDumpIsTheMachineWithoutBraidTopology) {
   EXPECT_FALSE(logHas(lines, "left as it is")) << joined(lines);
   GuardedTable t;
   int channels = 0;
-  ASSERT_EQ(comm.tuner->getCollInfo(comm.ctx, abi::kFuncAllReduce, kMiB, 1, t.table(), 7, 3, 0, &channels), 0);
+  // At 1 GiB Braid's fastest is not NCCL's choice in this table (Tree/LL, the first of equal entries): with
+  // BRAID_TUNER=model the table gets Braid's predictions.
+  ASSERT_EQ(comm.tuner->getCollInfo(comm.ctx, abi::kFuncAllReduce, kGiB, 1, t.table(), 7, 3, 0, &channels), 0);
   EXPECT_NE(t.at(abi::kAlgoRing, abi::kProtoSimple), kUntouched);
   EXPECT_GT(t.at(abi::kAlgoRing, abi::kProtoSimple), 0.0f);
 }
@@ -416,7 +436,7 @@ TEST(TunerPlugin, MachineWithoutNvlinkInItsFileIsAWarning) {
 }
 
 TEST(TunerPlugin, OlderVersionsGiveTheSameAnswers) {
-  environment("dgx-a100-x1", "1M");
+  environment("dgx-a100-x1", "1M", nullptr, "model");
   void* lib = tunerLibrary();
   const auto* v5 = symbol<abi::TunerV5>(lib, "ncclTunerPlugin_v5");
   const auto* v4 = symbol<abi::TunerV4>(lib, "ncclTunerPlugin_v4");
@@ -429,7 +449,13 @@ TEST(TunerPlugin, OlderVersionsGiveTheSameAnswers) {
   ASSERT_EQ(v4->init(8, 1, captureLog, &c4), 0);
   ASSERT_EQ(v3->init(8, 1, captureLog, &c3), 0);
   ASSERT_EQ(v2->init(8, 1, captureLog, &c2), 0);
-  for (uint64_t bytes : {uint64_t{512}, 3 * kKiB, 100 * kKiB}) {
+  // v2 passes no table: NCCL's choice is what NCCL's model (ncclPredict) picks, without NVLS and CollNet support.
+  Result<Topology> topology = loadTopologyOrShipped("dgx-a100-x1");
+  ASSERT_TRUE(topology.isOk());
+  Result<NcclSystem> system = ncclSystem(*topology);
+  ASSERT_TRUE(system.isOk());
+  int v2_overrides = 0;
+  for (uint64_t bytes : {uint64_t{1024}, 4 * kKiB, 64 * kKiB}) {
     GuardedTable t5, t4, t3;
     int ch = 0;
     ASSERT_EQ(v5->getCollInfo(c5, abi::kFuncAllReduce, bytes, 1, t5.table(), 7, 3, 0, &ch), 0);
@@ -437,24 +463,122 @@ TEST(TunerPlugin, OlderVersionsGiveTheSameAnswers) {
     ASSERT_EQ(v3->getCollInfo(c3, abi::kFuncAllReduce, bytes, 1, t3.table(), 7, 3, &ch), 0);
     EXPECT_TRUE(std::equal(std::begin(t5.cells), std::end(t5.cells), std::begin(t4.cells))) << bytes;
     EXPECT_TRUE(std::equal(std::begin(t5.cells), std::end(t5.cells), std::begin(t3.cells))) << bytes;
-    // v2: the fastest entry the model predicts (the cells v5 changed), without NVLS or CollNet support.
-    int best = -1;
-    for (int i = 0; i < 21; ++i) {
-      const float v = t5.cells[GuardedTable::kPad + i];
-      const int a = i / 3;
-      if (v == kUntouched || a == abi::kAlgoNvls || a == abi::kAlgoNvlsTree) continue;
-      if (best < 0 || v < t5.cells[GuardedTable::kPad + best]) best = i;
+    // Grid sizes (no interpolation): Braid's fastest and NCCL's pick among Ring and Tree.
+    int braid_best = -1, nccl_best = -1;
+    double braid_us = 0, nccl_us = 0;
+    Result<NcclPrediction> prediction = ncclPredict(*system, CollectiveKind::kAllReduce, bytes);
+    ASSERT_TRUE(prediction.isOk());
+    for (const NcclEstimate& e : prediction->all) {
+      const int a = static_cast<int>(e.algo);
+      if (e.time_us < 0 || (a != abi::kAlgoRing && a != abi::kAlgoTree)) continue;
+      const int p = e.protocol == Protocol::kLL      ? abi::kProtoLL
+                    : e.protocol == Protocol::kLL128 ? abi::kProtoLL128
+                                                     : abi::kProtoSimple;
+      const int i = a * 3 + p;
+      if (nccl_best < 0 || e.time_us < nccl_us || (e.time_us == nccl_us && i < nccl_best)) {
+        nccl_best = i;
+        nccl_us = e.time_us;
+      }
+      const std::optional<double> us = expectedAllReduceUs(*topology, *system, a, p, bytes);
+      ASSERT_TRUE(us.has_value());
+      if (braid_best < 0 || *us < braid_us || (*us == braid_us && i < braid_best)) {
+        braid_best = i;
+        braid_us = *us;
+      }
     }
-    ASSERT_GE(best, 0);
+    ASSERT_GE(braid_best, 0);
     int algorithm = -1, protocol = -1;
     ASSERT_EQ(v2->getCollInfo(c2, abi::kFuncAllReduce, bytes, 0, 0, 1, &algorithm, &protocol, &ch), 0);
-    EXPECT_EQ(algorithm, best / 3) << bytes;
-    EXPECT_EQ(protocol, best % 3) << bytes;
+    if (braid_best == nccl_best) {
+      EXPECT_EQ(algorithm, -1) << bytes << ": NCCL's own choice stands";
+      EXPECT_EQ(protocol, -1) << bytes;
+    } else {
+      EXPECT_EQ(algorithm, braid_best / 3) << bytes;
+      EXPECT_EQ(protocol, braid_best % 3) << bytes;
+      ++v2_overrides;
+    }
   }
+  std::printf("v2 overrode NCCL's choice at %d of 3 sizes\n", v2_overrides);
   EXPECT_EQ(v5->finalize(c5), 0);
   EXPECT_EQ(v4->destroy(c4), 0);
   EXPECT_EQ(v3->destroy(c3), 0);
   EXPECT_EQ(v2->destroy(c2), 0);
+}
+
+// The default policy (BRAID_TUNER unset = validated) on dgx-h100-x2: below 32 MiB Braid predicts NVLSTree/Simple
+// fastest, where the NVLS emulation is not validated, so NCCL's table is left exactly as it is; BRAID_TUNER=model
+// writes Braid's predictions and NVLSTree/Simple becomes the smallest entry.
+TEST(TunerPlugin, DefaultPolicyKeepsNcclsChoiceWhereTheNvlsEmulationIsNotValidated) {
+  auto ncclLike = [](GuardedTable& t) {
+    forbidSome(t);
+    t.at(abi::kAlgoTree, abi::kProtoLL128) = 115.0f;  // NCCL's choice at 1 MiB (2-node H100 log RC-50)
+    t.at(abi::kAlgoNvlsTree, abi::kProtoSimple) = 130.0f;
+  };
+  environment("dgx-h100-x2");  // the same model (and cache entry) as AllReduceTableIsBraidsSimulationOnDgxH100x2
+  {
+    V5Comm comm(16, 2);
+    ASSERT_EQ(comm.init_result, 0);
+    for (uint64_t bytes : {64 * kKiB, kMiB, 4 * kMiB}) {
+      GuardedTable t;
+      ncclLike(t);
+      const GuardedTable before = t;
+      int channels = 0;
+      ASSERT_EQ(comm.tuner->getCollInfo(comm.ctx, abi::kFuncAllReduce, bytes, 1, t.table(), 7, 3, 0, &channels), 0);
+      EXPECT_TRUE(std::equal(std::begin(t.cells), std::end(t.cells), std::begin(before.cells))) << bytes;
+      EXPECT_EQ(channels, 0);
+    }
+  }
+  environment("dgx-h100-x2", nullptr, nullptr, "model");
+  V5Comm comm(16, 2);
+  ASSERT_EQ(comm.init_result, 0);
+  GuardedTable t;
+  ncclLike(t);
+  int channels = 0;
+  ASSERT_EQ(comm.tuner->getCollInfo(comm.ctx, abi::kFuncAllReduce, kMiB, 1, t.table(), 7, 3, 0, &channels), 0);
+  const float nvls_tree = t.at(abi::kAlgoNvlsTree, abi::kProtoSimple);
+  EXPECT_NE(nvls_tree, 130.0f);
+  for (int a = 0; a < 7; ++a) {
+    for (int p = 0; p < 3; ++p) {
+      if (t.at(a, p) >= 0 && !(a == abi::kAlgoNvlsTree && p == abi::kProtoSimple)) {
+        EXPECT_GT(t.at(a, p), nvls_tree);
+      }
+    }
+  }
+}
+
+// BRAID_TUNER=off: init succeeds (a failing init would fail NCCL's communicator) without building a model or
+// reading rules, and every call leaves NCCL's table, channels and v2 choice as they are.
+TEST(TunerPlugin, BraidTunerOffChangesNothing) {
+  const std::string rules = writeTemp("off.conf", "allreduce,0,4294967295,ring,simple,4,-1,-1\n");
+  environment("dgx-h100-x2", nullptr, rules.c_str(), "off");
+  takeLog();
+  {
+    V5Comm comm(16, 2);
+    ASSERT_EQ(comm.init_result, 0);
+    ASSERT_NE(comm.ctx, nullptr);
+    const std::vector<std::string> lines = takeLog();
+    EXPECT_TRUE(logHas(lines, "BRAID_TUNER=off")) << joined(lines);
+    EXPECT_FALSE(logHas(lines, "rule(s) from")) << joined(lines);
+    GuardedTable t;
+    forbidSome(t);
+    const GuardedTable before = t;
+    int channels = 0;
+    ASSERT_EQ(comm.tuner->getCollInfo(comm.ctx, abi::kFuncAllReduce, kMiB, 1, t.table(), 7, 3, 0, &channels), 0);
+    EXPECT_TRUE(std::equal(std::begin(t.cells), std::end(t.cells), std::begin(before.cells)));
+    EXPECT_EQ(channels, 0);
+  }
+  const auto* v2 = symbol<abi::TunerV2>(tunerLibrary(), "ncclTunerPlugin_v2");
+  ASSERT_NE(v2, nullptr);
+  void* ctx = nullptr;
+  ASSERT_EQ(v2->init(16, 2, captureLog, &ctx), 0);
+  int algorithm = -1, protocol = -1, channels = 0;
+  ASSERT_EQ(v2->getCollInfo(ctx, abi::kFuncAllReduce, kMiB, 1, 1, 1, &algorithm, &protocol, &channels), 0);
+  EXPECT_EQ(algorithm, -1);
+  EXPECT_EQ(protocol, -1);
+  EXPECT_EQ(channels, 0);
+  EXPECT_EQ(v2->destroy(ctx), 0);
+  unsetenv("BRAID_TUNER");
+  std::filesystem::remove(rules);
 }
 
 // BRAID_DEBUG=INFO: one line per decision through NCCL's logger. BRAID_DEBUG is read once per library instance,
@@ -478,7 +602,9 @@ TEST(TunerPlugin, DebugInfoLogsEachDecision) {
   ASSERT_EQ(v5->getCollInfo(ctx, abi::kFuncAllReduce, kKiB, 1, t.table(), 7, 3, 0, &ch), 0);
   const std::vector<std::string> lines = takeLog();
   EXPECT_TRUE(logHas(lines, "TUNER/Braid: AllReduce 1024 bytes -> ")) << joined(lines);
-  EXPECT_TRUE(logHas(lines, "us (Braid's model)")) << joined(lines);
+  EXPECT_TRUE(logHas(lines, " us (NCCL's choice kept, Braid's candidate ") ||
+              logHas(lines, " us (Braid's model over NCCL's "))
+      << joined(lines);
   EXPECT_EQ(v5->finalize(ctx), 0);
   unsetenv("BRAID_DEBUG");
   dlclose(lib);

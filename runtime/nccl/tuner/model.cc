@@ -138,6 +138,7 @@ class TunerModelBuilder {
         if (e.time_us < 0) c.source = CostSource::kNone;
         c.bytes.push_back(options_.grid[i]);
         c.us.push_back(e.time_us);
+        c.nccl_us.push_back(e.time_us);
       }
     }
     for (auto& per_algo : model_.curves_[func]) {
@@ -199,6 +200,7 @@ class TunerModelBuilder {
     if (curve(func, algo, proto).source == CostSource::kNone) return;  // NCCL's model disables it here
     CostCurve simulated;
     simulated.source = CostSource::kSimulated;
+    simulated.nccl_us = curve(func, algo, proto).nccl_us;
     const std::string what =
         fmt::format("{} {}/{}", ncclFuncName(func), ncclAlgoIndexName(algo), ncclProtoIndexName(proto));
     for (uint64_t bytes : simulatedSizes()) {
@@ -259,6 +261,7 @@ Result<TunerModel> TunerModel::build(const Topology& topology, const TunerModelO
   model.ranks_ = system->num_ranks;
   model.nodes_ = system->num_nodes;
   model.topology_name_ = topology.name;
+  model.grid_ = options.grid;
   for (const std::string& note : system->notes) model.notes_.push_back("NCCL model: " + note);
   TunerModelBuilder(topology, *system, options, &model).run();
   model.build_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -277,6 +280,12 @@ std::optional<double> TunerModel::timeUs(int func, int algo, int proto, uint64_t
   const CostCurve& c = curve(func, algo, proto);
   if (c.source == CostSource::kNone || c.bytes.empty()) return std::nullopt;
   return interpolateUs(c.bytes, c.us, n_bytes);
+}
+
+std::optional<double> TunerModel::ncclTimeUs(int func, int algo, int proto, uint64_t n_bytes) const {
+  const CostCurve& c = curve(func, algo, proto);
+  if (c.source == CostSource::kNone || c.nccl_us.empty()) return std::nullopt;
+  return interpolateUs(grid_, c.nccl_us, n_bytes);
 }
 
 }  // namespace braid::nccl_plugin

@@ -37,6 +37,8 @@ struct CostCurve {
   CostSource source = CostSource::kNone;
   std::vector<uint64_t> bytes;
   std::vector<double> us;
+  /// NCCL's own prediction (ncclPredict) on the model's grid, whatever `source` is; empty for kNone.
+  std::vector<double> nccl_us;
 };
 
 /// Linear interpolation of a curve (bytes ascending, at least one point): below the first point its value, between
@@ -76,6 +78,11 @@ class TunerModel {
   const CostCurve& curve(int func, int algo, int proto) const;
   /// interpolateUs of that curve at `n_bytes`; nullopt for a kNone curve.
   std::optional<double> timeUs(int func, int algo, int proto, uint64_t n_bytes) const;
+  /// NCCL's own prediction of that entry (ncclPredict, interpolated on the grid); nullopt where NCCL's model
+  /// disables it. What NCCL's table holds as far as Braid's emulation of NCCL 2.28's model goes.
+  std::optional<double> ncclTimeUs(int func, int algo, int proto, uint64_t n_bytes) const;
+  /// The grid the model was built on (TunerModelOptions::grid).
+  const std::vector<uint64_t>& grid() const { return grid_; }
   /// What was assumed or replaced while building (NCCL model assumptions, failed simulations, rank limit).
   const std::vector<std::string>& notes() const { return notes_; }
   /// Wall-clock seconds build() took.
@@ -87,6 +94,7 @@ class TunerModel {
   int ranks_ = 0;
   int nodes_ = 0;
   std::string topology_name_;
+  std::vector<uint64_t> grid_;
   std::array<std::array<std::array<CostCurve, nccl_abi::kNumProtocols>, nccl_abi::kNumAlgorithms>, nccl_abi::kNumFuncs>
       curves_;
   std::vector<std::string> notes_;

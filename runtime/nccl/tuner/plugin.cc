@@ -8,6 +8,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unordered_set>
 
 #include "braid/topology.h"
@@ -153,6 +154,13 @@ TunerSettings tunerSettingsFromEnvironment() {
     s.rules_file = ncclVariable("NCCL_TUNER_CONFIG_FILE");
     s.rules_variable = "NCCL_TUNER_CONFIG_FILE";
   }
+  const std::string policy = envString("BRAID_TUNER");
+  if (const auto parsed = parseTunerPolicy(policy)) {
+    s.policy = *parsed;
+  } else {
+    s.warnings.push_back(
+        fmt::format("BRAID_TUNER={}: not validated, model or off; {} kept", policy, tunerPolicyName(s.policy)));
+  }
   const std::string max_bytes = envString("BRAID_TUNER_MAX_SIM_BYTES");
   if (const auto v = parseNcclTestsSize(max_bytes); v && *v >= kMinSimulatedBytes) {
     s.model.max_simulated_bytes = *v;
@@ -178,7 +186,14 @@ std::unique_ptr<TunerContext> TunerContext::create(size_t n_ranks, size_t n_node
   auto ctx = std::make_unique<TunerContext>();
   ctx->ranks_ = n_ranks;
   ctx->nodes_ = n_nodes;
+  ctx->policy_ = settings.policy;
   for (const std::string& w : settings.warnings) log(nccl_abi::kLogWarn, nccl_abi::kSubsysTuning, "TUNER/Braid: " + w);
+  if (settings.policy == TunerPolicy::kOff) {
+    ctx->pass_through_ = "BRAID_TUNER=off";
+    log(nccl_abi::kLogInfo, nccl_abi::kSubsysTuning,
+        "TUNER/Braid: BRAID_TUNER=off: NCCL's cost table and choices are left as they are (no model, no rules)");
+    return ctx;
+  }
   ctx->rules_ = loadRules(settings);
 
   TopologyChoice choice = chooseTopology(settings);
@@ -211,21 +226,47 @@ std::unique_ptr<TunerContext> TunerContext::create(size_t n_ranks, size_t n_node
   }
   const TunerModel& m = *ctx->model_;
   BRAID_PLUGIN_LOG(kLogInfo, kSubsysTuning,
-                   "TUNER/Braid: {} ({}): {} ranks on {} node(s); model built in {:.2f} s ({} simulations)",
-                   choice.source, m.topologyName(), m.ranks(), m.nodes(), m.buildSeconds(), m.simulations());
+                   "TUNER/Braid: {} ({}): {} ranks on {} node(s); model built in {:.2f} s ({} simulations); "
+                   "BRAID_TUNER={}",
+                   choice.source, m.topologyName(), m.ranks(), m.nodes(), m.buildSeconds(), m.simulations(),
+                   tunerPolicyName(ctx->policy_));
   for (const std::string& note : m.notes()) logModelNote(note);
   return ctx;
 }
 
 void TunerContext::fillCostTable(int func, size_t n_bytes, int pipe_ops, float* cells, int num_algo, int num_proto,
                                  int reg_buff, int* n_channels) const {
+  if (policy_ == TunerPolicy::kOff) return;
   if (cells == nullptr || func < 0 || func >= nccl_abi::kNumFuncs || num_algo <= 0 || num_proto <= 0) return;
+  std::optional<TunerDecision> decision;
   if (model_) {
+    // NCCL's choice over the whole table: an entry outside the 7 x 3 Braid knows is one it cannot compare with.
+    int nccl_best = -1;
+    for (int i = 0; i < num_algo * num_proto; ++i) {
+      if (cells[i] >= 0 && (nccl_best < 0 || cells[i] < cells[nccl_best])) nccl_best = i;
+    }
+    const bool inside = nccl_best >= 0 && nccl_best / num_proto < nccl_abi::kNumAlgorithms &&
+                        nccl_best % num_proto < nccl_abi::kNumProtocols;
+    NcclCostTable table;
+    table.fill(-1.0);
     for (int a = 0; a < num_algo && a < nccl_abi::kNumAlgorithms; ++a) {
       for (int p = 0; p < num_proto && p < nccl_abi::kNumProtocols; ++p) {
-        float& cell = cells[a * num_proto + p];
-        if (!(cell >= 0)) continue;  // -1: NCCL does not allow it (and never NaN)
-        if (const auto us = model_->timeUs(func, a, p, n_bytes)) cell = static_cast<float>(*us);
+        table[a * nccl_abi::kNumProtocols + p] = cells[a * num_proto + p];
+      }
+    }
+    decision = decideOverride(*model_, func, n_bytes, table, policy_);
+    if (!inside && nccl_best >= 0) {
+      decision->override_nccl = false;
+      decision->why = fmt::format("NCCL's choice (entry {} of a {} x {} table) is not an entry Braid models", nccl_best,
+                                  num_algo, num_proto);
+    }
+    if (decision->override_nccl) {
+      for (int a = 0; a < num_algo && a < nccl_abi::kNumAlgorithms; ++a) {
+        for (int p = 0; p < num_proto && p < nccl_abi::kNumProtocols; ++p) {
+          float& cell = cells[a * num_proto + p];
+          if (!(cell >= 0)) continue;  // -1: NCCL does not allow it (and never NaN)
+          if (const auto us = model_->timeUs(func, a, p, n_bytes)) cell = static_cast<float>(*us);
+        }
       }
     }
   }
@@ -238,18 +279,27 @@ void TunerContext::fillCostTable(int func, size_t n_bytes, int pipe_ops, float* 
     }
     if (rule->channels > 0 && n_channels != nullptr) *n_channels = rule->channels;
   }
-  if (logEnabled(LogLevel::kInfo)) logDecision(func, n_bytes, cells, num_algo, num_proto, rule);
+  if (logEnabled(LogLevel::kInfo)) {
+    logDecision(func, n_bytes, cells, num_algo, num_proto, rule, decision ? &*decision : nullptr);
+  }
 }
 
 void TunerContext::logDecision(int func, size_t n_bytes, const float* cells, int num_algo, int num_proto,
-                               const TunerRule* rule) const {
+                               const TunerRule* rule, const TunerDecision* decision) const {
   int best = -1;
   for (int i = 0; i < num_algo * num_proto; ++i) {
     if (cells[i] >= 0 && (best < 0 || cells[i] < cells[best])) best = i;
   }
-  const std::string from = rule != nullptr ? fmt::format("rule at line {}", rule->line)
-                           : model_        ? std::string("Braid's model")
-                                           : std::string("NCCL's table (pass-through)");
+  std::string from;
+  if (rule != nullptr) {
+    from = fmt::format("rule at line {}", rule->line);
+  } else if (decision == nullptr) {
+    from = "NCCL's table (pass-through)";
+  } else if (decision->override_nccl) {
+    from = fmt::format("Braid's model over NCCL's {}: {}", entryName(decision->nccl), decision->why);
+  } else {
+    from = fmt::format("NCCL's choice kept, Braid's candidate {}: {}", entryName(decision->candidate), decision->why);
+  }
   if (best < 0) {
     log(nccl_abi::kLogInfo, nccl_abi::kSubsysTuning,
         fmt::format("TUNER/Braid: {} {} bytes: no allowed entry", ncclFuncName(func), n_bytes));
@@ -262,25 +312,29 @@ void TunerContext::logDecision(int func, size_t n_bytes, const float* cells, int
 
 void TunerContext::chooseV2(int func, size_t n_bytes, int coll_net_support, int nvls_support, int pipe_ops,
                             int* algorithm, int* protocol, int* n_channels) const {
+  if (policy_ == TunerPolicy::kOff) return;
   if (algorithm == nullptr || protocol == nullptr || func < 0 || func >= nccl_abi::kNumFuncs) return;
   const TunerRule* rule = firstMatchingRule(rules_, func, n_bytes, static_cast<int>(nodes_), static_cast<int>(ranks_),
                                             pipe_ops, /*reg_buff=*/-1);
+  std::optional<TunerDecision> decision;
   if (rule != nullptr) {
     *algorithm = rule->algo;
     *protocol = rule->proto;
     if (rule->channels > 0 && n_channels != nullptr) *n_channels = rule->channels;
   } else if (model_) {
-    double best = -1;
+    // v2 passes no table: NCCL's choice as Braid's emulation of NCCL's model predicts it.
+    NcclCostTable table;
+    table.fill(-1.0);
     for (int a = 0; a < nccl_abi::kNumAlgorithms; ++a) {
       if ((isNvls(a) && !nvls_support) || (isCollNet(a) && !coll_net_support)) continue;
       for (int p = 0; p < nccl_abi::kNumProtocols; ++p) {
-        const auto us = model_->timeUs(func, a, p, n_bytes);
-        if (us && (best < 0 || *us < best)) {
-          best = *us;
-          *algorithm = a;
-          *protocol = p;
-        }
+        if (const auto us = model_->ncclTimeUs(func, a, p, n_bytes)) table[a * nccl_abi::kNumProtocols + p] = *us;
       }
+    }
+    decision = decideOverride(*model_, func, n_bytes, table, policy_);
+    if (decision->override_nccl) {
+      *algorithm = decision->candidate / nccl_abi::kNumProtocols;
+      *protocol = decision->candidate % nccl_abi::kNumProtocols;
     }
   }
   if (logEnabled(LogLevel::kInfo)) {
@@ -288,8 +342,11 @@ void TunerContext::chooseV2(int func, size_t n_bytes, int coll_net_support, int 
         fmt::format("TUNER/Braid: {} {} bytes -> {}/{} (v2, {})", ncclFuncName(func), n_bytes,
                     ncclAlgoIndexName(*algorithm), ncclProtoIndexName(*protocol),
                     rule != nullptr ? fmt::format("rule at line {}", rule->line)
-                    : model_        ? std::string("Braid's model")
-                                    : std::string("pass-through")));
+                    : !decision     ? std::string("pass-through")
+                    : decision->override_nccl
+                        ? fmt::format("Braid's model over NCCL's {}: {}", entryName(decision->nccl), decision->why)
+                        : fmt::format("NCCL's choice kept, Braid's candidate {}: {}", entryName(decision->candidate),
+                                      decision->why)));
   }
 }
 
