@@ -289,8 +289,8 @@ std::string describeTopology(const Topology& t) {
   if (gpus > 0 && hasNics(t)) {
     // One line per GPU: its nearest NIC(s) in its node, the NCCL path type, the route's bottleneck and hops.
     out +=
-        "GPU -> nearest NIC (NCCL path type: PIX = one PCIe switch, PXB = several, PHB = through the CPU, SYS = "
-        "across sockets; ties listed):\n";
+        "GPU -> nearest NIC (NCCL path type: PIX = one PCIe switch, PXB = several, PHB = through the CPU "
+        "(nvidia-smi: PHB or NODE), SYS = across sockets; ties listed):\n";
     const std::vector<std::vector<NicAffinity>> by_rank = affinityByRank(t);
     const int shown = gpus <= 2 * kMaxMatrixGpus ? gpus : kMaxMatrixGpus;
     for (int rank = 0; rank < shown; ++rank) {
