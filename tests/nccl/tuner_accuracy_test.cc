@@ -1,8 +1,6 @@
 // When the tuner overrides NCCL's choice (runtime/nccl/tuner/accuracy.h): the calibrated bands per entry and the
 // rule, on hand-made tables and predictions. Expected values come from docs/simulator.md's calibration tables
 // (the worst errors inside each band) and are computed here by hand.
-#include "tuner/accuracy.h"
-
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
@@ -10,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "tuner/accuracy.h"
 #include "tuner/plugin.h"
 
 namespace braid::nccl_plugin {
@@ -42,53 +41,51 @@ EntryPrediction simulated(double us) { return {us, CostSource::kSimulated}; }
 
 TEST(TunerAccuracy, NvlsEmulationIsValidatedFromSixteenMebibytes) {
   // ND H100 v5: +41.9 % at 8 MiB (outside ±15 %), +13.8 % at 16 MiB, -5.3 % at 32 MiB.
-  const ModelAccuracy at8 = modelAccuracy(kAllReduce, nccl_abi::kAlgoNvls, nccl_abi::kProtoSimple,
-                                          CostSource::kSimulated, 8 * kMiB);
+  const ModelAccuracy at8 =
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoNvls, nccl_abi::kProtoSimple, CostSource::kSimulated, 8 * kMiB);
   EXPECT_FALSE(at8.validated);
   EXPECT_NE(at8.basis.find("validated from 16 MiB"), std::string::npos) << at8.basis;
-  const ModelAccuracy at16 = modelAccuracy(kAllReduce, nccl_abi::kAlgoNvls, nccl_abi::kProtoSimple,
-                                           CostSource::kSimulated, 16 * kMiB);
+  const ModelAccuracy at16 =
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoNvls, nccl_abi::kProtoSimple, CostSource::kSimulated, 16 * kMiB);
   EXPECT_TRUE(at16.validated);
   EXPECT_DOUBLE_EQ(at16.optimistic, 0.138);
   EXPECT_DOUBLE_EQ(at16.pessimistic, 0.053);
   EXPECT_TRUE(modelAccuracy(kAllReduce, nccl_abi::kAlgoNvls, nccl_abi::kProtoSimple, CostSource::kSimulated, 16 * kGiB)
                   .validated);
   // 2-node log RC-50: NVLSTree +15.9 % at 16 MiB (outside), -3.2 % at 32 MiB.
-  EXPECT_FALSE(modelAccuracy(kAllReduce, nccl_abi::kAlgoNvlsTree, nccl_abi::kProtoSimple, CostSource::kSimulated,
-                             16 * kMiB)
-                   .validated);
-  const ModelAccuracy tree32 = modelAccuracy(kAllReduce, nccl_abi::kAlgoNvlsTree, nccl_abi::kProtoSimple,
-                                             CostSource::kSimulated, 32 * kMiB);
+  EXPECT_FALSE(
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoNvlsTree, nccl_abi::kProtoSimple, CostSource::kSimulated, 16 * kMiB)
+          .validated);
+  const ModelAccuracy tree32 =
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoNvlsTree, nccl_abi::kProtoSimple, CostSource::kSimulated, 32 * kMiB);
   EXPECT_TRUE(tree32.validated);
   EXPECT_DOUBLE_EQ(tree32.optimistic, 0.135);
 }
 
 TEST(TunerAccuracy, OnlySimulatedAllReduceEntriesInsideTheirBandsAreValidated) {
   // Ring/Simple: +27..+59 % at 32-128 MiB, within ±15 % from 256 MiB (ND A100 v4).
-  EXPECT_FALSE(modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kSimulated,
-                             128 * kMiB)
-                   .validated);
-  EXPECT_TRUE(modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kSimulated,
-                            256 * kMiB)
+  EXPECT_FALSE(
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kSimulated, 128 * kMiB)
+          .validated);
+  EXPECT_TRUE(modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kSimulated, 256 * kMiB)
                   .validated);
   // The same band for NCCL's analytical formula: the calibration measured the simulator, not ncclPredict.
-  EXPECT_FALSE(modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kAnalytical,
-                             256 * kMiB)
-                   .validated);
+  EXPECT_FALSE(
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kAnalytical, 256 * kMiB)
+          .validated);
   // Ring/LL within ±15 % at 1 and 2 MiB only; Tree never (21-52 % pessimistic on the 2-node log).
   EXPECT_FALSE(
       modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoLL, CostSource::kSimulated, 512 * kKiB).validated);
   EXPECT_TRUE(
       modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoLL, CostSource::kSimulated, 2 * kMiB).validated);
-  EXPECT_FALSE(modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoLL, CostSource::kSimulated,
-                             2 * kMiB + 1)
+  EXPECT_FALSE(modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoLL, CostSource::kSimulated, 2 * kMiB + 1)
                    .validated);
   EXPECT_FALSE(
       modelAccuracy(kAllReduce, nccl_abi::kAlgoTree, nccl_abi::kProtoLL128, CostSource::kSimulated, kMiB).validated);
   // No published all-gather table.
-  EXPECT_FALSE(modelAccuracy(nccl_abi::kFuncAllGather, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple,
-                             CostSource::kSimulated, kGiB)
-                   .validated);
+  EXPECT_FALSE(
+      modelAccuracy(nccl_abi::kFuncAllGather, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kSimulated, kGiB)
+          .validated);
 }
 
 TEST(TunerAccuracy, UnvalidatedCandidateLeavesNcclsChoice) {
@@ -121,17 +118,15 @@ TEST(TunerAccuracy, ValidatedCandidateMustWinByMoreThanBothErrors) {
   nccl[entry(nccl_abi::kAlgoRing, nccl_abi::kProtoSimple)] = 4100;
   const int nvls = entry(nccl_abi::kAlgoNvls, nccl_abi::kProtoSimple);
   const int ring = entry(nccl_abi::kAlgoRing, nccl_abi::kProtoSimple);
-  const TunerDecision wins =
-      decideOverride(predictions({{nvls, simulated(3900)}, {ring, simulated(3000)}}), kAllReduce, kGiB, nccl,
-                     TunerPolicy::kValidated);
+  const TunerDecision wins = decideOverride(predictions({{nvls, simulated(3900)}, {ring, simulated(3000)}}), kAllReduce,
+                                            kGiB, nccl, TunerPolicy::kValidated);
   EXPECT_EQ(wins.candidate, ring);
   EXPECT_NEAR(wins.required, required, 1e-12);
   EXPECT_DOUBLE_EQ(wins.advantage, 1.3);
   EXPECT_TRUE(wins.override_nccl) << wins.why;
   // 3900 / 3570 = 1.0924 < 1.0982: within the error.
-  const TunerDecision close =
-      decideOverride(predictions({{nvls, simulated(3900)}, {ring, simulated(3570)}}), kAllReduce, kGiB, nccl,
-                     TunerPolicy::kValidated);
+  const TunerDecision close = decideOverride(predictions({{nvls, simulated(3900)}, {ring, simulated(3570)}}),
+                                             kAllReduce, kGiB, nccl, TunerPolicy::kValidated);
   EXPECT_EQ(close.candidate, ring);
   EXPECT_FALSE(close.override_nccl);
   EXPECT_NE(close.why.find("within the models' known error"), std::string::npos) << close.why;
@@ -148,8 +143,8 @@ TEST(TunerAccuracy, NcclsChoiceMustBeValidatedAndModelledToBeCompared) {
   nccl[entry(nccl_abi::kAlgoRing, nccl_abi::kProtoLL)] = 110;
   const int tree = entry(nccl_abi::kAlgoTree, nccl_abi::kProtoLL128);
   const int ring = entry(nccl_abi::kAlgoRing, nccl_abi::kProtoLL);
-  const TunerDecision d = decideOverride(predictions({{tree, simulated(200)}, {ring, simulated(50)}}), kAllReduce,
-                                         kMiB, nccl, TunerPolicy::kValidated);
+  const TunerDecision d = decideOverride(predictions({{tree, simulated(200)}, {ring, simulated(50)}}), kAllReduce, kMiB,
+                                         nccl, TunerPolicy::kValidated);
   EXPECT_EQ(d.candidate, ring);
   EXPECT_FALSE(d.override_nccl);
   EXPECT_NE(d.why.find("NCCL's choice not validated at 1 MiB"), std::string::npos) << d.why;

@@ -174,9 +174,8 @@ TunerDecision decideOverride(const PredictionOf& braid, int func, uint64_t n_byt
     return d;
   }
   const std::string at = sizeText(n_bytes);
-  const ModelAccuracy cand =
-      modelAccuracy(func, d.candidate / kP, d.candidate % kP,
-                    of_candidate ? of_candidate->source : CostSource::kNone, n_bytes);
+  const ModelAccuracy cand = modelAccuracy(func, d.candidate / kP, d.candidate % kP,
+                                           of_candidate ? of_candidate->source : CostSource::kNone, n_bytes);
   if (!cand.validated) {
     d.why = fmt::format("candidate not validated at {}: {}", at, cand.basis);
     return d;

@@ -54,8 +54,8 @@ using NcclCostTable = std::array<double, nccl_abi::kNumAlgorithms * nccl_abi::kN
 
 /// One call's decision.
 struct TunerDecision {
-  int nccl = -1;       // NCCL's choice (entry index), -1 when no entry is allowed
-  int candidate = -1;  // Braid's fastest allowed entry (its prediction, else NCCL's value), -1 when none
+  int nccl = -1;                  // NCCL's choice (entry index), -1 when no entry is allowed
+  int candidate = -1;             // Braid's fastest allowed entry (its prediction, else NCCL's value), -1 when none
   std::optional<double> nccl_us;  // Braid's prediction of NCCL's choice (nullopt: not modelled)
   double candidate_us = 0;        // the candidate's value (Braid's prediction when it has one)
   double advantage = 0;           // nccl_us / candidate_us when both are Braid's predictions, else 0
