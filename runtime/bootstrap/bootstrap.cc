@@ -79,6 +79,10 @@ struct RootHello {
   char host[kHostBytes];
 };
 
+// RootHello::size of a rank that could not join (its settings were refused before it could take part); its host
+// field then carries the first kHostBytes - 1 bytes of its error instead of a host name.
+constexpr int32_t kCouldNotJoin = -1;
+
 struct RankEntry {
   int64_t pid;
   uint32_t ip;
@@ -324,6 +328,15 @@ class Root {
     if (h.nonce != nonce_) {
       return refuse(client, StatusCode::kInvalidArgument,
                     fmt::format("{} presented the id of another rendezvous (nonce mismatch)", who));
+    }
+    if (h.size == kCouldNotJoin) {
+      client.dropped = true;
+      if (failed_.empty()) {
+        failAll(fmt::format("rank {} (pid {}) could not join this rendezvous: {} (its own error has the whole message)",
+                            h.rank, h.pid, hostText(h.host)),
+                &client);
+      }
+      return;
     }
     if (!failed_.empty()) return refuse(client, StatusCode::kRemoteError, failed_);
     if (size_ < 0) {
@@ -851,6 +864,23 @@ UniqueId makeId(SocketAddress address, uint64_t nonce) {
   return id;
 }
 
+void reportCouldNotJoin(const UniqueId& id, int rank, const std::string& why) {
+  Result<IdLayout> layout = decodeId(id);
+  if (!layout.isOk()) return;
+  const SocketAddress root{layout->ip, layout->port};
+  const Deadline deadline = Deadline::after(kCouldNotJoinWaitS);
+  Result<Fd> fd = net::connectTo(root, deadline, fmt::format("rank {}: bootstrap root", rank));
+  if (!fd.isOk()) return;
+  RootHello hello{};
+  hello.magic = kWireMagic;
+  hello.nonce = layout->nonce;
+  hello.rank = rank;
+  hello.size = kCouldNotJoin;
+  hello.pid = getpid();
+  copyHost(hello.host, why.size() < kHostBytes ? why : why.substr(0, kHostBytes - 4) + "...");
+  (void)net::writeAll(fd->get(), &hello, sizeof(hello), deadline, "bootstrap root");
+}
+
 Result<UniqueId> startRoot(SocketAddress address, uint64_t nonce) {
   Result<double> timeout_s = runtimeTimeoutSeconds();
   if (!timeout_s.isOk()) return invalidArgument("bootstrap root: " + timeout_s.status().message());
@@ -1050,14 +1080,23 @@ Result<std::unique_ptr<Bootstrap>> connectBootstrap(const UniqueId& id, int rank
   if (!decoded.isOk())
     return invalidArgument(fmt::format("rank {}: connectBootstrap: {}", rank, decoded.status().message()));
   const IdLayout layout = *decoded;
+  // A rank whose own settings are refused tells the root, which fails the rendezvous for every rank at once.
+  const auto could_not_join = [&](Status why) {
+    bootstrap_internal::reportCouldNotJoin(id, rank, why.message());
+    return why;
+  };
   if (size < 1 || rank < 0 || rank >= size) {
-    return invalidArgument(fmt::format("connectBootstrap: rank {} of {} ranks is out of range", rank, size));
+    return could_not_join(
+        invalidArgument(fmt::format("connectBootstrap: rank {} of {} ranks is out of range", rank, size)));
   }
   Result<double> resolved = resolveTimeoutSeconds(options.timeout_s);
-  if (!resolved.isOk())
-    return invalidArgument(fmt::format("rank {}: bootstrap: {}", rank, resolved.status().message()));
+  if (!resolved.isOk()) {
+    return could_not_join(invalidArgument(fmt::format("rank {}: bootstrap: {}", rank, resolved.status().message())));
+  }
   const double timeout_s = *resolved;
-  BRAID_ASSIGN_OR_RETURN(const std::string my_host, resolveHostName(options, rank));
+  Result<std::string> host = resolveHostName(options, rank);
+  if (!host.isOk()) return could_not_join(host.status());
+  const std::string my_host = *host;
   const uint64_t nonce = layout.nonce;
   std::unique_ptr<TcpBootstrap> bootstrap;
   // A failure of another rank: posted by a rank of this process, or an abort / a closed connection of a peer

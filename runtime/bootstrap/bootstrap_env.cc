@@ -55,6 +55,11 @@ uint64_t textNonce(const std::string& text) {
   return hash == 0 ? 1 : hash;
 }
 
+/// The nonce of the rendezvous at BRAID_ROOT `root_text`. It names the rendezvous by BRAID_ROOT alone, so that a rank
+/// started with another world size joins this rendezvous and the root fails every rank naming both sizes (a nonce
+/// of its own would leave the others waiting for it until their timeout).
+uint64_t envNonce(const std::string& root_text) { return textNonce(fmt::format("braid-env {}", root_text)); }
+
 #if defined(BRAID_HAVE_MPI)
 void finalizeMpi() {
   int finalized = 0;
@@ -112,9 +117,21 @@ Result<std::unique_ptr<Bootstrap>> bootstrapFromEnvironment(const BootstrapOptio
   if (braid_rank_set) {
     BRAID_ASSIGN_OR_RETURN(int64_t r, envInt("BRAID_RANK"));
     BRAID_ASSIGN_OR_RETURN(int64_t s, envInt("BRAID_WORLD_SIZE"));
-    if (s < 1 || s > (1 << 30)) return invalidArgument(fmt::format("BRAID_WORLD_SIZE={}: must be at least 1", s));
-    if (r < 0 || r >= s)
-      return invalidArgument(fmt::format("BRAID_RANK={}: out of range for BRAID_WORLD_SIZE={}", r, s));
+    Status refused = Status::ok();
+    if (s < 1 || s > (1 << 30)) {
+      refused = invalidArgument(fmt::format("BRAID_WORLD_SIZE={}: must be at least 1", s));
+    } else if (r < 0 || r >= s) {
+      refused = invalidArgument(fmt::format("BRAID_RANK={}: out of range for BRAID_WORLD_SIZE={}", r, s));
+    }
+    if (!refused.isOk()) {
+      // The others wait for this rank at BRAID_ROOT: tell its root, which fails them at once.
+      Result<net::SocketAddress> root = net::parseSocketAddress(root_text, "BRAID_ROOT");
+      if (!root_text.empty() && root.isOk() && root->port != 0 && r >= INT32_MIN && r <= INT32_MAX) {
+        bootstrap_internal::reportCouldNotJoin(bootstrap_internal::makeId(*root, envNonce(root_text)),
+                                               static_cast<int>(r), refused.message());
+      }
+      return refused;
+    }
     rank = static_cast<int>(r);
     size = static_cast<int>(s);
   }
@@ -132,16 +149,16 @@ Result<std::unique_ptr<Bootstrap>> bootstrapFromEnvironment(const BootstrapOptio
     }
     BRAID_ASSIGN_OR_RETURN(net::SocketAddress root, net::parseSocketAddress(root_text, "BRAID_ROOT"));
     if (root.port == 0) return invalidArgument("BRAID_ROOT=" + root_text + ": needs a port (host:port)");
-    // The nonce names the rendezvous by BRAID_ROOT alone, so that a rank started with another world size joins
-    // this rendezvous and the root fails every rank naming both sizes (a nonce of its own would leave the others
-    // waiting for it until their timeout).
-    const uint64_t nonce = textNonce(fmt::format("braid-env {}", root_text));
+    const uint64_t nonce = envNonce(root_text);
     UniqueId id = bootstrap_internal::makeId(root, nonce);
     if (*rank == 0) {
       Result<UniqueId> made = bootstrap_internal::startRoot(root, nonce);
       if (!made.isOk()) {
-        return Status(made.status().code(),
-                      fmt::format("rank 0: BRAID_ROOT={}: {}", root_text, made.status().message()));
+        const Status failed(made.status().code(),
+                            fmt::format("rank 0: BRAID_ROOT={}: {}", root_text, made.status().message()));
+        // Another rank 0 may hold the address already (two ranks given rank 0): its root then fails them all.
+        bootstrap_internal::reportCouldNotJoin(id, 0, failed.message());
+        return failed;
       }
     }
     return connectBootstrap(id, *rank, *size, options);

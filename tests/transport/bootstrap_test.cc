@@ -569,6 +569,48 @@ TEST(Bootstrap, EnvironmentWorldSizeMismatchFailsEveryRankQuickly) {
   EXPECT_LT(result.elapsed_s, 10.0) << result.summary();
 }
 
+// A rank whose own settings are refused before it can join (BRAID_RANK out of range, BRAID_TIMEOUT not a number, a
+// second rank 0 whose root address is taken) tells the root, which fails every other rank at once naming it.
+TEST(Bootstrap, EnvironmentRankThatCannotJoinFailsTheOthersQuickly) {
+  struct Case {
+    const char* name;
+    const char* value;  // set on the last rank only
+    int rank;           // the last rank's BRAID_RANK
+    const char* named;  // in every rank's error
+  };
+  const Case cases[] = {{"BRAID_RANK", nullptr, 7, "BRAID_RANK=7: out of range"},
+                        {"BRAID_TIMEOUT", "abc", 2, "BRAID_TIMEOUT"},
+                        {"BRAID_RANK", nullptr, 0, "rank 0: BRAID_ROOT="}};
+  for (const Case& c : cases) {
+    const std::string root = "127.0.0.1:" + std::to_string(freePort());
+    const ForkResult result = runForked(
+        3,
+        [&](int child) {
+          setenv("BRAID_RANK", std::to_string(child == 2 ? c.rank : child).c_str(), 1);
+          setenv("BRAID_WORLD_SIZE", "3", 1);
+          setenv("BRAID_ROOT", root.c_str(), 1);
+          setenv("BRAID_TIMEOUT", "30", 1);
+          if (child == 2) {
+            usleep(300 * 1000);  // the root is up and the others wait
+            if (c.value) setenv(c.name, c.value, 1);
+          }
+          auto b = bootstrapFromEnvironment();
+          BRAID_CHILD_CHECK(!b.isOk());
+          std::fprintf(stderr, "child %d: %s\n", child, b.status().toString().c_str());
+          BRAID_CHILD_CHECK(b.status().message().find(c.named) != std::string::npos);
+          if (child != 2) {
+            BRAID_CHILD_CHECK(b.status().code() == StatusCode::kRemoteError);
+            BRAID_CHILD_CHECK(b.status().message().find("could not join this rendezvous") != std::string::npos);
+          }
+          if (child == 0) usleep(500 * 1000);  // the root lives in this process
+          return 0;
+        },
+        60);
+    EXPECT_TRUE(result.allOk()) << c.name << "\n" << result.summary();
+    EXPECT_LT(result.elapsed_s, 10.0) << c.name << "\n" << result.summary();
+  }
+}
+
 TEST(Bootstrap, EnvironmentErrorsNameTheVariable) {
   ScopedEnv env;
   for (const char* name : {"BRAID_RANK", "BRAID_WORLD_SIZE", "BRAID_ROOT", "OMPI_COMM_WORLD_RANK",
