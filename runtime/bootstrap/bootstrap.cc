@@ -83,6 +83,9 @@ struct RootHello {
 // field then carries the first kHostBytes - 1 bytes of its error instead of a host name.
 constexpr int32_t kCouldNotJoin = -1;
 
+// How long the root of a failed rendezvous still answers late ranks with the failure, seconds.
+constexpr double kFailedRootGraceS = 10.0;
+
 struct RankEntry {
   int64_t pid;
   uint32_t ip;
@@ -259,9 +262,11 @@ class Root {
   }
 
   // The rendezvous cannot complete: every rank registered so far is told `why` now (kRemoteError), every later one
-  // when it says hello (admit).
+  // when it says hello (admit) within kFailedRootGraceS.
   void failAll(const std::string& why, const Client* except) {
     failed_ = why;
+    // Late ranks are refused with `why` for a while; then the root ends (it may live in a process that goes on).
+    deadline_ = std::min(deadline_, net::Clock::now() + timeoutDuration(kFailedRootGraceS));
     for (auto& client : clients_) {
       if (!client->registered || client.get() == except) continue;
       reply(*client, kReplyRankFailed, StatusCode::kRemoteError, failed_);

@@ -139,17 +139,28 @@ TEST(Bootstrap, BadIdsAreInvalidArguments) {
 }
 
 TEST(Bootstrap, RankOutOfRangeIsInvalidArgument) {
-  // Checked before anything connects: no root is needed.
-  UniqueId id;
-  Result<UniqueId> real = createUniqueId("127.0.0.1:0");
-  ASSERT_TRUE(real.isOk());
-  id = *real;
-  BootstrapOptions options;
-  options.timeout_s = kTimeout;
-  EXPECT_EQ(connectBootstrap(id, 2, 2, options).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(connectBootstrap(id, -1, 2, options).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(connectBootstrap(id, 0, 0, options).status().code(), StatusCode::kInvalidArgument);
-  ASSERT_TRUE(connectBootstrap(id, 0, 1, options).isOk());  // lets the root thread finish
+  // Checked before this rank joins, and reported to the root, which fails the rendezvous for the others: a rank that
+  // comes later is refused naming the rank that could not join. In a child: the root's thread outlives the calls.
+  const ForkResult result = runForked(
+      1,
+      [](int) {
+        Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+        BRAID_CHILD_CHECK_OK(id);
+        BootstrapOptions options;
+        options.timeout_s = kTimeout;
+        BRAID_CHILD_CHECK(connectBootstrap(*id, 2, 2, options).status().code() == StatusCode::kInvalidArgument);
+        BRAID_CHILD_CHECK(connectBootstrap(*id, -1, 2, options).status().code() == StatusCode::kInvalidArgument);
+        BRAID_CHILD_CHECK(connectBootstrap(*id, 0, 0, options).status().code() == StatusCode::kInvalidArgument);
+        const auto late = connectBootstrap(*id, 0, 1, options);
+        std::fprintf(stderr, "%s\n", late.status().toString().c_str());
+        BRAID_CHILD_CHECK(late.status().code() == StatusCode::kRemoteError);
+        BRAID_CHILD_CHECK(late.status().message().find("rank 2 (pid") != std::string::npos);
+        BRAID_CHILD_CHECK(late.status().message().find("could not join this rendezvous") != std::string::npos);
+        return 0;
+      },
+      30);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+  EXPECT_LT(result.elapsed_s, 5.0) << result.summary();
 }
 
 /// Sets environment variables for one scope and restores them.
@@ -409,25 +420,35 @@ TEST(Bootstrap, HostIdVariableNamesTheHostOfItsProcess) {
   EXPECT_EQ(seen[0], want);
   EXPECT_EQ(seen[1], want);
 
-  const std::string long_name(64, 'h');
-  env.set("BRAID_HOSTID", long_name.c_str());
+  env.set("BRAID_HOSTID", std::string(63, 'h').c_str());
   Result<UniqueId> other = createUniqueId("127.0.0.1:0");
   ASSERT_TRUE(other.isOk()) << other.status().toString();
-  auto refused = connectBootstrap(*other, 0, 1);
-  ASSERT_FALSE(refused.isOk());
-  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("BRAID_HOSTID=" + long_name + ": longer than 63 bytes"), std::string::npos)
-      << refused.status().message();
-  BootstrapOptions options;
-  options.host_id = long_name + "x";
-  auto refused_option = connectBootstrap(*other, 0, 1, options);
-  ASSERT_FALSE(refused_option.isOk());
-  EXPECT_NE(refused_option.status().message().find("BootstrapOptions::host_id="), std::string::npos)
-      << refused_option.status().message();
-  env.set("BRAID_HOSTID", std::string(63, 'h').c_str());
-  auto alone = connectBootstrap(*other, 0, 1);  // 63 bytes fit; lets the root thread finish
+  auto alone = connectBootstrap(*other, 0, 1);  // 63 bytes fit
   ASSERT_TRUE(alone.isOk()) << alone.status().toString();
   EXPECT_EQ((*alone)->hostNames(), std::vector<std::string>{std::string(63, 'h')});
+
+  // Longer names are refused, and the root learns that this rank could not join: in a child, whose root thread
+  // answers late ranks for a while after that.
+  const std::string long_name(64, 'h');
+  const ForkResult refusals = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_HOSTID", long_name.c_str(), 1);
+        Result<UniqueId> refusing = createUniqueId("127.0.0.1:0");
+        BRAID_CHILD_CHECK_OK(refusing);
+        auto refused = connectBootstrap(*refusing, 0, 1);
+        BRAID_CHILD_CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+        BRAID_CHILD_CHECK(refused.status().message().find("BRAID_HOSTID=" + long_name + ": longer than 63 bytes") !=
+                          std::string::npos);
+        BootstrapOptions options;
+        options.host_id = long_name + "x";
+        auto refused_option = connectBootstrap(*refusing, 0, 1, options);
+        BRAID_CHILD_CHECK(!refused_option.isOk());
+        BRAID_CHILD_CHECK(refused_option.status().message().find("BootstrapOptions::host_id=") != std::string::npos);
+        return 0;
+      },
+      30);
+  EXPECT_TRUE(refusals.allOk()) << refusals.summary();
 }
 
 // Threads of one process that run out of file descriptors in the mesh (each rank holds a socket to every other):
@@ -659,13 +680,23 @@ TEST(Bootstrap, BadTimeoutIsAnErrorNamingTheVariable) {
   env.set("BRAID_TIMEOUT", "inf");
   Result<UniqueId> id = createUniqueId("127.0.0.1:0");
   ASSERT_TRUE(id.isOk()) << id.status().toString();
-  env.set("BRAID_TIMEOUT", "nan");
-  auto connected = connectBootstrap(*id, 0, 1);
-  ASSERT_FALSE(connected.isOk());
-  EXPECT_NE(connected.status().message().find("BRAID_TIMEOUT=nan"), std::string::npos) << connected.status().message();
-  env.set("BRAID_TIMEOUT", "inf");
-  auto alone = connectBootstrap(*id, 0, 1);  // the root still serves this id
+  auto alone = connectBootstrap(*id, 0, 1);
   EXPECT_TRUE(alone.isOk()) << alone.status().toString();
+  // A rank whose BRAID_TIMEOUT is refused tells the root it could not join: in a child, whose root thread answers
+  // late ranks for a while after that.
+  const ForkResult result = runForked(
+      1,
+      [](int) {
+        Result<UniqueId> refusing = createUniqueId("127.0.0.1:0");
+        BRAID_CHILD_CHECK_OK(refusing);
+        setenv("BRAID_TIMEOUT", "nan", 1);
+        auto connected = connectBootstrap(*refusing, 0, 1);
+        BRAID_CHILD_CHECK(!connected.isOk());
+        BRAID_CHILD_CHECK(connected.status().message().find("BRAID_TIMEOUT=nan") != std::string::npos);
+        return 0;
+      },
+      30);
+  EXPECT_TRUE(result.allOk()) << result.summary();
 }
 
 TEST(Bootstrap, MissingRankTimesOutNamingIt) {
