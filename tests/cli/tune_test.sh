@@ -58,8 +58,29 @@ done
 expect_rc 0 "tune dgx-h100-x1 --policy model" -- "$braid" tune -t dgx-h100-x1 --max-sim-bytes 1M --policy model \
   -o "$tmp/model.conf"
 grep -q '^allreduce,0,[0-9]*,nvls,simple,' "$tmp/model.conf" && ok || fail "--policy model: NVLS from 0 bytes"
+grep -v '^#' "$tmp/out" >"$tmp/policy_model.rows"
 expect_rc 2 "--policy off" -- "$braid" tune -t dgx-h100-x1 --policy off
 grep -q 'expected validated or model' "$tmp/err" && ok || fail "--policy off: $(head -1 "$tmp/err")"
+grep -q "^braid tune: --policy off: .*leaves NCCL's algorithm/protocol choices alone.*nothing to tune" "$tmp/err" && ok ||
+  fail "--policy off: no reason: $(head -1 "$tmp/err")"
+# Without --policy the table follows BRAID_TUNER, the tuner plugin's variable; --policy overrides it; the footer names
+# the source. off and values that are no policy are refused naming the variable.
+expect_rc 0 "BRAID_TUNER=model" -- env BRAID_TUNER=model "$braid" tune -t dgx-h100-x1 --max-sim-bytes 1M
+grep -q '; policy model (BRAID_TUNER); ' "$tmp/out" && ok || fail "BRAID_TUNER=model: footer $(tail -1 "$tmp/out")"
+grep -v '^#' "$tmp/out" | cmp -s - "$tmp/policy_model.rows" && ok || fail "BRAID_TUNER=model: not --policy model's table"
+expect_rc 0 "BRAID_TUNER=model --policy validated" -- env BRAID_TUNER=model "$braid" tune -t dgx-h100-x1 \
+  --max-sim-bytes 1M --policy validated
+grep -q '; policy validated (--policy); ' "$tmp/out" && ok || fail "--policy over BRAID_TUNER: $(tail -1 "$tmp/out")"
+expect_rc 0 "BRAID_TUNER unset" -- env -u BRAID_TUNER "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M
+grep -q '; policy validated (default); ' "$tmp/out" && ok || fail "BRAID_TUNER unset: $(tail -1 "$tmp/out")"
+expect_rc 2 "BRAID_TUNER=off" -- env BRAID_TUNER=off "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M
+grep -q "^braid tune: BRAID_TUNER=off: .*leaves NCCL's algorithm/protocol choices alone.*nothing to tune" "$tmp/err" &&
+  ok || fail "BRAID_TUNER=off: $(head -1 "$tmp/err")"
+[ ! -s "$tmp/out" ] && ok || fail "BRAID_TUNER=off printed on stdout"
+expect_rc 2 "BRAID_TUNER=bogus" -- env BRAID_TUNER=bogus "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M
+grep -q "^braid tune: BRAID_TUNER=bogus: not a tuner policy" "$tmp/err" && ok || fail "BRAID_TUNER=bogus: $(head -1 "$tmp/err")"
+expect_rc 0 "BRAID_TUNER=bogus --policy model" -- env BRAID_TUNER=bogus "$braid" tune -t dgx-a100-x1 \
+  --max-sim-bytes 1M --policy model
 
 expect_rc 2 "--ranks that differs from the topology" -- "$braid" tune -t dgx-a100-x1 --ranks 16
 grep -q 'has 8 GPUs' "$tmp/err" && ok || fail "the --ranks error names the GPU count"
