@@ -401,8 +401,12 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
                   "repeat per setting");
   cmd->add_option("--coll", opt->collective,
                   "with --nccl-tests-log: the collective (allreduce, allgather, reducescatter, broadcast, reduce, or "
-                  "NCCL's all_reduce, all_gather, reduce_scatter) of logs whose text and file name do not say");
-  cmd->add_option("--nodes", opt->nodes, "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts");
+                  "NCCL's all_reduce, all_gather, reduce_scatter) of logs whose text and file name do not say; it must "
+                  "equal the collective of the logs that say");
+  cmd->add_option(
+      "--nodes", opt->nodes,
+      "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts; it must equal the host count of "
+      "the logs that do");
   cmd->add_option("--ranks", opt->ranks,
                   "rank count; with -t it must equal the topology's GPU count (default: that count), with "
                   "--nccl-tests-log it must equal the rank count of the logs that list ranks and is the rules' nRanks "

@@ -208,6 +208,23 @@ PY
   grep -q "unknown collective 'foo'" "$tmp/err" && ok || fail "--coll foo with a named log: $(head -1 "$tmp/err")"
   expect_rc 2 "tune --coll alltoall" -- "$braid" tune --coll alltoall --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
   grep -q "alltoall is not decided by NCCL's tuner" "$tmp/err" && ok || fail "--coll alltoall: $(head -1 "$tmp/err")"
+  # A --coll or --nodes that contradicts what the log says (all_reduce, 2 hosts) is refused naming both.
+  expect_rc 2 "tune --coll alltoall, all_reduce log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --coll alltoall
+  grep -qF -- "--coll alltoall contradicts the collective of $h100: it measured all_reduce" "$tmp/err" && ok ||
+    fail "--coll alltoall on an all_reduce log: $(head -1 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "--coll alltoall on an all_reduce log printed on stdout"
+  expect_rc 2 "tune --coll allgather, all_reduce log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --coll allgather
+  grep -qF -- "--coll all_gather contradicts the collective of $h100: it measured all_reduce" "$tmp/err" && ok ||
+    fail "--coll allgather on an all_reduce log: $(head -1 "$tmp/err")"
+  expect_rc 0 "tune --coll all_reduce, all_reduce log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --coll all_reduce
+  expect_rc 2 "--nodes 5 on a 2-host log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --nodes 5
+  grep -qF -- "--nodes 5 contradicts the 2 hosts in $h100" "$tmp/err" && ok || fail "--nodes 5: $(head -1 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "--nodes 5 printed on stdout"
+  expect_rc 0 "--nodes 2 on a 2-host log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --nodes 2 -o "$tmp/n2.conf"
+  [ "$(grep -v '^#' "$tmp/n2.conf" | cut -d, -f7 | sort -u)" = 2 ] && ok || fail "--nodes 2: rules for 2 nodes"
+  expect_rc 0 "--nodes 4 on a log without hosts" -- "$braid" tune --nccl-tests-log "$tmp/measurements.txt=Ring/LL" \
+    --coll allreduce --nodes 4 -o "$tmp/n4.conf"
+  [ "$(grep -v '^#' "$tmp/n4.conf" | cut -d, -f7 | sort -u)" = 4 ] && ok || fail "--nodes 4: rules for 4 nodes"
   expect_rc 2 "--topology with logs" -- "$braid" tune -t dgx-a100-x1 --nccl-tests-log "$h100=default"
   printf '1024 256 float sum -1 1.0 x\n' >"$tmp/bad_all_reduce.txt"
   expect_rc 1 "a malformed log" -- "$braid" tune --nccl-tests-log "$tmp/bad_all_reduce.txt=Ring/LL"
