@@ -9,7 +9,6 @@
 #include <fmt/format.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <iostream>
 #include <limits>
 #include <memory>
@@ -65,8 +64,7 @@ std::optional<PolicyChoice> choosePolicy(const TuneOptions& opt) {
   std::string named = "--policy " + opt.policy;
   choice.source = "--policy";
   if (opt.policy.empty()) {
-    const char* set = std::getenv("BRAID_TUNER");
-    choice.source = set != nullptr && *set != '\0' ? "BRAID_TUNER" : "default";
+    choice.source = envIsSet("BRAID_TUNER") ? "BRAID_TUNER" : "default";
     text = envString("BRAID_TUNER");
     named = "BRAID_TUNER=" + text;
   }

@@ -195,6 +195,12 @@ std::string envString(const char* name) {
   return value;
 }
 
+bool envIsSet(const char* name) {
+  if (find(name) == nullptr) return false;
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
+}
+
 Result<int64_t> envInt(const char* name) {
   const std::string text = envString(name);
   if (text.empty()) return invalidArgument(std::string(name) + " is not set");
