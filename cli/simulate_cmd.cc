@@ -347,7 +347,8 @@ const std::vector<Column>& columns() {
       {"cut bound", "time", "(us)", 10},
       {"routed bound", "time", "(us)", 10},
       {"routed bound", "busbw", "(GB/s)", 8},
-      {"ratios", "speedup", "(NCCL/Braid)", 13},
+      {"ratios", "vs model", "(NCCL model/Braid)", 18},
+      {"ratios", "vs NCCL", "(NCCL sim/Braid)", 16},
       {"ratios", "of cut", "(Braid/cut)", 12},
       {"ratios", "of routed", "(Braid/routed)", 15},
   };
@@ -406,6 +407,7 @@ std::string rowLine(const SimulateRow& r) {
       fixed(r.bound_us),
       fixed(r.bound_busbw_gbps),
       r.nccl_time_us && r.time_us > 0 ? fixed(*r.nccl_time_us / r.time_us) : "-",
+      r.nccl_sim_us > 0 && r.time_us > 0 ? fixed(r.nccl_sim_us / r.time_us) : "-",
       r.bound_cut_us > 0 ? fixed(r.time_us / r.bound_cut_us) : "-",
       r.bound_us > 0 ? fixed(r.time_us / r.bound_us) : "-",
   };
@@ -422,14 +424,16 @@ double averageBusbw(const SimulateReport& report) {
   return report.rows.empty() ? 0 : sum / static_cast<double>(report.rows.size());
 }
 
-std::string textReport(const SimulateReport& report, const SimulateCmdOptions& opt, uint64_t first, uint64_t last) {
+// `min_bytes`, `max_bytes`: the sizes -b and -e asked for (nccl-tests' header prints them, not the sizes run).
+std::string textReport(const SimulateReport& report, const SimulateCmdOptions& opt, uint64_t min_bytes,
+                       uint64_t max_bytes) {
   std::string out = fmt::format("# Braid simulate: {} on {} ({} ranks), {}, protocol {}\n", report.algorithm,
                                 report.topology, report.ranks, report.collective, report.protocol);
-  out += fmt::format("#  minBytes {} maxBytes {} step: {}(factor) datatype {} {} instances {}\n", first, last,
+  out += fmt::format("#  minBytes {} maxBytes {} step: {}(factor) datatype {} {} instances {}\n", min_bytes, max_bytes,
                      opt.factor, report.datatype, report.in_place ? "in-place" : "out-of-place", report.instances);
   out += fmt::format(
-      "#  busbw = algbw x {} (nccl-tests); speedup = NCCL model time / Braid time; of cut, of routed = Braid time / "
-      "that bound\n",
+      "#  busbw = algbw x {} (nccl-tests); vs model = NCCL model time / Braid time; vs NCCL = NCCL simulated time / "
+      "Braid time (braid synth's vs NCCL); of cut, of routed = Braid time / that bound\n",
       fmt::format("{:.4g}", report.bus_factor));
   for (const std::string& line : report.bound_legend) out += "#  " + line + "\n";
   out += "#\n" + headerLines();
@@ -499,6 +503,7 @@ std::string jsonReport(const SimulateReport& report) {
     row["cut_bound_busbw_gbps"] = r.cut_bound_busbw_gbps;
     row["bound_busbw_gbps"] = r.bound_busbw_gbps;
     row["speedup"] = r.nccl_time_us && r.time_us > 0 ? Json(*r.nccl_time_us / r.time_us) : Json(nullptr);
+    row["speedup_vs_nccl"] = r.nccl_sim_us > 0 && r.time_us > 0 ? Json(r.nccl_sim_us / r.time_us) : Json(nullptr);
     row["ratio_to_cut_bound"] = r.bound_cut_us > 0 ? Json(r.time_us / r.bound_cut_us) : Json(nullptr);
     row["ratio_to_bound"] = r.bound_us > 0 ? Json(r.time_us / r.bound_us) : Json(nullptr);
     row["in_window"] = r.in_window;
@@ -696,6 +701,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
       report.protocol = "per size (NCCL's choice)";
     }
     report.datatype = dtype->name;
+    // What was simulated: an algorithm that declares only the other kind of call runs as it declares.
     report.in_place = opt.in_place;
     report.instances = opt.instances;
     report.bus_factor = sim.busFactor();
@@ -707,6 +713,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
       for (const std::string& n : sim.algorithm->notes) report.notes.push_back("algorithm: " + n);
       const bool declared = opt.in_place ? sim.algorithm->in_place : sim.algorithm->out_of_place;
       if (!declared) {
+        report.in_place = sim.algorithm->in_place;
         report.notes.push_back(fmt::format("the algorithm declares only {} calls; simulated that way",
                                            sim.algorithm->in_place ? "in-place" : "out-of-place"));
       }
@@ -730,6 +737,13 @@ int runSimulate(const SimulateCmdOptions& opt) {
       const uint64_t next = s * static_cast<uint64_t>(opt.factor);
       if (next > *max_bytes || next == s) break;
       s = next;
+    }
+    if (!sizes.empty() && (sizes.front().second != *min_bytes || sizes.back().second != *max_bytes)) {
+      report.notes.push_back(fmt::format(
+          "sizes run: {} .. {} ({} size(s)); -b {} -e {} -f {} asked for {} .. {}: sizes that hold no whole {} per "
+          "rank are skipped or rounded down to whole elements, and the sweep stops at the last -b x f^k not above -e",
+          sizes.front().second, sizes.back().second, sizes.size(), opt.min_bytes, opt.max_bytes, opt.factor, *min_bytes,
+          *max_bytes, dtype->name));
     }
     if (sizes.empty()) {
       return fail(kUsageError,
@@ -780,8 +794,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
     report.timeline = std::move(timeline);
     for (const std::string& n : sim.notes()) report.notes.push_back(n);
 
-    std::string out =
-        opt.json ? jsonReport(report) : textReport(report, opt, sizes.front().second, sizes.back().second);
+    std::string out = opt.json ? jsonReport(report) : textReport(report, opt, *min_bytes, *max_bytes);
     if (!opt.html.empty()) {
       Status written = writeFileAtomic(opt.html, renderSimulateHtml(report));
       if (!written) return fail(kFailure, written.message());

@@ -25,6 +25,7 @@
 #include "cli/commands.h"
 #include "cli/output_path.h"
 #include "cli/topology_arg.h"
+#include "common/env.h"
 #include "common/text.h"
 #include "tuner/accuracy.h"
 #include "tuner/measured.h"
@@ -43,10 +44,46 @@ struct TuneOptions {
   int nodes = 0;
   std::string output;
   std::string max_sim_bytes = "1G";
-  std::vector<std::string> logs;     // --nccl-tests-log specs
-  std::string collective;            // --coll: the collective of logs that do not say (parseCollective's names)
-  std::string policy = "validated";  // --policy: BRAID_TUNER's values but off
+  std::vector<std::string> logs;  // --nccl-tests-log specs
+  std::string collective;         // --coll: the collective of logs that do not say (parseCollective's names)
+  std::string policy;             // --policy: BRAID_TUNER's values but off; empty: BRAID_TUNER, else validated
 };
+
+// The tuner policy of the modelled table and where it came from ("--policy", "BRAID_TUNER" or "default").
+struct PolicyChoice {
+  nccl_plugin::TunerPolicy policy = nccl_plugin::TunerPolicy::kValidated;
+  std::string source;
+};
+
+// --policy, else BRAID_TUNER (the plugin's variable, read through the env registry), else the registry's default.
+// `off` is refused from either: the plugin then leaves NCCL's choices alone, so there is no table to tune.
+// nullopt (after the message on stderr) for off or a value that is not a policy.
+std::optional<PolicyChoice> choosePolicy(const TuneOptions& opt) {
+  PolicyChoice choice;
+  std::string text = opt.policy;
+  std::string named = "--policy " + opt.policy;
+  choice.source = "--policy";
+  if (opt.policy.empty()) {
+    choice.source = envIsSet("BRAID_TUNER") ? "BRAID_TUNER" : "default";
+    text = envString("BRAID_TUNER");
+    named = "BRAID_TUNER=" + text;
+  }
+  const std::optional<nccl_plugin::TunerPolicy> policy = nccl_plugin::parseTunerPolicy(text);
+  if (!policy) {
+    std::cerr << fmt::format("braid tune: {}: not a tuner policy: expected validated or model{}\n", named,
+                             opt.policy.empty() ? " (or pass --policy, which overrides BRAID_TUNER)" : "");
+    return std::nullopt;
+  }
+  if (*policy == nccl_plugin::TunerPolicy::kOff) {
+    std::cerr << fmt::format(
+        "braid tune: {}: with off the tuner plugin leaves NCCL's algorithm/protocol choices alone (no model, no "
+        "rules), so there is nothing to tune: expected validated or model{}\n",
+        named, opt.policy.empty() ? " (or pass --policy, which overrides BRAID_TUNER)" : "");
+    return std::nullopt;
+  }
+  choice.policy = *policy;
+  return choice;
+}
 
 // The decision at one grid size: NCCL's choice as Braid's emulation of NCCL's model predicts it
 // (TunerModel::ncclTimeUs), Braid's candidate, and whether the tuner overrides (tuner/accuracy.h).
@@ -244,7 +281,8 @@ int runTuneFromLogs(const TuneOptions& opt) {
 // The modelled table: the model's header and notes, then per collective and grid size NCCL's choice, Braid's
 // candidate and the decision with its reason.
 std::string modelTableText(const Topology& topology, const nccl_plugin::TunerModel& model,
-                           const std::vector<uint64_t>& grid, nccl_plugin::TunerPolicy policy, int* overrides) {
+                           const std::vector<uint64_t>& grid, const PolicyChoice& choice, int* overrides) {
+  const nccl_plugin::TunerPolicy policy = choice.policy;
   std::string out = fmt::format("# {}: {} ranks on {} node(s); model built in {:.2f} s ({} simulations)\n",
                                 topology.name, model.ranks(), model.nodes(), model.buildSeconds(), model.simulations());
   for (const std::string& note : model.notes()) out += "# " + note + "\n";
@@ -269,9 +307,8 @@ std::string modelTableText(const Topology& topology, const nccl_plugin::TunerMod
   }
   out += fmt::format(
       "# nccl: NCCL's choice in Braid's emulation of NCCL 2.28's model (ncclPredict); nccl_us, braid_us: Braid's "
-      "predictions; advantage = nccl_us / braid_us; policy {} (BRAID_TUNER); {} override(s); sizes kept get no "
-      "rule\n",
-      nccl_plugin::tunerPolicyName(policy), *overrides);
+      "predictions; advantage = nccl_us / braid_us; policy {} ({}); {} override(s); sizes kept get no rule\n",
+      nccl_plugin::tunerPolicyName(policy), choice.source, *overrides);
   return out;
 }
 
@@ -305,6 +342,8 @@ int runTune(const TuneOptions& opt) {
     std::cerr << "braid tune: --nodes and --coll apply to --nccl-tests-log only\n";
     return kUsageError;
   }
+  const std::optional<PolicyChoice> policy = choosePolicy(opt);
+  if (!policy) return kUsageError;
   Result<Topology> topology = loadTopologyArgument(opt.topology);
   if (!topology) {
     std::cerr << "braid tune: " << topology.status().message() << "\n";
@@ -313,11 +352,6 @@ int runTune(const TuneOptions& opt) {
   if (opt.ranks != 0 && opt.ranks != topology->numGpus()) {
     std::cerr << fmt::format("braid tune: --ranks {}: topology {} has {} GPUs (the tuner models whole machines)\n",
                              opt.ranks, topology->name, topology->numGpus());
-    return kUsageError;
-  }
-  const std::optional<nccl_plugin::TunerPolicy> policy = nccl_plugin::parseTunerPolicy(opt.policy);
-  if (!policy || *policy == nccl_plugin::TunerPolicy::kOff) {
-    std::cerr << "braid tune: --policy " << opt.policy << ": expected validated or model\n";
     return kUsageError;
   }
   nccl_plugin::TunerModelOptions options;
@@ -343,10 +377,10 @@ int runTune(const TuneOptions& opt) {
   int overrides = 0;
   const std::string table = modelTableText(*topology, *model, options.grid, *policy, &overrides);
   return writeRulesAndPrint(
-      opt.output, rulesFromModel(*model, options.grid, *policy),
+      opt.output, rulesFromModel(*model, options.grid, policy->policy),
       fmt::format("braid tune -t {} --policy {}: where Braid's model overrides NCCL's own algorithm/protocol, per "
                   "size range ({} ranks, {} node(s)); other sizes keep NCCL's choice",
-                  opt.topology, nccl_plugin::tunerPolicyName(*policy), model->ranks(), model->nodes()),
+                  opt.topology, nccl_plugin::tunerPolicyName(policy->policy), model->ranks(), model->nodes()),
       table);
 }
 
@@ -365,8 +399,12 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
                   "repeat per setting");
   cmd->add_option("--coll", opt->collective,
                   "with --nccl-tests-log: the collective (allreduce, allgather, reducescatter, broadcast, reduce, or "
-                  "NCCL's all_reduce, all_gather, reduce_scatter) of logs whose text and file name do not say");
-  cmd->add_option("--nodes", opt->nodes, "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts");
+                  "NCCL's all_reduce, all_gather, reduce_scatter) of logs whose text and file name do not say; it must "
+                  "equal the collective of the logs that say");
+  cmd->add_option(
+      "--nodes", opt->nodes,
+      "with --nccl-tests-log: the rules' nNodes when the logs do not list hosts; it must equal the host count of "
+      "the logs that do");
   cmd->add_option("--ranks", opt->ranks,
                   "rank count; with -t it must equal the topology's GPU count (default: that count), with "
                   "--nccl-tests-log it must equal the rank count of the logs that list ranks and is the rules' nRanks "
@@ -374,9 +412,9 @@ void registerTuneCommand(CLI::App& app, int* exit_code) {
   cmd->add_option("-o,--output", opt->output, "write the rules file here (BRAID_TUNER_RULES / NCCL_TUNER_CONFIG_FILE)")
       ->check(outputPathCheck());
   cmd->add_option("--policy", opt->policy,
-                  "with -t: when Braid's model overrides NCCL's choice, as BRAID_TUNER: validated (default: only where "
+                  "with -t: when Braid's model overrides NCCL's choice, as BRAID_TUNER: validated (only where "
                   "both entries are inside their calibrated size bands and the candidate wins by more than their "
-                  "known error) or model (wherever Braid's fastest differs)");
+                  "known error) or model (wherever Braid's fastest differs); default: BRAID_TUNER, else validated");
   cmd->add_option("--max-sim-bytes", opt->max_sim_bytes,
                   "largest grid size simulated, nccl-tests syntax (default 1G, as BRAID_TUNER_MAX_SIM_BYTES)");
   cmd->callback([opt, exit_code]() { *exit_code = runTune(*opt); });

@@ -253,10 +253,26 @@ std::string linkTimeline(const SimulateTimeline& timeline, const HtmlLimits& lim
 
 std::string rowsTable(const SimulateReport& report) {
   std::string html = "<table id=\"rows\">\n<thead><tr>";
-  for (const char* h :
-       {"size (B)", "count (elements)", "type", "redop", "proto", "time (us)", "algbw (GB/s)", "busbw (GB/s)",
-        "NCCL model (us)", "NCCL choice", "NCCL sim (us)", "NCCL simulated", "cut bound (us)", "routed bound (us)",
-        "routed bound busbw (GB/s)", "speedup (NCCL / Braid)", "Braid / cut bound", "Braid / routed bound", "notes"}) {
+  for (const char* h : {"size (B)",
+                        "count (elements)",
+                        "type",
+                        "redop",
+                        "proto",
+                        "time (us)",
+                        "algbw (GB/s)",
+                        "busbw (GB/s)",
+                        "NCCL model (us)",
+                        "NCCL choice",
+                        "NCCL sim (us)",
+                        "NCCL simulated",
+                        "cut bound (us)",
+                        "routed bound (us)",
+                        "routed bound busbw (GB/s)",
+                        "vs model (NCCL model / Braid)",
+                        "vs NCCL (NCCL sim / Braid)",
+                        "Braid / cut bound",
+                        "Braid / routed bound",
+                        "notes"}) {
     html += fmt::format("<th>{}</th>", h);
   }
   html += "</tr></thead>\n<tbody>\n";
@@ -274,8 +290,9 @@ std::string rowsTable(const SimulateReport& report) {
                         row.bound_busbw_gbps);
     auto ratio = [&](double bound) { return bound > 0 ? fmt::format("{:.2f}", row.time_us / bound) : "-"; };
     html +=
-        fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        fmt::format("<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
                     row.nccl_time_us && row.time_us > 0 ? fmt::format("{:.2f}", *row.nccl_time_us / row.time_us) : "-",
+                    row.nccl_sim_us > 0 && row.time_us > 0 ? fmt::format("{:.2f}", row.nccl_sim_us / row.time_us) : "-",
                     ratio(row.bound_cut_us), ratio(row.bound_us), notes);
   }
   html += "</tbody>\n</table>\n";

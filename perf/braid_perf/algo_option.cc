@@ -45,6 +45,21 @@ std::string headerBytes(uint64_t bytes) {
   return fmt::format("{} B", bytes);
 }
 
+std::string headerByteRange(uint64_t min_bytes, uint64_t max_bytes) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  const bool unlimited = max_bytes == kUnlimitedBytes;
+  // The largest unit both ends are whole multiples of (0 is one of every unit; an unlimited end has no unit).
+  int unit = 0;
+  uint64_t scale = 1;
+  while (unit < 4 && min_bytes % (scale * 1024) == 0 && (unlimited || max_bytes % (scale * 1024) == 0) &&
+         (min_bytes != 0 || (!unlimited && max_bytes != 0))) {
+    scale *= 1024;
+    ++unit;
+  }
+  const std::string hi = unlimited ? "unlimited" : fmt::format("{} {}", max_bytes / scale, kUnits[unit]);
+  return fmt::format("{} {}..{}", min_bytes / scale, kUnits[unit], hi);
+}
+
 std::string algoHeaderText(const std::string& given, const std::vector<AlgoFile>& loaded, const Options& options) {
   const CollectiveKind kind = kindOf(options.collective);
   const int ranks = options.ranks();
@@ -69,7 +84,7 @@ std::string algoHeaderText(const std::string& given, const std::vector<AlgoFile>
     const bool both_modes = a.in_place && a.out_of_place;
     if (every_size && both_modes && loaded.size() == 1) covers_all = true;
     std::vector<std::string> where;
-    if (!every_size) where.push_back(fmt::format("sizes {}..{}", headerBytes(a.min_bytes), headerBytes(a.max_bytes)));
+    if (!every_size) where.push_back("sizes " + headerByteRange(a.min_bytes, a.max_bytes));
     if (!both_modes) where.push_back(a.in_place ? "in-place only" : "out-of-place only");
     if (rooted && options.root < 0) where.push_back(fmt::format("root {} only", a.root));
     applies.push_back(where.empty() ? name : fmt::format("{} ({})", name, fmt::join(where, ", ")));

@@ -28,5 +28,9 @@ std::string algoHeaderText(const std::string& given, const std::vector<AlgoFile>
 /// Bytes as the header prints them: "0 B", "4 KiB", "1 MiB" when exact, else "12345 B"; "unlimited" for
 /// kUnlimitedBytes.
 std::string headerBytes(uint64_t bytes);
+/// A size window [min_bytes, max_bytes] as the header prints it, both ends in one unit: the largest of B, KiB, MiB,
+/// GiB, TiB that both are whole multiples of ("260 KiB..2 MiB", "266240 B..2078719 B", "0 MiB..1 MiB"); an end of
+/// kUnlimitedBytes is "unlimited" and does not constrain the unit ("64 KiB..unlimited").
+std::string headerByteRange(uint64_t min_bytes, uint64_t max_bytes);
 
 }  // namespace braid::perf

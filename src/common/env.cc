@@ -164,7 +164,8 @@ const std::vector<EnvParam>& envParams() {
        "`validated` moves NCCL off its own algorithm/protocol only where both Braid's candidate and NCCL's choice "
        "are simulated inside their calibrated size bands and the candidate wins by more than their known error; "
        "`model` wherever Braid's fastest prediction differs from NCCL's choice; `off` changes nothing (no model, no "
-       "rules: NCCL keeps its choices; init still succeeds). Another value: a warning and `validated`."},
+       "rules: NCCL keeps its choices; init still succeeds). Another value: a warning and `validated`. `braid tune -t` "
+       "builds its table with this policy unless --policy is given (off and other values are refused there)."},
       {"BRAID_TUNER_RULES", "",
        "NCCL tuner plugin: rules file in NCCL's example-tuner CSV format that overrides Braid's model (first "
        "matching line wins); unset: NCCL_TUNER_CONFIG_FILE, else no rules (docs/nccl.md)."},
@@ -192,6 +193,12 @@ std::string envString(const char* name) {
   const char* value = std::getenv(name);
   if (value == nullptr || *value == '\0') return param->default_value;
   return value;
+}
+
+bool envIsSet(const char* name) {
+  if (find(name) == nullptr) return false;
+  const char* value = std::getenv(name);
+  return value != nullptr && *value != '\0';
 }
 
 Result<int64_t> envInt(const char* name) {

@@ -23,6 +23,9 @@ const std::vector<EnvParam>& envParams();
 /// The variable's value, or its registered default when unset or empty. Reading a name that is not
 /// registered is a programming error: it returns "" (and the registry test catches it).
 std::string envString(const char* name);
+/// Whether the variable is set to a non-empty value (envString then returns it rather than the default): for a
+/// caller that says where a value came from. false for a name that is not registered.
+bool envIsSet(const char* name);
 /// Integer / floating-point values. Errors: kInvalidArgument "BRAID_X=abc: not an integer" (names the
 /// variable and the text).
 Result<int64_t> envInt(const char* name);

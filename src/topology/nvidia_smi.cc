@@ -379,9 +379,10 @@ class SmiImporter {
         if (x.level != y.level || x.lanes != y.lanes) {
           const Device& da = devices_[a];
           const Device& db = devices_[b];
+          // The later of the two rows is reported: its line, and its device as the field.
           const bool b_later = db.row_line >= da.row_line;
           return parseError(
-              filename_, b_later ? db.row_line : da.row_line, b_later ? da.column : db.column,
+              filename_, b_later ? db.row_line : da.row_line, b_later ? db.column : da.column,
               fmt::format("the matrix is not symmetric: row {} (line {}) gives {} -> {} as {}, row {} (line {}) gives "
                           "{} -> {} as {}; `nvidia-smi topo -m` prints one class for both directions of a pair, so "
                           "the file was edited or mixes two matrices: make the two cells agree",

@@ -206,7 +206,7 @@ if "$braid" algo recursive --coll allreduce -n 4 -o "$tmp/rec.xml" >/dev/null 2>
   sed 's/inplace="1" outofplace="1" minBytes="0" maxBytes="[0-9]*"/inplace="0" outofplace="1" minBytes="2048" maxBytes="8191"/' \
     "$tmp/rec.xml" >"$tmp/win.xml"
   expect_rc 0 "--algo a windowed file" -- "$bin/all_reduce_perf" -b 1K -e 16K -t 4 -n 1 --algo "$tmp/win.xml"
-  grep -qF "algorithms: $tmp/win.xml (sizes 2 KiB..8191 B, out-of-place only) where it matches, else Braid's selection" \
+  grep -qF "algorithms: $tmp/win.xml (sizes 2048 B..8191 B, out-of-place only) where it matches, else Braid's selection" \
     "$tmp/out" && ok || fail "--algo win.xml: $(grep 'Braid:' "$tmp/out")"
   expect_rc 0 "--algo a 4-rank file on 8 ranks" -- "$bin/all_reduce_perf" -b 1K -e 1K -t 8 -n 1 --algo "$tmp/rec.xml"
   grep -qF "algorithms: Braid's selection ($tmp/rec.xml: allreduce for 4 ranks, never this all_reduce with 8 ranks)" \

@@ -60,6 +60,7 @@ for r in rows:
     assert r["nccl_sim_us"] > 0, r
     assert r["bound_us"] > 0, r
     assert abs(r["speedup"] - r["nccl_time_us"] / r["time_us"]) <= 1e-9 * r["speedup"], r
+    assert abs(r["speedup_vs_nccl"] - r["nccl_sim_us"] / r["time_us"]) <= 1e-9 * r["speedup_vs_nccl"], r
 times = [r["time_us"] for r in rows]
 assert all(b > a for a, b in zip(times, times[1:])), ("times do not increase with size", times)
 bounds = [r["bound_us"] for r in rows]
@@ -89,9 +90,9 @@ grep -q '^#  cut bound = .*valid for any algorithm' "$tmp/ring.txt" && ok || fai
 grep -q "^#  routed bound = .*follow Braid's routes" "$tmp/ring.txt" && ok || fail "text: no routed bound legend"
 grep -q '^#  all-reduce: the cut and route bounds are the reduce-scatter + all-gather bound' "$tmp/ring.txt" && ok ||
   fail "text: no all-reduce bound line"
-# Columns 17 and 18 of the text table are Braid/cut and Braid/routed: the JSON's ratios (checked above against
+# Columns 18 and 19 of the text table are Braid/cut and Braid/routed: the JSON's ratios (checked above against
 # time / bound) to the printed 2 decimals.
-grep -v '^#' "$tmp/ring.txt" | awk '{print $1, $17, $18}' >"$tmp/ring-ratios.txt"
+grep -v '^#' "$tmp/ring.txt" | awk '{print $1, $18, $19}' >"$tmp/ring-ratios.txt"
 check_json "text Braid/cut and Braid/routed agree with the JSON" '
 text = {int(a): (float(c), float(r)) for a, c, r in (l.split() for l in open(sys.argv[2]))}
 assert len(text) == len(d["rows"]), (len(text), len(d["rows"]))
@@ -99,6 +100,30 @@ for r in d["rows"]:
     c, routed = text[r["size_bytes"]]
     assert abs(c - r["ratio_to_cut_bound"]) <= 0.006 and abs(routed - r["ratio_to_bound"]) <= 0.006, (r["size_bytes"], c, routed)
 ' "$tmp/ring.json" "$tmp/ring-ratios.txt"
+
+# The two speedup columns name their baselines: vs model = NCCL's analytical model time / Braid (column 16), vs NCCL =
+# NCCL's algorithm simulated / Braid (column 17, braid synth's "vs NCCL"); both agree with the JSON's ratios.
+grep -q '^#.* vs model  *vs NCCL  *of cut  *of routed$' "$tmp/ring.txt" && ok || fail "text: speedup column names"
+grep -q '^#.*(NCCL model/Braid) (NCCL sim/Braid)  *(Braid/cut)' "$tmp/ring.txt" && ok || fail "text: speedup column units"
+grep -q '^#  busbw = .*vs model = NCCL model time / Braid time; vs NCCL = NCCL simulated time / Braid time' \
+  "$tmp/ring.txt" && ok || fail "text: speedup legend"
+grep -v '^#' "$tmp/ring.txt" | awk '{print $1, $16, $17}' >"$tmp/ring-speedups.txt"
+check_json "text vs model and vs NCCL agree with the JSON" '
+text = {int(a): (float(m), float(s)) for a, m, s in (l.split() for l in open(sys.argv[2]))}
+assert len(text) == len(d["rows"]), (len(text), len(d["rows"]))
+for r in d["rows"]:
+    m, s = text[r["size_bytes"]]
+    assert abs(m - r["speedup"]) <= 0.006 and abs(s - r["speedup_vs_nccl"]) <= 0.006, (r["size_bytes"], m, s)
+' "$tmp/ring.json" "$tmp/ring-speedups.txt"
+# The header prints the sizes -b and -e asked for, as nccl-tests does; a sweep that does not reach -e says so in a note.
+expect_rc 0 "simulate -b 1M -e 5M" -- "$braid" simulate ring -t dgx-a100-x1 -b 1M -e 5M -f 2
+grep -q '^#  minBytes 1048576 maxBytes 5242880 step: 2(factor) datatype float out-of-place ' "$tmp/out" && ok ||
+  fail "-e 5M: header $(sed -n 2p "$tmp/out")"
+grep -q '^# note: sizes run: 1048576 .. 4194304 (3 size(s)); -b 1M -e 5M -f 2 asked for 1048576 .. 5242880' "$tmp/out" &&
+  ok || fail "-e 5M: no note on the sizes run"
+expect_rc 0 "simulate -b 1M -e 4M" -- "$braid" simulate ring -t dgx-a100-x1 -b 1M -e 4M -f 2
+grep -q '^#  minBytes 1048576 maxBytes 4194304 ' "$tmp/out" && ok || fail "-e 4M: header $(sed -n 2p "$tmp/out")"
+grep -q 'sizes run' "$tmp/out" && fail "-e 4M: a sizes-run note though every size was run" || ok
 
 # The cut bound in closed form: dgx-a100-x1 all-reduce (reduce-scatter + all-gather) is bound by one GPU's links,
 # 12 NVLinks (240 GB/s) + its PCIe switch (24 GB/s): 2 x 7/8 S / 264e3 us; busbw at the cut bound 264 GB/s.
@@ -238,6 +263,15 @@ for r in rows:
   n=$(grep -v '^#' "$tmp/out" | grep -c '\*$')
   [ "$n" = 4 ] && ok || fail "$n rows marked outside the window, want 4 (128K, 256K, 2M, 4M)"
   # 8 ranks on a 16-GPU topology: exit 1, both counts named.
+  # The XML declares only in-place calls: without --in-place the header says what was simulated (in-place), as the
+  # note does.
+  expect_rc 0 "simulate in-place-only XML out-of-place" -- "$braid" simulate "$xml" -t dgx-a100-x1 -b 1M -e 1M
+  grep -q '^#  minBytes 1048576 maxBytes 1048576 step: 2(factor) datatype float in-place ' "$tmp/out" && ok ||
+    fail "in-place-only XML: header $(sed -n 2p "$tmp/out")"
+  grep -q '^# note: the algorithm declares only in-place calls; simulated that way' "$tmp/out" && ok ||
+    fail "in-place-only XML: no note"
+  expect_rc 0 "simulate in-place-only XML --json" -- "$braid" simulate "$xml" -t dgx-a100-x1 -b 1M -e 1M --json
+  check_json "in-place-only XML: JSON in_place" 'assert d["in_place"] is True, d["in_place"]' "$tmp/out"
   expect_rc 1 "XML on the wrong topology" -- "$braid" simulate "$xml" -t dgx2-x1 -b 1M -e 1M
   grep -q "8 ranks" "$tmp/err" && grep -q "16 GPUs" "$tmp/err" && ok || fail "rank mismatch not named: $(cat "$tmp/err")"
   [ ! -s "$tmp/out" ] && ok || fail "a failed simulate printed on stdout"

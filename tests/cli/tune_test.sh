@@ -58,8 +58,29 @@ done
 expect_rc 0 "tune dgx-h100-x1 --policy model" -- "$braid" tune -t dgx-h100-x1 --max-sim-bytes 1M --policy model \
   -o "$tmp/model.conf"
 grep -q '^allreduce,0,[0-9]*,nvls,simple,' "$tmp/model.conf" && ok || fail "--policy model: NVLS from 0 bytes"
+grep -v '^#' "$tmp/out" >"$tmp/policy_model.rows"
 expect_rc 2 "--policy off" -- "$braid" tune -t dgx-h100-x1 --policy off
 grep -q 'expected validated or model' "$tmp/err" && ok || fail "--policy off: $(head -1 "$tmp/err")"
+grep -q "^braid tune: --policy off: .*leaves NCCL's algorithm/protocol choices alone.*nothing to tune" "$tmp/err" && ok ||
+  fail "--policy off: no reason: $(head -1 "$tmp/err")"
+# Without --policy the table follows BRAID_TUNER, the tuner plugin's variable; --policy overrides it; the footer names
+# the source. off and values that are no policy are refused naming the variable.
+expect_rc 0 "BRAID_TUNER=model" -- env BRAID_TUNER=model "$braid" tune -t dgx-h100-x1 --max-sim-bytes 1M
+grep -q '; policy model (BRAID_TUNER); ' "$tmp/out" && ok || fail "BRAID_TUNER=model: footer $(tail -1 "$tmp/out")"
+grep -v '^#' "$tmp/out" | cmp -s - "$tmp/policy_model.rows" && ok || fail "BRAID_TUNER=model: not --policy model's table"
+expect_rc 0 "BRAID_TUNER=model --policy validated" -- env BRAID_TUNER=model "$braid" tune -t dgx-h100-x1 \
+  --max-sim-bytes 1M --policy validated
+grep -q '; policy validated (--policy); ' "$tmp/out" && ok || fail "--policy over BRAID_TUNER: $(tail -1 "$tmp/out")"
+expect_rc 0 "BRAID_TUNER unset" -- env -u BRAID_TUNER "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M
+grep -q '; policy validated (default); ' "$tmp/out" && ok || fail "BRAID_TUNER unset: $(tail -1 "$tmp/out")"
+expect_rc 2 "BRAID_TUNER=off" -- env BRAID_TUNER=off "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M
+grep -q "^braid tune: BRAID_TUNER=off: .*leaves NCCL's algorithm/protocol choices alone.*nothing to tune" "$tmp/err" &&
+  ok || fail "BRAID_TUNER=off: $(head -1 "$tmp/err")"
+[ ! -s "$tmp/out" ] && ok || fail "BRAID_TUNER=off printed on stdout"
+expect_rc 2 "BRAID_TUNER=bogus" -- env BRAID_TUNER=bogus "$braid" tune -t dgx-a100-x1 --max-sim-bytes 1M
+grep -q "^braid tune: BRAID_TUNER=bogus: not a tuner policy" "$tmp/err" && ok || fail "BRAID_TUNER=bogus: $(head -1 "$tmp/err")"
+expect_rc 0 "BRAID_TUNER=bogus --policy model" -- env BRAID_TUNER=bogus "$braid" tune -t dgx-a100-x1 \
+  --max-sim-bytes 1M --policy model
 
 expect_rc 2 "--ranks that differs from the topology" -- "$braid" tune -t dgx-a100-x1 --ranks 16
 grep -q 'has 8 GPUs' "$tmp/err" && ok || fail "the --ranks error names the GPU count"
@@ -187,6 +208,23 @@ PY
   grep -q "unknown collective 'foo'" "$tmp/err" && ok || fail "--coll foo with a named log: $(head -1 "$tmp/err")"
   expect_rc 2 "tune --coll alltoall" -- "$braid" tune --coll alltoall --nccl-tests-log "$tmp/measurements.txt=Ring/LL"
   grep -q "alltoall is not decided by NCCL's tuner" "$tmp/err" && ok || fail "--coll alltoall: $(head -1 "$tmp/err")"
+  # A --coll or --nodes that contradicts what the log says (all_reduce, 2 hosts) is refused naming both.
+  expect_rc 2 "tune --coll alltoall, all_reduce log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --coll alltoall
+  grep -qF -- "--coll alltoall contradicts the collective of $h100: it measured all_reduce" "$tmp/err" && ok ||
+    fail "--coll alltoall on an all_reduce log: $(head -1 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "--coll alltoall on an all_reduce log printed on stdout"
+  expect_rc 2 "tune --coll allgather, all_reduce log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --coll allgather
+  grep -qF -- "--coll all_gather contradicts the collective of $h100: it measured all_reduce" "$tmp/err" && ok ||
+    fail "--coll allgather on an all_reduce log: $(head -1 "$tmp/err")"
+  expect_rc 0 "tune --coll all_reduce, all_reduce log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --coll all_reduce
+  expect_rc 2 "--nodes 5 on a 2-host log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --nodes 5
+  grep -qF -- "--nodes 5 contradicts the 2 hosts in $h100" "$tmp/err" && ok || fail "--nodes 5: $(head -1 "$tmp/err")"
+  [ ! -s "$tmp/out" ] && ok || fail "--nodes 5 printed on stdout"
+  expect_rc 0 "--nodes 2 on a 2-host log" -- "$braid" tune --nccl-tests-log "$h100=Tree/LL" --nodes 2 -o "$tmp/n2.conf"
+  [ "$(grep -v '^#' "$tmp/n2.conf" | cut -d, -f7 | sort -u)" = 2 ] && ok || fail "--nodes 2: rules for 2 nodes"
+  expect_rc 0 "--nodes 4 on a log without hosts" -- "$braid" tune --nccl-tests-log "$tmp/measurements.txt=Ring/LL" \
+    --coll allreduce --nodes 4 -o "$tmp/n4.conf"
+  [ "$(grep -v '^#' "$tmp/n4.conf" | cut -d, -f7 | sort -u)" = 4 ] && ok || fail "--nodes 4: rules for 4 nodes"
   expect_rc 2 "--topology with logs" -- "$braid" tune -t dgx-a100-x1 --nccl-tests-log "$h100=default"
   printf '1024 256 float sum -1 1.0 x\n' >"$tmp/bad_all_reduce.txt"
   expect_rc 1 "a malformed log" -- "$braid" tune --nccl-tests-log "$tmp/bad_all_reduce.txt=Ring/LL"

@@ -35,7 +35,7 @@ std::set<std::string> registeredNames() {
 struct EnvRead {
   std::string file;  // relative to the source tree
   int line = 0;
-  std::string reader;  // getenv, envString, envInt, envDouble
+  std::string reader;  // getenv, envString, envIsSet, envInt, envDouble
   std::string name;
 };
 
@@ -44,7 +44,7 @@ struct EnvRead {
 const std::vector<EnvRead>& sourceReads() {
   static const std::vector<EnvRead> reads = [] {
     const std::filesystem::path root(BRAID_SOURCE_DIR);
-    const std::regex read_re(R"re(\b(getenv|envString|envInt|envDouble)\(\s*"(BRAID_[A-Za-z0-9_]*)")re");
+    const std::regex read_re(R"re(\b(getenv|envString|envIsSet|envInt|envDouble)\(\s*"(BRAID_[A-Za-z0-9_]*)")re");
     std::vector<EnvRead> found;
     for (const char* folder : {"src", "synthesizer", "runtime", "comm", "cli", "perf", "include"}) {
       if (!std::filesystem::is_directory(root / folder)) continue;
@@ -158,6 +158,18 @@ TEST(Env, ValuesDefaultsAndErrors) {
   unsetenv("BRAID_RANK");
   EXPECT_FALSE(envInt("BRAID_RANK").isOk());  // unset and no default
   EXPECT_EQ(envString("BRAID_NOT_REGISTERED"), "");
+  // envIsSet: set to a non-empty value, the case where envString returns the variable rather than its default.
+  unsetenv("BRAID_TUNER");
+  EXPECT_FALSE(envIsSet("BRAID_TUNER"));
+  setenv("BRAID_TUNER", "", 1);
+  EXPECT_FALSE(envIsSet("BRAID_TUNER"));
+  EXPECT_EQ(envString("BRAID_TUNER"), "validated");
+  setenv("BRAID_TUNER", "model", 1);
+  EXPECT_TRUE(envIsSet("BRAID_TUNER"));
+  unsetenv("BRAID_TUNER");
+  setenv("BRAID_NOT_REGISTERED", "1", 1);
+  EXPECT_FALSE(envIsSet("BRAID_NOT_REGISTERED"));
+  unsetenv("BRAID_NOT_REGISTERED");
 }
 
 }  // namespace

@@ -17,6 +17,9 @@ bin=$1
 fake_so=$2
 shim_so=$3
 algos=$4
+# shellcheck source=tests/nccl/require_built.sh
+source "$(dirname "$0")/require_built.sh"
+require_built braid_nccl_ranks "$bin" braid_fake_cuda_nccl "$fake_so" braid_nccl "$shim_so"
 # shellcheck source=tests/device/lib.sh
 source "$(dirname "$0")/../device/lib.sh" shim-across-hosts
 mkdir -p "$tmp/x"

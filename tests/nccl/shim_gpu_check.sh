@@ -13,6 +13,9 @@ set -uo pipefail
 shim=$1
 check=$2
 algos=$3
+# shellcheck source=tests/nccl/require_built.sh
+source "$(dirname "$0")/require_built.sh"
+require_built braid_nccl "$shim" nccl_shim_gpu_check "$check"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 
@@ -21,6 +24,10 @@ status=$?
 if [ "$status" = 77 ]; then
   echo "SKIP: no usable GPU (above); the shim's GPU path needs one"
   exit 77
+fi
+if [ "$status" = 126 ] || [ "$status" = 127 ]; then
+  echo "FAIL: $check could not be started (status $status: a shared library it needs is missing, see above)"
+  exit 1
 fi
 if [ "$status" != 0 ]; then
   echo "FAIL: the program fails with NCCL alone (status $status): not the shim's doing"

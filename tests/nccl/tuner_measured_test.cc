@@ -167,10 +167,17 @@ TEST_F(MeasuredRulesTest, ErrorsNameTheFiles) {
   ASSERT_FALSE(r.isOk());
   EXPECT_NE(r.status().message().find("alltoall is not decided by NCCL's tuner"), std::string::npos)
       << r.status().message();
-  // A log that names its collective keeps it.
-  auto own = readMeasuredLog(plain + "=Ring/LL", CollectiveKind::kAllGather);
+  // A log that names its collective keeps it: --coll must agree, a contradicting one names both.
+  auto own = readMeasuredLog(plain + "=Ring/LL", CollectiveKind::kAllReduce);
   ASSERT_TRUE(own.isOk()) << own.status().toString();
   EXPECT_EQ(own->func, nccl_abi::kFuncAllReduce);
+  r = readMeasuredLog(plain + "=Ring/LL", CollectiveKind::kAllGather);
+  ASSERT_FALSE(r.isOk());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("--coll all_gather contradicts the collective of " + plain +
+                                      ": it measured all_reduce"),
+            std::string::npos)
+      << r.status().message();
   EXPECT_EQ(readMeasuredLog((dir_ / "missing.txt").string() + "=Ring/LL").status().code(), StatusCode::kNotFound);
 
   // Two logs of one setting; rank counts that differ.
@@ -198,17 +205,24 @@ TEST_F(MeasuredRulesTest, ErrorsNameTheFiles) {
   ASSERT_FALSE(table.isOk());
   EXPECT_NE(table.status().message().find("--ranks 8 contradicts the 16 ranks in " + plain), std::string::npos)
       << table.status().message();
-  // --ranks that agrees with the log, and --nodes, which overrides the log's 2 hosts.
+  // --nodes that contradicts the log's 2 hosts is an error naming the log, as --ranks is.
   table = rulesFromMeasurements(sixteen, 16, 4);
+  ASSERT_FALSE(table.isOk());
+  EXPECT_EQ(table.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(table.status().message().find("--nodes 4 contradicts the 2 hosts in " + plain), std::string::npos)
+      << table.status().message();
+  // --ranks and --nodes that agree with the log.
+  table = rulesFromMeasurements(sixteen, 16, 2);
   ASSERT_TRUE(table.isOk()) << table.status().toString();
   EXPECT_EQ(table->rules.at(0).ranks, 16);
-  EXPECT_EQ(table->rules.at(0).nodes, 4);
+  EXPECT_EQ(table->rules.at(0).nodes, 2);
   // A log without rank lines takes --ranks.
   std::vector<MeasuredLog> unlisted = {
       readMeasuredLog(write("unlisted_all_reduce.txt", {{kM, 10}}, "", 0) + "=Ring/LL").value()};
-  table = rulesFromMeasurements(unlisted, 8, -1);
+  table = rulesFromMeasurements(unlisted, 8, 4);
   ASSERT_TRUE(table.isOk()) << table.status().toString();
   EXPECT_EQ(table->rules.at(0).ranks, 8);
+  EXPECT_EQ(table->rules.at(0).nodes, 4);
 }
 
 // The published 2-node H100 all-reduce log (RC-50) as NCCL's own choice next to a forced setting derived from it:

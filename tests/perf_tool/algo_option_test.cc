@@ -38,7 +38,7 @@ TEST(AlgoHeaderText, ForcedOnlyWhereEverySizeAndBothModes) {
             "forced from /t/ring.xml");
   // MSCCL's defaults: out-of-place only, a size window.
   EXPECT_EQ(algoHeaderText("/t/a.xml", {allReduce(8, 1024, (1 << 20) - 1, false, true, "/t/a.xml")}, o),
-            "/t/a.xml (sizes 1 KiB..1048575 B, out-of-place only) where it matches, else Braid's selection");
+            "/t/a.xml (sizes 1024 B..1048575 B, out-of-place only) where it matches, else Braid's selection");
   EXPECT_EQ(algoHeaderText("/t/a.xml", {allReduce(8, 0, kUnlimitedBytes, true, false, "/t/a.xml")}, o),
             "/t/a.xml (in-place only) where it matches, else Braid's selection");
   // A directory: file names, the matching ones listed.
@@ -76,6 +76,20 @@ TEST(AlgoHeaderText, Bytes) {
   EXPECT_EQ(headerBytes(1536), "1536 B");
   EXPECT_EQ(headerBytes(uint64_t{3} << 30), "3 GiB");
   EXPECT_EQ(headerBytes(kUnlimitedBytes), "unlimited");
+}
+
+// Both ends of a window in one unit: MSCCL's ndv4 ring window [266240, 2078719] (260 KiB and a byte count that is
+// no whole KiB) in bytes, not "260 KiB..2078719 B".
+TEST(AlgoHeaderText, ByteRangeInOneUnit) {
+  EXPECT_EQ(headerByteRange(266240, 2078719), "266240 B..2078719 B");
+  EXPECT_EQ(headerByteRange(266240, 2097152), "260 KiB..2048 KiB");
+  EXPECT_EQ(headerByteRange(1 << 20, 3 << 20), "1 MiB..3 MiB");
+  EXPECT_EQ(headerByteRange(0, 65535), "0 B..65535 B");
+  EXPECT_EQ(headerByteRange(0, 1 << 20), "0 MiB..1 MiB");
+  EXPECT_EQ(headerByteRange(0, 0), "0 B..0 B");
+  EXPECT_EQ(headerByteRange(65536, kUnlimitedBytes), "64 KiB..unlimited");
+  EXPECT_EQ(headerByteRange(0, kUnlimitedBytes), "0 B..unlimited");
+  EXPECT_EQ(headerByteRange(uint64_t{3} << 40, uint64_t{6} << 40), "3 TiB..6 TiB");
 }
 
 }  // namespace

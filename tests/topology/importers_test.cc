@@ -1008,8 +1008,10 @@ TEST(NvidiaSmiTest, AsymmetricMatrixIsRefusedNamingBothCells) {
       "GPU2\tSYS\tSYS\t X\t0-7\n";
   auto r = importNvidiaSmiTopo(smi, "asym.txt");
   ASSERT_FALSE(r.isOk());
-  expectParseError(r.status(), "asym.txt", 4, "GPU1");
+  // Reported at the later row (GPU2's, line 4), whose device is the field.
+  expectParseError(r.status(), "asym.txt", 4, "GPU2");
   const std::string& m = r.status().message();
+  EXPECT_EQ(m.rfind("asym.txt:4: GPU2: the matrix is not symmetric", 0), 0u) << m;
   EXPECT_NE(m.find("not symmetric"), std::string::npos) << m;
   EXPECT_NE(m.find("GPU1 -> GPU2 as NV1"), std::string::npos) << m;
   EXPECT_NE(m.find("GPU2 -> GPU1 as SYS"), std::string::npos) << m;
@@ -1018,7 +1020,9 @@ TEST(NvidiaSmiTest, AsymmetricMatrixIsRefusedNamingBothCells) {
   const std::string pcie = "\tGPU0\tGPU1\nGPU0\t X\tPIX\nGPU1\tNODE\t X\n";
   auto p = importNvidiaSmiTopo(pcie, "asym_pcie.txt");
   ASSERT_FALSE(p.isOk());
-  expectParseError(p.status(), "asym_pcie.txt", 3, "GPU0");
+  expectParseError(p.status(), "asym_pcie.txt", 3, "GPU1");
+  EXPECT_EQ(p.status().message().rfind("asym_pcie.txt:3: GPU1: the matrix is not symmetric", 0), 0u)
+      << p.status().message();
   EXPECT_NE(p.status().message().find("GPU0 -> GPU1 as PIX"), std::string::npos) << p.status().message();
   EXPECT_NE(p.status().message().find("GPU1 -> GPU0 as NODE"), std::string::npos) << p.status().message();
   // The same matrix made symmetric imports, with the NVLink both ways.

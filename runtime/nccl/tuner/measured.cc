@@ -155,7 +155,7 @@ std::vector<MeasuredChoice> choose(int func, const std::vector<const MeasuredLog
 }
 
 // The rank and host counts the logs of one collective agree on. `forced_ranks` > 0 (--ranks) must equal the rank
-// count of every log that lists its ranks; `forced_nodes` > 0 (--nodes) wins over the logs' host counts.
+// count of every log that lists its ranks, `forced_nodes` > 0 (--nodes) the host count of every log that lists hosts.
 Status agreedCounts(const std::vector<const MeasuredLog*>& logs, int forced_ranks, int forced_nodes, int* ranks,
                     int* nodes) {
   const MeasuredLog* ranks_from = nullptr;
@@ -174,10 +174,13 @@ Status agreedCounts(const std::vector<const MeasuredLog*>& logs, int forced_rank
       }
       ranks_from = m, *ranks = m->log.ranks;
     }
+    if (forced_nodes > 0 && m->log.nodes > 0 && m->log.nodes != forced_nodes) {
+      return invalid(fmt::format("--nodes {} contradicts the {} hosts in {}", forced_nodes, m->log.nodes, m->path));
+    }
     if (forced_nodes <= 0 && m->log.nodes > 0) {
       if (nodes_from != nullptr && m->log.nodes != *nodes) {
-        return invalid(fmt::format("{} ran on {} hosts but {} on {} (pass --nodes to override)", nodes_from->path,
-                                   *nodes, m->path, m->log.nodes));
+        return invalid(fmt::format("{} ran on {} hosts but {} on {}: rules are per host count (measure one machine)",
+                                   nodes_from->path, *nodes, m->path, m->log.nodes));
       }
       nodes_from = m, *nodes = m->log.nodes;
     }
@@ -227,6 +230,12 @@ Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<Colle
     return Status(code == StatusCode::kInvalidArgument ? StatusCode::kParseError : code, log.status().message());
   }
   m.log = std::move(*log);
+  if (!m.log.collective.empty() && collective && ncclTestsName(*collective) != m.log.collective) {
+    return invalid(
+        fmt::format("--coll {} contradicts the collective of {}: it measured {} (--coll names the "
+                    "collective of logs that do not say)",
+                    ncclTestsName(*collective), path, m.log.collective));
+  }
   if (m.log.collective.empty() && collective) m.log.collective = ncclTestsName(*collective);
   if (m.log.collective.empty()) {
     return invalid(

@@ -34,10 +34,11 @@ struct MeasuredLog {
 /// Reads `spec` = FILE, FILE=ALGO/PROTO or FILE=default (NCCL's own choice). Without a label the setting comes
 /// from the log's NCCL_ALGO / NCCL_PROTO INFO lines, which must name both; ALGO and PROTO are NCCL_ALGO /
 /// NCCL_PROTO values or the rules file's names. `collective` (`braid tune --coll`, parsed with parseCollective) is
-/// the collective of a log whose text and file name do not say. Errors: a log that cannot be read or parsed is
-/// kNotFound, kSystemError or kParseError (readFile, parseNcclTestsLog; never kInvalidArgument); kInvalidArgument
-/// naming the file for a log whose setting or collective is unknown, a bad label, or a collective NCCL's tuner does
-/// not choose for (alltoall, sendrecv, ...).
+/// the collective of a log whose text and file name do not say, and must equal the collective of a log that says
+/// (kInvalidArgument "--coll alltoall contradicts the collective of FILE: it measured all_reduce"). Errors: a log that
+/// cannot be read or parsed is kNotFound, kSystemError or kParseError (readFile, parseNcclTestsLog; never
+/// kInvalidArgument); kInvalidArgument naming the file for a log whose setting or collective is unknown, a bad label,
+/// or a collective NCCL's tuner does not choose for (alltoall, sendrecv, ...).
 Result<MeasuredLog> readMeasuredLog(const std::string& spec, std::optional<CollectiveKind> collective = std::nullopt);
 
 /// The decision at one measured size.
@@ -59,8 +60,9 @@ struct MeasuredTable {
 
 /// Builds the table and rules. `ranks` > 0 is the rules' nRanks for logs that do not list their ranks and must equal
 /// the rank count of every log that does (kInvalidArgument "--ranks 8 contradicts the 16 ranks in FILE" otherwise);
-/// `nodes` > 0 overrides the logs' host counts. Logs of one collective that disagree on rank count (or, without
-/// `nodes`, on host count), or two logs of the same setting and collective, are kInvalidArgument naming both files.
+/// `nodes` > 0 is the rules' nNodes for logs that do not list their hosts and must equal the host count of every log
+/// that does ("--nodes 5 contradicts the 2 hosts in FILE"). Logs of one collective that disagree on rank or host
+/// count, or two logs of the same setting and collective, are kInvalidArgument naming both files.
 /// A collective whose logs are all NCCL's own choice gets no rules.
 Result<MeasuredTable> rulesFromMeasurements(const std::vector<MeasuredLog>& logs, int ranks = -1, int nodes = -1);
 
