@@ -128,10 +128,10 @@ std::optional<std::string> slotLatencyNote(const Topology& topology) {
   const double slot_us = slot_bytes / (worst->bandwidth_gbps * 1e3);
   return fmt::format(
       "simulator: link {} -> {} has alpha {:.4g} us against {:.4g} us to move one 512 KiB Simple slot at its {:.4g} "
-      "GB/s; the executor pays a link's alpha once per slot where NCCL and MSCCL pay it once per 2 MiB chunk "
-      "(NCCL_STEPS/2 slots), so on this topology Braid's and NCCL's simulated times both overstate the latency "
-      "part of Simple runs (in LL, NCCL, MSCCL and the executor all iterate per slot) (docs/simulator.md, \"What is "
-      "not modeled\")",
+      "GB/s; a threadblock that receives every iteration (NCCL's rings and trees do) pays a link's alpha once per "
+      "512 KiB slot here where NCCL and MSCCL pay it once per 2 MiB chunk (NCCL_STEPS/2 slots), so NCCL's simulated "
+      "time in Simple is too slow on this topology and a 'vs NCCL' ratio above 1 there may not hold "
+      "(docs/simulator.md, \"What is not modeled\")",
       topology.vertices[worst->src].name, topology.vertices[worst->dst].name, worst->alpha_us, slot_us,
       worst->bandwidth_gbps);
 }

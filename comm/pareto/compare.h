@@ -87,8 +87,9 @@ std::string allReduceBoundNote(CollectiveKind collective);
 /// (defaultSliceBytes(kSimple), 512 KiB) per iteration, and an iteration that receives waits for its data, so a
 /// link's alpha is paid once per slot on such paths; NCCL's and MSCCL's kernels iterate per chunk of NCCL_STEPS/2
 /// slots (ALLREDUCE_CHUNKSTEPS, MSCCL_CHUNKSTEPS: 2 MiB in Simple) and pay it once per chunk. The note is given
-/// when some link's alpha is at least half the time that link takes to move one slot: then Braid's and NCCL's
-/// simulated times both overstate the latency part (docs/simulator.md, "What is not modeled").
+/// when some link's alpha is at least half the time that link takes to move one slot: then the simulated time of
+/// programs whose threadblocks receive every iteration (NCCL's rings and trees) overstates the latency part, and a
+/// "vs NCCL" ratio may be inflated (docs/simulator.md, "What is not modeled").
 std::optional<std::string> slotLatencyNote(const Topology& topology);
 
 /// simulate() of a runnable at one size, with SimModel::defaults(), the runnable's Simple slice when it sets one and,
