@@ -7,29 +7,15 @@
 set -uo pipefail
 src=$1
 here=$src/tests/nccl
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-passed=0
-failed=0
-ok() { passed=$((passed + 1)); }
-fail() {
-  echo "FAIL: $*"
-  failed=$((failed + 1))
-}
-# run WANT_RC LABEL -- CMD...: CMD's exit status is WANT_RC; its output in $tmp/out.
-run() {
-  local want=$1 label=$2
-  shift 3
-  local rc=0
-  timeout 30 "$@" >"$tmp/out" 2>&1 || rc=$?
-  [ "$rc" = "$want" ] && ok || fail "$label: exit $rc, expected $want: $(head -n 5 "$tmp/out")"
-}
-has() { grep -qF -- "$2" "$tmp/out" && ok || fail "$1: no line '$2': $(head -n 5 "$tmp/out")"; }
+EXPECT_TIMEOUT=30
+# shellcheck source=../device/lib.sh
+source "$src/tests/device/lib.sh" shim-scripts
+has() { grep -qF -- "$2" "$tmp/out" && ok || fail "$1: no line '$2': $(head -n 5 "$tmp/out" "$tmp/err")"; }
 
 build=$tmp/build
 mkdir -p "$build/bin" "$build/lib"
 for script in shim_pareto_fake_test.sh shim_across_hosts_fake_test.sh; do
-  run 1 "$script, nothing built" -- bash "$here/$script" "$build/bin/braid_nccl_ranks" \
+  expect_rc 1 "$script, nothing built" -- bash "$here/$script" "$build/bin/braid_nccl_ranks" \
     "$build/lib/libbraid_fake_cuda_nccl.so" "$build/lib/libbraid_nccl.so" "$src/tests/data/shim"
   has "$script" "FAIL: $build/bin/braid_nccl_ranks does not exist: build the CMake target braid_nccl_ranks first (cmake --build $build --target braid_nccl_ranks)"
   has "$script" "FAIL: $build/lib/libbraid_fake_cuda_nccl.so does not exist: build the CMake target braid_fake_cuda_nccl first"
@@ -39,22 +25,21 @@ done
 # Only the driver missing: that one is named, the others are not.
 : >"$build/lib/libbraid_fake_cuda_nccl.so"
 : >"$build/lib/libbraid_nccl.so"
-run 1 "shim_pareto_fake_test.sh, driver missing" -- bash "$here/shim_pareto_fake_test.sh" "$build/bin/braid_nccl_ranks" \
+expect_rc 1 "shim_pareto_fake_test.sh, driver missing" -- bash "$here/shim_pareto_fake_test.sh" "$build/bin/braid_nccl_ranks" \
   "$build/lib/libbraid_fake_cuda_nccl.so" "$build/lib/libbraid_nccl.so" "$src/tests/data/shim/nvlink-4g.yaml"
 [ "$(cat "$tmp/out")" = "FAIL: $build/bin/braid_nccl_ranks does not exist: build the CMake target braid_nccl_ranks first (cmake --build $build --target braid_nccl_ranks)" ] &&
   ok || fail "driver missing: $(cat "$tmp/out")"
 
-run 1 "shim_gpu_check.sh, check program missing" -- bash "$here/shim_gpu_check.sh" "$build/lib/libbraid_nccl.so" \
+expect_rc 1 "shim_gpu_check.sh, check program missing" -- bash "$here/shim_gpu_check.sh" "$build/lib/libbraid_nccl.so" \
   "$build/bin/nccl_shim_gpu_check" "$src/tests/data/shim"
 has "shim_gpu_check.sh" "FAIL: $build/bin/nccl_shim_gpu_check does not exist: build the CMake target nccl_shim_gpu_check first"
 grep -q "not the shim's doing" "$tmp/out" && fail "shim_gpu_check.sh blames NCCL for a missing program" || ok
 # A program that exists but cannot start (its loader fails: status 127) is named as such, not as NCCL failing.
 printf '#!/bin/sh\necho "error while loading shared libraries: libnccl.so.2" >&2\nexit 127\n' >"$build/bin/nccl_shim_gpu_check"
 chmod +x "$build/bin/nccl_shim_gpu_check"
-run 1 "shim_gpu_check.sh, program cannot start" -- bash "$here/shim_gpu_check.sh" "$build/lib/libbraid_nccl.so" \
+expect_rc 1 "shim_gpu_check.sh, program cannot start" -- bash "$here/shim_gpu_check.sh" "$build/lib/libbraid_nccl.so" \
   "$build/bin/nccl_shim_gpu_check" "$src/tests/data/shim"
 has "cannot start" "FAIL: $build/bin/nccl_shim_gpu_check could not be started (status 127: a shared library it needs is missing, see above)"
 grep -q "not the shim's doing" "$tmp/out" && fail "shim_gpu_check.sh blames NCCL for a program that cannot start" || ok
 
-echo "$passed passed, $failed failed"
-[ "$failed" = 0 ]
+finish
