@@ -225,7 +225,8 @@ TEST(DeviceProgramEmulation, ProxiesOverTcpMatchTheReference) {
 
 // 4 ranks of a ring all-reduce as 2 x 2: rank 3's blocks run but its proxy never does. Its peers give up within
 // the timeout (plus the time to stop), and the first failure names a message (kData) or a slot (kCredit) and the
-// peer it waited for.
+// peer it waited for — or, when the machine is loaded enough that a proxy's wait for its own kernel (kKernel: the
+// kernel itself waits on the missing proxy, one connection upstream) expires first, that wait and its peer.
 TEST(DeviceProgramEmulation, AMissingProxyIsATimeoutNamingTheWait) {
   const Algorithm ring = testing::classicAlgorithm(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4);
   for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
@@ -242,7 +243,8 @@ TEST(DeviceProgramEmulation, AMissingProxyIsATimeoutNamingTheWait) {
     EXPECT_EQ(status.code(), StatusCode::kTimeout) << status.toString();
     EXPECT_TRUE(error.code == 1 || error.code == 2) << error.code;
     EXPECT_TRUE(error.what == static_cast<int32_t>(cuda::DeviceWait::kData) ||
-                error.what == static_cast<int32_t>(cuda::DeviceWait::kCredit))
+                error.what == static_cast<int32_t>(cuda::DeviceWait::kCredit) ||
+                (error.code == 2 && error.what == static_cast<int32_t>(cuda::DeviceWait::kKernel)))
         << error.what << " " << status.toString();
     EXPECT_TRUE(error.peer >= 0 && error.peer < 4 && error.peer != error.rank) << error.peer;
     EXPECT_GE(error.waited_ns, 300000000u);
