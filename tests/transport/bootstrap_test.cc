@@ -399,6 +399,29 @@ TEST(Bootstrap, HostIdVariableNamesTheHostOfItsProcess) {
       },
       30);
   EXPECT_TRUE(result.allOk()) << result.summary();
+  // Longer names are refused, and the root learns that this rank could not join: in a child, whose root thread
+  // answers late ranks for a while after that (forked before this process starts threads: TSan's own thread
+  // starts with the first).
+  const std::string long_name(64, 'h');
+  const ForkResult refusals = runForked(
+      1,
+      [&](int) {
+        setenv("BRAID_HOSTID", long_name.c_str(), 1);
+        Result<UniqueId> refusing = createUniqueId("127.0.0.1:0");
+        BRAID_CHILD_CHECK_OK(refusing);
+        auto refused = connectBootstrap(*refusing, 0, 1);
+        BRAID_CHILD_CHECK(refused.status().code() == StatusCode::kInvalidArgument);
+        BRAID_CHILD_CHECK(refused.status().message().find("BRAID_HOSTID=" + long_name + ": longer than 63 bytes") !=
+                          std::string::npos);
+        BootstrapOptions options;
+        options.host_id = long_name + "x";
+        auto refused_option = connectBootstrap(*refusing, 0, 1, options);
+        BRAID_CHILD_CHECK(!refused_option.isOk());
+        BRAID_CHILD_CHECK(refused_option.status().message().find("BootstrapOptions::host_id=") != std::string::npos);
+        return 0;
+      },
+      30);
+  EXPECT_TRUE(refusals.allOk()) << refusals.summary();
 
   ScopedEnv env;
   env.set("BRAID_HOSTID", "braid-env-host");
@@ -426,29 +449,6 @@ TEST(Bootstrap, HostIdVariableNamesTheHostOfItsProcess) {
   auto alone = connectBootstrap(*other, 0, 1);  // 63 bytes fit
   ASSERT_TRUE(alone.isOk()) << alone.status().toString();
   EXPECT_EQ((*alone)->hostNames(), std::vector<std::string>{std::string(63, 'h')});
-
-  // Longer names are refused, and the root learns that this rank could not join: in a child, whose root thread
-  // answers late ranks for a while after that.
-  const std::string long_name(64, 'h');
-  const ForkResult refusals = runForked(
-      1,
-      [&](int) {
-        setenv("BRAID_HOSTID", long_name.c_str(), 1);
-        Result<UniqueId> refusing = createUniqueId("127.0.0.1:0");
-        BRAID_CHILD_CHECK_OK(refusing);
-        auto refused = connectBootstrap(*refusing, 0, 1);
-        BRAID_CHILD_CHECK(refused.status().code() == StatusCode::kInvalidArgument);
-        BRAID_CHILD_CHECK(refused.status().message().find("BRAID_HOSTID=" + long_name + ": longer than 63 bytes") !=
-                          std::string::npos);
-        BootstrapOptions options;
-        options.host_id = long_name + "x";
-        auto refused_option = connectBootstrap(*refusing, 0, 1, options);
-        BRAID_CHILD_CHECK(!refused_option.isOk());
-        BRAID_CHILD_CHECK(refused_option.status().message().find("BootstrapOptions::host_id=") != std::string::npos);
-        return 0;
-      },
-      30);
-  EXPECT_TRUE(refusals.allOk()) << refusals.summary();
 }
 
 // Threads of one process that run out of file descriptors in the mesh (each rank holds a socket to every other):
@@ -675,20 +675,9 @@ TEST(Bootstrap, EnvironmentErrorsNameTheVariable) {
 // The bootstrap reads BRAID_TIMEOUT the one way the transports do (common/env.h): a value that is not a positive
 // number of seconds fails createUniqueId and connectBootstrap naming the variable; inf is accepted.
 TEST(Bootstrap, BadTimeoutIsAnErrorNamingTheVariable) {
-  ScopedEnv env;
-  env.set("BRAID_TIMEOUT", "-3");
-  Result<UniqueId> refused = createUniqueId("127.0.0.1:0");
-  ASSERT_FALSE(refused.isOk());
-  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(refused.status().message().find("BRAID_TIMEOUT=-3: not a positive number of seconds"), std::string::npos)
-      << refused.status().message();
-  env.set("BRAID_TIMEOUT", "inf");
-  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
-  ASSERT_TRUE(id.isOk()) << id.status().toString();
-  auto alone = connectBootstrap(*id, 0, 1);
-  EXPECT_TRUE(alone.isOk()) << alone.status().toString();
   // A rank whose BRAID_TIMEOUT is refused tells the root it could not join: in a child, whose root thread answers
-  // late ranks for a while after that.
+  // late ranks for a while after that. Forked first: this process has no thread yet (TSan's own thread
+  // starts with the first).
   const ForkResult result = runForked(
       1,
       [](int) {
@@ -702,6 +691,18 @@ TEST(Bootstrap, BadTimeoutIsAnErrorNamingTheVariable) {
       },
       30);
   EXPECT_TRUE(result.allOk()) << result.summary();
+  ScopedEnv env;
+  env.set("BRAID_TIMEOUT", "-3");
+  Result<UniqueId> refused = createUniqueId("127.0.0.1:0");
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("BRAID_TIMEOUT=-3: not a positive number of seconds"), std::string::npos)
+      << refused.status().message();
+  env.set("BRAID_TIMEOUT", "inf");
+  Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+  ASSERT_TRUE(id.isOk()) << id.status().toString();
+  auto alone = connectBootstrap(*id, 0, 1);
+  EXPECT_TRUE(alone.isOk()) << alone.status().toString();
 }
 
 TEST(Bootstrap, MissingRankTimesOutNamingIt) {
@@ -734,19 +735,19 @@ TEST(Bootstrap, RankExitingDuringTheRendezvousFailsTheOthersQuickly) {
   const ForkResult result = runForked(
       n,
       [&](int rank) {
+        UniqueId id;
+        if (rank != 0) BRAID_CHILD_CHECK(shared.wait(&id, kTimeout));  // the times below count from the id
         const auto start = std::chrono::steady_clock::now();
         if (rank == 2) {
-          UniqueId id;
-          BRAID_CHILD_CHECK(shared.wait(&id, kTimeout));
           std::thread([id] {
             BootstrapOptions options;
             options.timeout_s = kLong;
             (void)connectBootstrap(id, 2, n, options);
           }).detach();
-          usleep(500 * 1000);  // connected to the root and said hello: the rendezvous waits for rank 3
+          usleep(1000 * 1000);  // connected to the root and said hello: the rendezvous waits for rank 3
           _exit(7);
         }
-        if (rank == 3) usleep(1500 * 1000);
+        if (rank == 3) usleep(2500 * 1000);
         auto b = forkedBootstrap(shared, rank, n, kLong);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         BRAID_CHILD_CHECK(!b.isOk());
@@ -755,8 +756,8 @@ TEST(Bootstrap, RankExitingDuringTheRendezvousFailsTheOthersQuickly) {
         BRAID_CHILD_CHECK(b.status().message().find("rank " + std::to_string(rank) + ": bootstrap: rank 2 (host ") ==
                           0);
         BRAID_CHILD_CHECK(b.status().message().find("closed before every rank had joined") != std::string::npos);
-        BRAID_CHILD_CHECK(seconds < (rank == 3 ? 4.5 : 3.0));
-        if (rank == 0) usleep(2500 * 1000);  // rank 0's process hosts the root: it refuses rank 3
+        BRAID_CHILD_CHECK(seconds < (rank == 3 ? 5.5 : 4.0));
+        if (rank == 0) usleep(3000 * 1000);  // rank 0's process hosts the root: it refuses rank 3
         return 0;
       },
       40);
