@@ -708,7 +708,6 @@ int runSimulate(const SimulateCmdOptions& opt) {
     report.bound_legend = boundLegend(collective);
     for (const std::string& n : sim.topology().notes) report.notes.push_back("topology: " + n);
     for (const std::string& n : system_notes) report.notes.push_back("NCCL model: " + n);
-    if (std::optional<std::string> note = slotLatencyNote(sim.topology())) report.notes.push_back(*note);
     if (sim.algorithm) {
       for (const std::string& n : sim.algorithm->notes) report.notes.push_back("algorithm: " + n);
       const bool declared = opt.in_place ? sim.algorithm->in_place : sim.algorithm->out_of_place;

@@ -1,7 +1,8 @@
 // perf/moe_benchmark: MoE all-to-all on DGX H100 clusters in Braid's simulator — the flat exchange (Braid's
 // `direct`: every rank sends every peer its block at once, along Topology::route), Tutel's 2DH (`2dh`,
 // include/braid/classic.h) and NCCL 2.28's own all-to-all (grouped send/recv with NVB and PXN relays,
-// ncclBaselineAlgorithm), side by side at each size per peer, with the ratios 2DH / flat and 2DH / NCCL.
+// ncclBaselineAlgorithm, simulated as NcclBaselines runs NCCL's p2p program: its p2p chunk as slice and the fitted
+// per-step handshake p2p_net_step_us), side by side at each size per peer, with the ratios 2DH / flat and 2DH / NCCL.
 //
 // Clusters: the shipped dgx-h100 node template (8 H100 on NVSwitch, 8 NDR NICs, PCIe switches, 2 sockets), N nodes,
 // on a `rail` network (rail-only: NIC i of every node on rail switch i, as the shipped dgx-h100-x2/x4) or a
@@ -26,6 +27,7 @@
 #include "braid/classic.h"
 #include "braid/file_io.h"
 #include "braid/nccl_model.h"
+#include "braid/nccl_runs.h"
 #include "braid/simulate.h"
 #include "braid/topology.h"
 #include "common/text.h"
@@ -52,7 +54,7 @@ braid::Result<braid::Topology> cluster(int nodes, const std::string& network) {
 
 struct Candidate {
   std::string label;
-  braid::Algorithm algorithm;
+  braid::Runnable what;    // the algorithm, its topology, and how its program iterates
   double last_wall_s = 0;  // wall time of its last simulation
   uint64_t last_size = 0;
 };
@@ -88,7 +90,7 @@ bool runCluster(int nodes, const std::string& network, const std::vector<uint64_
     return false;
   }
   const int n = topo->numGpus();
-  std::vector<Candidate> candidates;
+  std::vector<braid::Algorithm> classics;  // flat, 2dh: run as Braid's executor runs them
   for (braid::ClassicAlgo algo : {braid::ClassicAlgo::kDirect, braid::ClassicAlgo::kTwoDimHierarchical}) {
     braid::ClassicRequest request;
     request.algo = algo;
@@ -100,15 +102,27 @@ bool runCluster(int nodes, const std::string& network, const std::vector<uint64_
       std::fprintf(stderr, "%s: %s\n", braid::classicAlgoName(algo), a.status().toString().c_str());
       return false;
     }
-    candidates.push_back({algo == braid::ClassicAlgo::kDirect ? "flat" : "2dh", std::move(*a)});
+    classics.push_back(std::move(*a));
   }
-  braid::Result<braid::Algorithm> nccl = braid::ncclBaselineAlgorithm(
-      *topo, braid::CollectiveKind::kAllToAll, braid::NcclAlgo::kRing, false, braid::Protocol::kSimple);
-  if (!nccl.isOk()) {
-    std::fprintf(stderr, "NCCL all-to-all: %s\n", nccl.status().toString().c_str());
+  std::vector<Candidate> candidates;
+  candidates.push_back({"flat", braid::Runnable{&classics[0], &*topo, -1}});
+  candidates.push_back({"2dh", braid::Runnable{&classics[1], &*topo, -1}});
+  // NCCL's all-to-all as compare and calibrate simulate it: its p2p program (NcclBaselines::runnable).
+  braid::Result<braid::NcclSystem> system = braid::ncclSystem(*topo);
+  if (!system.isOk()) {
+    std::fprintf(stderr, "NCCL's view of %s: %s\n", topo->name.c_str(), system.status().toString().c_str());
     return false;
   }
-  candidates.push_back({"nccl", std::move(*nccl)});
+  braid::NcclBaselines nccl(*topo, *system, braid::CollectiveKind::kAllToAll, false);
+  braid::Result<braid::Runnable> p2p = [&]() -> braid::Result<braid::Runnable> {
+    BRAID_ASSIGN_OR_RETURN(braid::NcclRun run, nccl.choose(std::nullopt, 0, braid::Protocol::kSimple));
+    return nccl.runnable(run);
+  }();
+  if (!p2p.isOk()) {
+    std::fprintf(stderr, "NCCL all-to-all: %s\n", p2p.status().toString().c_str());
+    return false;
+  }
+  candidates.push_back({"nccl", *p2p});
   std::printf("\n%s: %d ranks (%d nodes x 8), Simple protocol, SimModel::defaults()\n", topo->name.c_str(), n, nodes);
   std::printf("%10s %12s %12s %12s %10s %10s %12s\n", "per_peer", "flat_us", "2dh_us", "nccl_us", "flat/2dh",
               "nccl/2dh", "2dh_busbw");
@@ -127,7 +141,7 @@ bool runCluster(int nodes, const std::string& network, const std::vector<uint64_
       braid::SimOptions options;
       options.size_bytes = per_peer * static_cast<uint64_t>(n);
       const auto start = Clock::now();
-      braid::Result<braid::SimResult> r = braid::simulate(c.algorithm, *topo, options);
+      braid::Result<braid::SimResult> r = braid::simulate(c.what, options);
       c.last_wall_s = secondsSince(start);
       c.last_size = per_peer;
       if (!r.isOk()) {

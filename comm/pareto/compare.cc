@@ -87,17 +87,7 @@ Result<SimResult> simulateRunnable(const Runnable& what, uint64_t bytes, std::op
   options.protocol = protocol;
   options.instances = instances;
   options.record_timeline = record_timeline;
-  if (what.simple_slice_bytes > 0) {
-    options.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = what.simple_slice_bytes;
-  }
-  if (what.nccl_p2p) options.model.net_step_us = options.model.p2p_net_step_us;
-  Result<SimResult> result = simulate(*what.algorithm, *what.topology, options);
-  if (!result) {
-    return Status(result.status().code(), fmt::format("simulating {} at {} bytes: {}",
-                                                      what.algorithm->name.empty() ? "(unnamed)" : what.algorithm->name,
-                                                      bytes, result.status().message()));
-  }
-  return result;
+  return simulate(what, options);
 }
 
 std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const Topology& topology) {
@@ -109,31 +99,6 @@ std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const T
     BRAID_ASSIGN_OR_RETURN(SimResult sim, simulateRunnable(what, bytes, std::nullopt, false, 1, false));
     return sim.time_us;
   };
-}
-
-std::optional<std::string> slotLatencyNote(const Topology& topology) {
-  const double slot_bytes = static_cast<double>(defaultSliceBytes(Protocol::kSimple));
-  const Link* worst = nullptr;
-  double worst_ratio = 0;
-  for (const Link& link : topology.links) {
-    if (!(link.bandwidth_gbps > 0)) continue;
-    const double slot_us = slot_bytes / (link.bandwidth_gbps * 1e3);  // GB/s = 10^3 bytes per µs
-    const double ratio = link.alpha_us / slot_us;
-    if (ratio > worst_ratio) {
-      worst_ratio = ratio;
-      worst = &link;
-    }
-  }
-  if (worst == nullptr || worst_ratio < 0.5) return std::nullopt;
-  const double slot_us = slot_bytes / (worst->bandwidth_gbps * 1e3);
-  return fmt::format(
-      "simulator: link {} -> {} has alpha {:.4g} us against {:.4g} us to move one 512 KiB Simple slot at its {:.4g} "
-      "GB/s; a threadblock that receives every iteration (NCCL's rings and trees do) pays a link's alpha once per "
-      "512 KiB slot here where NCCL and MSCCL pay it once per 2 MiB chunk (NCCL_STEPS/2 slots), so NCCL's simulated "
-      "time in Simple is too slow on this topology and a 'vs NCCL' ratio above 1 there may not hold "
-      "(docs/simulator.md, \"What is not modeled\")",
-      topology.vertices[worst->src].name, topology.vertices[worst->dst].name, worst->alpha_us, slot_us,
-      worst->bandwidth_gbps);
 }
 
 // ---- compareAlgorithm -------------------------------------------------------------------------------------
@@ -161,7 +126,6 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
     out.notes.push_back(
         fmt::format("NCCL not compared: NCCL's view of {}: {}", topology.name, system.status().message()));
   }
-  if (std::optional<std::string> note = slotLatencyNote(topology)) out.notes.push_back(*note);
   if (collective == CollectiveKind::kAllToAll) {
     out.notes.push_back(
         "all-to-all: NCCL's model does not cover it (NCCL runs grouped send/recv); the NCCL and ring columns are "
@@ -251,8 +215,8 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
         return Status::ok();
       }
       BRAID_ASSIGN_OR_RETURN(const Algorithm* ring, nccl->baseline(NcclAlgo::kRing, ring_protocol));
-      BRAID_ASSIGN_OR_RETURN(SimResult run,
-                             simulateRunnable(Runnable{ring, &topology, -1}, bytes, ring_protocol, false, 1, false));
+      BRAID_ASSIGN_OR_RETURN(SimResult run, simulateRunnable(ncclRunnable(ring, &topology, NcclAlgo::kRing), bytes,
+                                                             ring_protocol, false, 1, false));
       row.nccl_ring_us = run.time_us;
       return Status::ok();
     }();

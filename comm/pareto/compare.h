@@ -82,18 +82,8 @@ std::vector<std::string> boundLegend(CollectiveKind collective);
 /// "the reduce-scatter + all-gather bound (...)" for all-reduce; empty for other collectives.
 std::string allReduceBoundNote(CollectiveKind collective);
 
-/// A note when link latencies are large enough to dominate simulated times through the executor's per-slot
-/// iterations, else nullopt. The executor (runtime/executor/executor.cc) runs a threadblock one Simple slot
-/// (defaultSliceBytes(kSimple), 512 KiB) per iteration, and an iteration that receives waits for its data, so a
-/// link's alpha is paid once per slot on such paths; NCCL's and MSCCL's kernels iterate per chunk of NCCL_STEPS/2
-/// slots (ALLREDUCE_CHUNKSTEPS, MSCCL_CHUNKSTEPS: 2 MiB in Simple) and pay it once per chunk. The note is given
-/// when some link's alpha is at least half the time that link takes to move one slot: then the simulated time of
-/// programs whose threadblocks receive every iteration (NCCL's rings and trees) overstates the latency part, and a
-/// "vs NCCL" ratio may be inflated (docs/simulator.md, "What is not modeled").
-std::optional<std::string> slotLatencyNote(const Topology& topology);
-
-/// simulate() of a runnable at one size, with SimModel::defaults(), the runnable's Simple slice when it sets one and,
-/// for NCCL's p2p program, net_step_us = p2p_net_step_us.
+/// simulate(Runnable) at one size with SimModel::defaults(): the runnable's own iteration in Simple (NCCL's ring:
+/// ncclRunnable) and, for NCCL's p2p program, net_step_us = p2p_net_step_us.
 /// Errors: "simulating <name> at <bytes> bytes: <why>".
 Result<SimResult> simulateRunnable(const Runnable& what, uint64_t bytes, std::optional<Protocol> protocol,
                                    bool in_place, int instances, bool record_timeline);

@@ -33,7 +33,28 @@ struct Runnable {
   uint64_t simple_slice_bytes = 0;
   /// NCCL's point-to-point program (its all-to-all): simulated with SimModel::p2p_net_step_us as net_step_us.
   bool nccl_p2p = false;
+  /// In Simple, the slices one iteration of the program's loop covers, all in flight together
+  /// (LowerOptions::slices_per_iteration); 0: one. NCCL's ring sets CHUNKSTEPS / SLICESTEPS (ncclRunnable).
+  uint32_t simple_slices_per_iteration = 0;
+  /// In Simple, the slices a connection's FIFO holds (SimModel::fifo_depth); 0: the model's (NCCL_STEPS slots of
+  /// one slice each). NCCL's ring sets NCCL_STEPS / SLICESTEPS, its 4 MiB buffer in its own slices.
+  int simple_fifo_slices = 0;
 };
+
+/// How NCCL's ring iterates in Simple (nccl@2.28.9 src/include/collectives.h, src/enqueue.cc): a chunk of
+/// ALLREDUCE_CHUNKSTEPS = NCCL_STEPS / 2 = 4 slots of its per-connection buffer (4 MiB / NCCL_STEPS = 512 KiB each)
+/// per loop iteration, moved as CHUNKSTEPS / SLICESTEPS = 2 slices of SLICESTEPS = NCCL_STEPS / 4 = 2 slots that
+/// pipeline inside one primitive call; all-gather and reduce-scatter use the same step counts. Only Ring in Simple
+/// does this (enqueue.cc sets chunkSteps = sliceSteps = 1 for every other algorithm and protocol): trees iterate
+/// one slot, as the simulator's default slice does.
+inline constexpr uint64_t kNcclRingSimpleSliceBytes = uint64_t{2} * ((uint64_t{4} << 20) / 8);
+inline constexpr uint32_t kNcclRingSimpleSlicesPerChunk = 2;
+inline constexpr int kNcclRingSimpleFifoSlices = 8 / 2;
+
+/// `algorithm` on `topology` as NCCL runs `algo`: for NcclAlgo::kRing, Simple iterates NCCL's way
+/// (kNcclRingSimpleSliceBytes, kNcclRingSimpleSlicesPerChunk, kNcclRingSimpleFifoSlices); other algorithms run the
+/// simulator's defaults. All-to-all's p2p program is NcclBaselines::runnable's.
+Runnable ncclRunnable(const Algorithm* algorithm, const Topology* topology, NcclAlgo algo);
 
 /// NCCL's point-to-point chunk sizes, the defaults of NCCL_P2P_NET_CHUNKSIZE, NCCL_P2P_NVL_CHUNKSIZE and
 /// NCCL_P2P_PCI_CHUNKSIZE (nccl@2.28.9 src/init.cc; anchors_algorithms.md §6): one step of a p2p connection, of which

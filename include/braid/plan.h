@@ -85,6 +85,10 @@ struct Plan {
   int instances = 1;
   uint64_t slice_bytes = 0;    // pipelining unit: every step is executed in slices of at most this many bytes
   uint64_t element_bytes = 1;  // datatype size: slices are cut on whole elements
+  /// Slices of each step one iteration of a threadblock's loop covers, all of them in flight together
+  /// (LowerOptions::slices_per_iteration; 1..kMaxSlicesPerIteration). Dependencies and step order count
+  /// iterations; a threadblock's staging holds slices_per_iteration slices.
+  uint32_t slices_per_iteration = 1;
   /// Slices a connection's FIFO holds in flight for this plan: LowerOptions::fifo_depth, raised to the
   /// largest step count when lowering's FIFO rule shrank the slices (lowerAlgorithm). A transport with a
   /// bounded FIFO (the simulated one) gives every connection this many slots.
@@ -102,7 +106,14 @@ struct LowerOptions {
   uint64_t slice_bytes = 0;          // 0: protocol default (defaultSliceBytes); at most 2^62 is used
   uint64_t element_bytes = 1;        // datatype size: chunk and slice boundaries fall on whole elements
   int fifo_depth = kNcclSteps;       // slots of a connection's FIFO; <= 0: unbounded (no FIFO rule)
+  /// Slices per iteration of the executor's loop (Plan::slices_per_iteration), 1..kMaxSlicesPerIteration. Braid's
+  /// runtimes run 1 (the CPU executor and the device-resident CUDA loop iterate one slice); a simulation of NCCL's
+  /// ring in Simple runs NCCL's CHUNKSTEPS / SLICESTEPS = 2 (include/braid/nccl_runs.h, ncclRunnable).
+  uint32_t slices_per_iteration = 1;
 };
+
+/// The most slices one iteration may cover (the executor tracks an iteration's slices in one 32-bit mask).
+inline constexpr uint32_t kMaxSlicesPerIteration = 32;
 
 /// Lowers `algorithm` for one size. Chunk i of a buffer of B bytes split into C chunks spans
 /// [floor(i*B/C), floor((i+1)*B/C)) so counts that do not divide get uneven chunks, never an overrun.
@@ -112,16 +123,16 @@ struct LowerOptions {
 /// j must hold slice j of every chunk a step covers. A size outside the algorithm's
 /// [min_bytes, max_bytes] window is not an error (windows are a selection concern).
 ///
-/// The FIFO rule: a step of `count` chunks posts up to `count` slices to one peer per iteration of the
-/// executor's slice loop before its threadblock's next step runs. As MSCCL sizes its per-iteration chunk so
-/// that the largest step fits the connection's FIFO, when the largest step count m of the algorithm exceeds
-/// fifo_depth, the slice shrinks to slice x fifo_depth / m (at least one element) and Plan::fifo_depth
-/// becomes m: the same bytes in flight, and no credit deadlock between peers that send before they
-/// receive. Every path that runs an algorithm (simulate(), the Communicator) lowers here, so the plan
+/// The FIFO rule: a step of `count` chunks posts up to `count` x k slices to one peer per iteration of the
+/// executor's slice loop (k = slices_per_iteration) before its threadblock's next step runs. As MSCCL sizes its
+/// per-iteration chunk so that the largest step fits the connection's FIFO, when m x k for the largest step count
+/// m of the algorithm exceeds fifo_depth, the slice shrinks to slice x fifo_depth / (m x k) (at least one element)
+/// and Plan::fifo_depth becomes m x k: the same bytes in flight, and no credit deadlock between peers that send
+/// before they receive. Every path that runs an algorithm (simulate(), the Communicator) lowers here, so the plan
 /// simulated is the plan executed.
 /// Errors: kInvalidArgument when the algorithm does not declare the requested mode (in-place/out-of-place),
-/// when size_bytes is not a multiple of element_bytes times the collective's size multiplier, or when
-/// instances < 1.
+/// when size_bytes is not a multiple of element_bytes times the collective's size multiplier, when
+/// instances < 1, or when slices_per_iteration is outside 1..kMaxSlicesPerIteration.
 Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& options);
 
 /// The slice size lowering uses for a protocol when LowerOptions::slice_bytes is 0: one slot of NCCL's
@@ -137,13 +148,13 @@ LowerOptions callLowerOptions(uint64_t size_bytes, bool in_place, int instances,
 
 /// Checks that the executor can run `plan` indexing only what it names, for the ranks in `ranks` (empty:
 /// every rank; the executor passes ExecOptions::local_ranks). Per plan: ranks.size() == num_ranks >= 1,
-/// element_bytes >= 1, instances >= 1, every listed rank in range once. Per listed rank r:
-/// ranks[r].rank == r; every precopy and every step range inside its buffer (input_bytes, output_bytes,
-/// scratch_bytes) and on whole elements, src.bytes == dst.bytes == bytes where used; threadblock ids
+/// element_bytes >= 1, instances >= 1, slices_per_iteration in 1..kMaxSlicesPerIteration, every listed rank in range
+/// once. Per listed rank r: ranks[r].rank == r; every precopy and every step range inside its buffer (input_bytes,
+/// output_bytes, scratch_bytes) and on whole elements, src.bytes == dst.bytes == bytes where used; threadblock ids
 /// 0..T-1 in order, peers in [-1, num_ranks) and not r, channel >= 0, a sending (receiving) step has a send
 /// (recv) peer; staging inside [scratch_bytes, scratch_bytes + temp_bytes) of the scratch buffer and as large
-/// as every staged slice (needsStaging); fewer than 2^32 slices per step; dependencies naming an earlier step
-/// of the rank. Per connection (sender, receiver, channel) with both ends listed: the sender's slices and
+/// as every staged iteration (needsStaging, iterationBytes); fewer than 2^32 slices per step; dependencies naming an
+/// earlier step of the rank. Per connection (sender, receiver, channel) with both ends listed: the sender's slices and
 /// bytes equal the receiver's. O(steps of the listed ranks). Deadlocks between dependencies are the
 /// executor's to report (it names the waiting steps).
 /// Errors: kInvalidArgument "plan '<algorithm>': rank R tb T step S: <what is wrong>".
@@ -168,6 +179,14 @@ inline uint64_t executedSliceBytes(const Plan& plan) {
   if (plan.slice_bytes == 0 || plan.element_bytes == 0) return plan.slice_bytes;
   return plan.slice_bytes < plan.element_bytes ? plan.element_bytes
                                                : plan.slice_bytes / plan.element_bytes * plan.element_bytes;
+}
+/// Bytes of one iteration of a step: executedSliceBytes x slices_per_iteration (0: one iteration per step),
+/// saturating at 2^64 - 1.
+inline uint64_t iterationBytes(const Plan& plan) {
+  const uint64_t slice = executedSliceBytes(plan);
+  const uint64_t k = plan.slices_per_iteration < 1 ? 1 : plan.slices_per_iteration;
+  if (slice == 0) return 0;
+  return slice > UINT64_MAX / k ? UINT64_MAX : slice * k;
 }
 /// Slices (messages, for a sending step) of a step of `bytes` bytes cut in slices of `slice` bytes (0: one):
 /// ceil(bytes / slice), at least 1 — a zero-byte step is one zero-byte slice.

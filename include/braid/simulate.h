@@ -31,6 +31,7 @@
 
 #include "braid/algorithm.h"
 #include "braid/executor.h"
+#include "braid/nccl_runs.h"
 #include "braid/plan.h"
 #include "braid/status.h"
 #include "braid/topology.h"
@@ -116,6 +117,9 @@ struct SimOptions {
   bool in_place = false;    // ignored when the algorithm declares only one mode
   std::optional<Protocol> protocol;
   int instances = 1;
+  /// Slices per iteration of the executor's loop (LowerOptions::slices_per_iteration): 1 is how Braid's runtimes
+  /// run every plan; simulate(Runnable) sets NCCL's ring iteration in Simple.
+  uint32_t slices_per_iteration = 1;
   SimModel model = SimModel::defaults();
   bool record_timeline = false;
 };
@@ -128,8 +132,8 @@ struct SimResult {
 };
 
 /// The plan simulate() runs: `algorithm` lowered through lowerAlgorithm with callLowerOptions() (element
-/// size 1), the options' protocol and instances, and the model's slice_bytes and fifo_depth. An algorithm
-/// that declares one mode only is lowered in that mode. With SimModel::defaults() this is the plan the
+/// size 1), the options' protocol, instances and slices_per_iteration, and the model's slice_bytes and fifo_depth. An
+/// algorithm that declares one mode only is lowered in that mode. With SimModel::defaults() this is the plan the
 /// Communicator runs for an int8 call of the same size and mode. Errors: kInvalidArgument for a protocol
 /// outside Protocol; lowering's errors.
 Result<Plan> simulationPlan(const Algorithm& algorithm, const SimOptions& options);
@@ -138,5 +142,11 @@ Result<Plan> simulationPlan(const Algorithm& algorithm, const SimOptions& option
 /// algorithm's rank count differs from the topology's GPU count or a pair has no route (checkPlacement); lowering and
 /// transport errors as they come.
 Result<SimResult> simulate(const Algorithm& algorithm, const Topology& topology, const SimOptions& options);
+
+/// simulate() of a Runnable (include/braid/nccl_runs.h) the way its program iterates: in Simple, the Runnable's
+/// slice, slices per iteration and FIFO slices replace the options' where set (NCCL's ring: ncclRunnable); NCCL's
+/// p2p program runs with SimModel::p2p_net_step_us as net_step_us. Errors as simulate(), prefixed with the
+/// algorithm's name and the size.
+Result<SimResult> simulate(const Runnable& what, SimOptions options);
 
 }  // namespace braid

@@ -23,85 +23,43 @@ constexpr uint64_t kKiB = 1024;
 constexpr uint64_t kMiB = 1024 * kKiB;
 constexpr uint64_t kGiB = 1024 * kMiB;
 
-// Predicts one size: NCCL's choice, built and simulated. Algorithms are cached by choice.
+// Predicts one size: NCCL's choice, built once (NcclBaselines) and simulated the way NCCL iterates it.
 class Predictor {
  public:
   Predictor(const Topology& topology, const NcclSystem& system, CollectiveKind collective)
-      : topology_(topology), system_(system), collective_(collective), p2p_(topology, system, collective, false) {}
+      : system_(system), collective_(collective), baselines_(topology, system, collective, false) {}
 
   Result<PredictedPoint> predict(uint64_t size, const SimModel& model) {
-    if (collective_ == CollectiveKind::kAllToAll) return predictAllToAll(size, model);
-    auto prediction = ncclPredict(system_, CollectiveKind::kAllReduce, size);
-    if (!prediction.isOk()) return prediction.status();
-    const NcclEstimate& choice = prediction.value().choice;
-    PredictedPoint point;
-    point.size_bytes = size;
-    point.choice = prediction.value().choiceName();
-    SimOptions options;
-    options.size_bytes = size;
-    options.protocol = choice.protocol;
-    options.model = model;
-    Result<SimResult> result = Status(StatusCode::kInternalError, "not simulated");
-    if (choice.algo == NcclAlgo::kNvls || choice.algo == NcclAlgo::kNvlsTree) {
-      const int channels = std::max(1, system_.nvls_graph.channels);
-      // Rounds: enough to pipeline (about 1 MiB per GPU share and round), at most 4 per channel.
-      const uint64_t per_round = static_cast<uint64_t>(system_.ranks_per_node) * channels * kMiB;
-      const int k = static_cast<int>(std::clamp<uint64_t>((size + per_round - 1) / per_round, 1, 4));
-      const std::string key = fmt::format("nvls/{}", k);
-      auto it = nvls_.find(key);
-      if (it == nvls_.end()) {
-        auto program = ncclNvlsProgram(topology_, channels, channels * k, ncclNvlsEfficiency(system_.arch));
-        if (!program.isOk()) return program.status();
-        it = nvls_.emplace(key, std::move(program.value())).first;
-      }
-      result = simulate(it->second.algorithm, it->second.topology, options);
-    } else {
-      const std::string key = point.choice;
-      auto it = algorithms_.find(key);
-      if (it == algorithms_.end()) {
-        auto algorithm = ncclBaselineAlgorithm(topology_, CollectiveKind::kAllReduce, choice.algo,
-                                               /*in_place=*/false, choice.protocol);
-        if (!algorithm.isOk()) return algorithm.status();
-        it = algorithms_.emplace(key, std::move(algorithm.value())).first;
-      }
-      result = simulate(it->second, topology_, options);
+    const bool all_to_all = collective_ == CollectiveKind::kAllToAll;
+    std::optional<NcclPrediction> prediction;
+    if (!all_to_all) {
+      BRAID_ASSIGN_OR_RETURN(NcclPrediction predicted, ncclPredict(system_, collective_, size));
+      prediction = std::move(predicted);
     }
-    if (!result.isOk()) return result.status();
-    const int n = system_.num_ranks;
-    point.time_us = result.value().time_us;
-    point.predicted_gbps = static_cast<double>(size) / (point.time_us * 1e3) * 2.0 * (n - 1) / n;
-    return point;
-  }
-
- private:
-  // NCCL's all-to-all: grouped send/recv on NCCL's p2p channels with its p2p chunk as slice (NcclBaselines).
-  Result<PredictedPoint> predictAllToAll(uint64_t size, const SimModel& model) {
-    BRAID_ASSIGN_OR_RETURN(NcclRun run, p2p_.choose(std::nullopt, size, Protocol::kSimple));
-    BRAID_ASSIGN_OR_RETURN(Runnable what, p2p_.runnable(run));
+    // All-to-all: grouped send/recv on NCCL's p2p channels with its p2p chunk as slice.
+    BRAID_ASSIGN_OR_RETURN(NcclRun run, baselines_.choose(prediction, size, Protocol::kSimple));
+    if (!run.note.empty()) return Status(StatusCode::kUnsupported, run.note);  // calibrate NCCL's own choice only
+    BRAID_ASSIGN_OR_RETURN(Runnable what, baselines_.runnable(run));
     SimOptions options;
     options.size_bytes = size;
     options.protocol = run.protocol;
     options.model = model;
-    if (what.simple_slice_bytes > 0) {
-      options.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = what.simple_slice_bytes;
-    }
-    if (what.nccl_p2p) options.model.net_step_us = options.model.p2p_net_step_us;
-    BRAID_ASSIGN_OR_RETURN(SimResult result, simulate(*what.algorithm, *what.topology, options));
+    BRAID_ASSIGN_OR_RETURN(SimResult result, simulate(what, options));
     const int n = system_.num_ranks;
     PredictedPoint point;
     point.size_bytes = size;
     point.choice = run.label;
     point.time_us = result.time_us;
-    point.predicted_gbps = static_cast<double>(size) / (point.time_us * 1e3) * (n - 1) / n;
+    // busbw factor: 2(n-1)/n for all-reduce, (n-1)/n for all-to-all (nccl-tests).
+    const double factor = (all_to_all ? 1.0 : 2.0) * (n - 1) / n;
+    point.predicted_gbps = static_cast<double>(size) / (point.time_us * 1e3) * factor;
     return point;
   }
 
-  const Topology& topology_;
+ private:
   const NcclSystem& system_;
   CollectiveKind collective_;
-  NcclBaselines p2p_;  // all-to-all only
-  std::map<std::string, Algorithm> algorithms_;
-  std::map<std::string, NvlsProgram> nvls_;
+  NcclBaselines baselines_;
 };
 
 struct Context {

@@ -108,6 +108,12 @@ class Encoder {
       return invalidArgument(
           fmt::format("plan '{}': {} host entries for {} ranks", plan_.algorithm, hosts_.size(), plan_.num_ranks));
     }
+    if (plan_.slices_per_iteration != 1) {
+      return unsupported(
+          fmt::format("plan '{}': {} slices per iteration; the device-resident loop iterates one slice (lower with "
+                      "slices_per_iteration 1)",
+                      plan_.algorithm, plan_.slices_per_iteration));
+    }
     if (plan_.fifo_depth < 1) {
       return invalidArgument(
           fmt::format("plan '{}': fifo_depth {} leaves a connection no slot", plan_.algorithm, plan_.fifo_depth));

@@ -25,8 +25,9 @@ namespace braid::cuda {
 /// Errors: validatePlan's kInvalidArgument; kUnsupported when two threadblocks of one rank drive the same end of a
 /// connection (same peer and channel in the same direction; MSCCL's kernel has one per NCCL connection), naming
 /// both; kInvalidArgument naming the steps of a dependency cycle; kUnsupported when a count does not fit the
-/// 32-bit fields (steps, dependencies, slices); kInvalidArgument when host_of_rank is neither empty nor one entry
-/// per rank.
+/// 32-bit fields (steps, dependencies, slices) and for a plan of more than one slice per iteration
+/// (Plan::slices_per_iteration; the device loop runs one); kInvalidArgument when host_of_rank is neither empty nor one
+/// entry per rank.
 Result<std::vector<std::vector<uint8_t>>> encodeDevicePlans(const Plan& plan,
                                                             const std::vector<int>& host_of_rank = {});
 /// The blob of one rank (encodeDevicePlans' element `rank`). Errors as encodeDevicePlans; kInvalidArgument for a

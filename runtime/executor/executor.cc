@@ -33,6 +33,12 @@
 // Local requests inside a fused step carry LocalRequest::fused. A slice finishes when all its requests
 // completed.
 //
+// Iterations of k slices (Plan::slices_per_iteration, k > 1): an iteration covers k consecutive slices of each
+// step, all k posted together; a fused step forwards each slice as it arrives, and a threadblock's sends of one
+// iteration leave in slice order. Dependencies and the step order count iterations of k slices; lowering sizes
+// staging for k slices. This is how NCCL's ring runs Simple: a chunk of CHUNKSTEPS slots as CHUNKSTEPS /
+// SLICESTEPS slices that pipeline inside one primitive call (nccl src/device/prims_simple.h).
+//
 // Events: the executor keeps a table RequestId -> continuation (request_table.h; no heap allocation per
 // request) and calls transport.poll(block = true) only when nothing else can be posted. A transport error
 // is returned as it is. When nothing is outstanding and threadblocks still wait, their dependencies can
@@ -64,7 +70,8 @@ enum Kind : uint32_t {
   kPrecopyDone = 5,
 };
 
-uint64_t pack(uint32_t owner, Kind kind) { return (uint64_t{owner} << 32) | kind; }
+// The low word holds the kind (bits 0-7) and the slice of the running iteration it belongs to (bits 8-15).
+uint64_t pack(uint32_t owner, Kind kind, uint32_t sub = 0) { return (uint64_t{owner} << 32) | (sub << 8) | kind; }
 
 // Where a receive-reduce step receives (see the table at the top).
 enum class Route : uint8_t { kDirect, kStagedSame, kStagedOverlap };
@@ -111,8 +118,11 @@ struct TbState {
   bool waiting = false;  // its dependencies are not met yet
   uint32_t outstanding = 0;
   Route route = Route::kDirect;
-  uint64_t offset = 0;  // the running slice: bytes from the start of the step's ranges
+  uint64_t offset = 0;  // the running iteration of the step: bytes from the start of the step's ranges
   uint64_t length = 0;
+  uint32_t subs = 1;        // slices in the running iteration (slicesPerIteration at most)
+  uint32_t next_send = 0;   // the slice whose send is posted next (sends leave in slice order)
+  uint32_t send_ready = 0;  // slices whose send may be posted (bit per slice)
   double start_us = 0;
 };
 
@@ -129,6 +139,7 @@ class Executor {
       for (int r = 0; r < n; ++r) ranks_.push_back(r);
     }
     slice_ = plan::executedSliceBytes(plan_);
+    k_ = slice_ == 0 ? 1 : plan_.slices_per_iteration;  // validatePlan: 1..kMaxSlicesPerIteration
     rank_base_.assign(n + 1, -1);
     for (int r : ranks_) {
       const RankPlan& rank_plan = plan_.ranks[r];
@@ -283,7 +294,11 @@ class Executor {
   }
 
   // validatePlan() bounds the count below 2^32.
-  uint32_t slicesOf(const PlanStep& step) const { return static_cast<uint32_t>(plan::sliceCount(step.bytes, slice_)); }
+  // Counted in iterations: k_ slices each.
+  uint32_t slicesOf(const PlanStep& step) const {
+    const uint64_t slices = plan::sliceCount(step.bytes, slice_);
+    return static_cast<uint32_t>((slices + k_ - 1) / k_);
+  }
 
   // All of rank r's threadblocks may start (its precopies are done).
   void releaseRank(int r) {
@@ -334,7 +349,7 @@ class Executor {
     return Status::ok();
   }
 
-  Status postSend(int g, const BufferRef& src) {
+  Status postSend(int g, const BufferRef& src, uint32_t sub) {
     TbState& state = tbs_[g];
     SendRequest request;
     request.rank = state.rank;
@@ -343,10 +358,10 @@ class Executor {
     request.src = src;
     request.protocol = plan_.protocol;
     ++state.outstanding;
-    return post(transport_.postSend(request), pack(static_cast<uint32_t>(g), kSendDone));
+    return post(transport_.postSend(request), pack(static_cast<uint32_t>(g), kSendDone, sub));
   }
 
-  Status postRecv(int g, const BufferRef& dst) {
+  Status postRecv(int g, const BufferRef& dst, uint32_t sub) {
     TbState& state = tbs_[g];
     RecvRequest request;
     request.rank = state.rank;
@@ -355,10 +370,11 @@ class Executor {
     request.dst = dst;
     request.protocol = plan_.protocol;
     ++state.outstanding;
-    return post(transport_.postRecv(request), pack(static_cast<uint32_t>(g), kRecvDone));
+    return post(transport_.postRecv(request), pack(static_cast<uint32_t>(g), kRecvDone, sub));
   }
 
-  Status postLocal(int g, const BufferRef& src, const BufferRef& dst, bool reduce, bool fused, Kind kind) {
+  Status postLocal(int g, const BufferRef& src, const BufferRef& dst, bool reduce, bool fused, Kind kind,
+                   uint32_t sub) {
     TbState& state = tbs_[g];
     LocalRequest request;
     request.rank = state.rank;
@@ -367,17 +383,45 @@ class Executor {
     request.reduce = reduce;
     request.fused = fused;
     ++state.outstanding;
-    return post(transport_.postLocal(request), pack(static_cast<uint32_t>(g), kind));
+    return post(transport_.postLocal(request), pack(static_cast<uint32_t>(g), kind, sub));
   }
 
-  // The running slice of a range / of the staging.
-  static BufferRef sliceOf(BufferKind buffer, uint64_t base, const TbState& state) {
-    return BufferRef{buffer, base + state.offset, state.length};
+  // Slice `sub` of the running iteration: of a range / of the staging.
+  uint64_t subOffset(uint32_t sub) const { return slice_ == 0 ? 0 : uint64_t{sub} * slice_; }
+  uint64_t subLength(const TbState& state, uint32_t sub) const {
+    return slice_ == 0 ? state.length : std::min(slice_, state.length - subOffset(sub));
   }
-  BufferRef srcSlice(const TbState& state) const { return sliceOf(state.cur.src_buffer, state.cur.src_offset, state); }
-  BufferRef dstSlice(const TbState& state) const { return sliceOf(state.cur.dst_buffer, state.cur.dst_offset, state); }
-  BufferRef tempSlice(const TbState& state) const {
-    return BufferRef{state.temp.buffer, state.temp.offset, state.length};
+  BufferRef sliceOf(BufferKind buffer, uint64_t base, const TbState& state, uint32_t sub) const {
+    return BufferRef{buffer, base + state.offset + subOffset(sub), subLength(state, sub)};
+  }
+  BufferRef srcSlice(const TbState& state, uint32_t sub) const {
+    return sliceOf(state.cur.src_buffer, state.cur.src_offset, state, sub);
+  }
+  BufferRef dstSlice(const TbState& state, uint32_t sub) const {
+    return sliceOf(state.cur.dst_buffer, state.cur.dst_offset, state, sub);
+  }
+  BufferRef tempSlice(const TbState& state, uint32_t sub) const {
+    return BufferRef{state.temp.buffer, state.temp.offset + subOffset(sub), subLength(state, sub)};
+  }
+  // What slice `sub` of the running step sends.
+  BufferRef sendSlice(const TbState& state, uint32_t sub) const {
+    switch (state.cur.type) {
+      case OpType::kSend: return srcSlice(state, sub);
+      case OpType::kRecvReduceSend: return tempSlice(state, sub);
+      case OpType::kRecvReduceCopySend:
+        return state.route == Route::kStagedOverlap ? tempSlice(state, sub) : dstSlice(state, sub);
+      default: return dstSlice(state, sub);
+    }
+  }
+  // Slice `sub` may send: post the sends of the iteration in slice order, as far as they are ready.
+  Status readySend(int g, uint32_t sub) {
+    TbState& state = tbs_[g];
+    state.send_ready |= uint32_t{1} << sub;
+    while (state.next_send < state.subs && (state.send_ready & (uint32_t{1} << state.next_send)) != 0) {
+      BRAID_RETURN_IF_ERROR(postSend(g, sendSlice(state, state.next_send), state.next_send));
+      ++state.next_send;
+    }
+    return Status::ok();
   }
 
   Status startSlice(int g) {
@@ -385,9 +429,12 @@ class Executor {
     const int64_t flat = state.first_step + state.step;
     state.cur = steps_[flat];
     const ExecStep& step = state.cur;
-    const uint64_t slice = slice_ == 0 ? step.bytes : slice_;
-    state.offset = uint64_t{state.iter} * slice;
-    state.length = std::min(slice, step.bytes - state.offset);
+    const uint64_t group = slice_ == 0 ? step.bytes : plan::iterationBytes(plan_);
+    state.offset = uint64_t{state.iter} * group;
+    state.length = std::min(group, step.bytes - state.offset);
+    state.subs = slice_ == 0 ? 1 : static_cast<uint32_t>(plan::sliceCount(state.length, slice_));
+    state.next_send = 0;
+    state.send_ready = 0;
     state.start_us = transport_.nowUs();
     if (record_ && state.iter == 0) timings_[flat].start_us = state.start_us;
     state.outstanding = 0;
@@ -396,9 +443,14 @@ class Executor {
       case OpType::kNop: return finishSlice(g, state.start_us);
       case OpType::kCopy:
       case OpType::kReduce:
-        return postLocal(g, srcSlice(state), dstSlice(state), step.type == OpType::kReduce, /*fused=*/false,
-                         kLocalDone);
-      case OpType::kSend: return postSend(g, srcSlice(state));
+        for (uint32_t q = 0; q < state.subs; ++q) {
+          BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state, q), dstSlice(state, q), step.type == OpType::kReduce,
+                                          /*fused=*/false, kLocalDone, q));
+        }
+        return Status::ok();
+      case OpType::kSend:
+        for (uint32_t q = 0; q < state.subs; ++q) BRAID_RETURN_IF_ERROR(readySend(g, q));
+        return Status::ok();
       default: break;
     }
     state.route = Route::kDirect;
@@ -412,13 +464,17 @@ class Executor {
       }
     }
     const bool staged = step.type == OpType::kRecvReduceSend || state.route != Route::kDirect;
-    return postRecv(g, staged ? tempSlice(state) : dstSlice(state));
+    for (uint32_t q = 0; q < state.subs; ++q) {
+      BRAID_RETURN_IF_ERROR(postRecv(g, staged ? tempSlice(state, q) : dstSlice(state, q), q));
+    }
+    return Status::ok();
   }
 
   // A request of threadblock g's running slice (or a precopy of rank g) completed at time_us.
   Status handle(uint64_t value, double time_us) {
     const uint32_t owner = static_cast<uint32_t>(value >> 32);
-    const Kind kind = static_cast<Kind>(value & 0xFFFFFFFFu);
+    const Kind kind = static_cast<Kind>(value & 0xFFu);
+    const uint32_t q = static_cast<uint32_t>(value >> 8) & 0xFFu;
     end_us_ = std::max(end_us_, time_us);
     if (kind == kPrecopyDone) {
       if (--precopies_left_[owner] == 0) releaseRank(static_cast<int>(owner));
@@ -431,21 +487,24 @@ class Executor {
     constexpr bool kFused = true;
     if (kind == kRecvDone) {
       switch (type) {
-        case OpType::kRecvCopySend: BRAID_RETURN_IF_ERROR(postSend(g, dstSlice(state))); break;
+        case OpType::kRecvCopySend: BRAID_RETURN_IF_ERROR(readySend(g, q)); break;
         case OpType::kRecvReduceSend:
-          BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state), tempSlice(state), kReduce, kFused, kReduceDone));
+          BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state, q), tempSlice(state, q), kReduce, kFused, kReduceDone, q));
           break;
         case OpType::kRecvReduceCopy:
         case OpType::kRecvReduceCopySend:
           switch (state.route) {
             case Route::kDirect:
-              BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state), dstSlice(state), kReduce, kFused, kReduceDone));
+              BRAID_RETURN_IF_ERROR(
+                  postLocal(g, srcSlice(state, q), dstSlice(state, q), kReduce, kFused, kReduceDone, q));
               break;
             case Route::kStagedSame:
-              BRAID_RETURN_IF_ERROR(postLocal(g, tempSlice(state), dstSlice(state), kReduce, kFused, kReduceDone));
+              BRAID_RETURN_IF_ERROR(
+                  postLocal(g, tempSlice(state, q), dstSlice(state, q), kReduce, kFused, kReduceDone, q));
               break;
             case Route::kStagedOverlap:
-              BRAID_RETURN_IF_ERROR(postLocal(g, srcSlice(state), tempSlice(state), kReduce, kFused, kReduceDone));
+              BRAID_RETURN_IF_ERROR(
+                  postLocal(g, srcSlice(state, q), tempSlice(state, q), kReduce, kFused, kReduceDone, q));
               break;
           }
           break;
@@ -453,12 +512,12 @@ class Executor {
       }
     } else if (kind == kReduceDone) {
       if (type == OpType::kRecvReduceSend) {
-        BRAID_RETURN_IF_ERROR(postSend(g, tempSlice(state)));
+        BRAID_RETURN_IF_ERROR(readySend(g, q));
       } else if (state.route == Route::kStagedOverlap) {
-        BRAID_RETURN_IF_ERROR(postLocal(g, tempSlice(state), dstSlice(state), !kReduce, kFused, kCopyDone));
-        if (type == OpType::kRecvReduceCopySend) BRAID_RETURN_IF_ERROR(postSend(g, tempSlice(state)));
+        BRAID_RETURN_IF_ERROR(postLocal(g, tempSlice(state, q), dstSlice(state, q), !kReduce, kFused, kCopyDone, q));
+        if (type == OpType::kRecvReduceCopySend) BRAID_RETURN_IF_ERROR(readySend(g, q));
       } else if (type == OpType::kRecvReduceCopySend) {
-        BRAID_RETURN_IF_ERROR(postSend(g, dstSlice(state)));
+        BRAID_RETURN_IF_ERROR(readySend(g, q));
       }
     }
     if (--state.outstanding == 0) return finishSlice(g, time_us);
@@ -530,6 +589,7 @@ class Executor {
   bool record_;
   std::vector<int> ranks_;
   uint64_t slice_ = 0;
+  uint32_t k_ = 1;              // slices per iteration (Plan::slices_per_iteration)
   std::vector<int> rank_base_;  // rank -> first index in tbs_ (-1: not local)
   std::vector<TbState> tbs_;
   std::vector<ExecStep> steps_;  // flat: threadblock by threadblock

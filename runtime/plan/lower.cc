@@ -41,13 +41,16 @@ int maxStepCount(const Algorithm& algorithm) {
   return max_count;
 }
 
-// The FIFO rule (plan.h): with a bounded FIFO of `fifo_depth` slots and a step of m > fifo_depth chunks,
-// slices shrink by fifo_depth / m and the FIFO holds m of them. Returns the slice; sets `plan_fifo_depth`.
-uint64_t applyFifoRule(const Algorithm& algorithm, uint64_t slice, int fifo_depth, int& plan_fifo_depth) {
+// The FIFO rule (plan.h): with a bounded FIFO of `fifo_depth` slots and m x k > fifo_depth slices posted per
+// iteration (a step of m chunks, k slices per iteration), slices shrink by fifo_depth / (m x k) and the FIFO holds
+// m x k of them. Returns the slice; sets `plan_fifo_depth`.
+uint64_t applyFifoRule(const Algorithm& algorithm, uint64_t slice, uint32_t slices_per_iteration, int fifo_depth,
+                       int& plan_fifo_depth) {
   plan_fifo_depth = fifo_depth;
   if (fifo_depth <= 0 || slice >= kMaxSliceBytes) return slice;
-  const int max_count = maxStepCount(algorithm);
-  if (max_count <= fifo_depth) return slice;
+  const int64_t per_iteration = int64_t{maxStepCount(algorithm)} * slices_per_iteration;
+  if (per_iteration <= fifo_depth) return slice;
+  const int max_count = static_cast<int>(std::min<int64_t>(per_iteration, INT_MAX));
   plan_fifo_depth = max_count;
   const unsigned __int128 shrunk =
       static_cast<unsigned __int128>(slice) * static_cast<uint64_t>(fifo_depth) / static_cast<uint64_t>(max_count);
@@ -81,6 +84,10 @@ Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& opti
   if (options.instances < 1) {
     return invalidArgument(
         fmt::format("lowering '{}': instances must be >= 1, got {}", algorithm.name, options.instances));
+  }
+  if (options.slices_per_iteration < 1 || options.slices_per_iteration > kMaxSlicesPerIteration) {
+    return invalidArgument(fmt::format("lowering '{}': slices_per_iteration must be in 1..{}, got {}", algorithm.name,
+                                       kMaxSlicesPerIteration, options.slices_per_iteration));
   }
   if (options.element_bytes < 1) {
     return invalidArgument(fmt::format("lowering '{}': element_bytes must be >= 1, got 0", algorithm.name));
@@ -126,7 +133,9 @@ Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& opti
   plan.instances = options.instances;
   plan.element_bytes = eb;
   uint64_t slice = options.slice_bytes > 0 ? options.slice_bytes : defaultSliceBytes(plan.protocol);
-  slice = applyFifoRule(algorithm, std::min(slice, kMaxSliceBytes), options.fifo_depth, plan.fifo_depth);
+  plan.slices_per_iteration = options.slices_per_iteration;
+  slice = applyFifoRule(algorithm, std::min(slice, kMaxSliceBytes), plan.slices_per_iteration, options.fifo_depth,
+                        plan.fifo_depth);
   plan.slice_bytes = slice < eb ? eb : slice / eb * eb;
   plan.ranks.resize(algorithm.ranks.size());
   for (int r = 0; r < algorithm.num_ranks; ++r) {
@@ -144,6 +153,9 @@ Result<Plan> lowerAlgorithm(const Algorithm& algorithm, const LowerOptions& opti
     }
   }
   plan::buildThreadblocks(algorithm, geometry, options.instances, eb, plan.slice_bytes, plan.ranks);
+  if (plan.slices_per_iteration > 1) {
+    for (RankPlan& rank_plan : plan.ranks) plan::layoutStaging(rank_plan, plan::iterationBytes(plan));
+  }
   return plan;
 }
 

@@ -34,7 +34,7 @@ using ConnectionKey = std::tuple<int, int, int>;  // (sender, receiver, channel)
 class PlanValidator {
  public:
   PlanValidator(const Plan& plan, const std::vector<int>& ranks)
-      : plan_(plan), ranks_(ranks), slice_(plan::executedSliceBytes(plan)) {}
+      : plan_(plan), ranks_(ranks), slice_(plan::executedSliceBytes(plan)), iteration_(plan::iterationBytes(plan)) {}
 
   Status run() {
     BRAID_RETURN_IF_ERROR(checkPlan());
@@ -56,6 +56,10 @@ class PlanValidator {
           fmt::format("plan '{}': {} rank plans for {} ranks", plan_.algorithm, plan_.ranks.size(), n));
     }
     if (plan_.element_bytes < 1) return invalidArgument(fmt::format("plan '{}': element_bytes is 0", plan_.algorithm));
+    if (plan_.slices_per_iteration < 1 || plan_.slices_per_iteration > kMaxSlicesPerIteration) {
+      return invalidArgument(fmt::format("plan '{}': slices_per_iteration must be in 1..{}, got {}", plan_.algorithm,
+                                         kMaxSlicesPerIteration, plan_.slices_per_iteration));
+    }
     if (plan_.instances < 1) {
       return invalidArgument(
           fmt::format("plan '{}': instances must be >= 1, got {}", plan_.algorithm, plan_.instances));
@@ -192,7 +196,7 @@ class PlanValidator {
     }
     if (uses_src) BRAID_RETURN_IF_ERROR(checkRange(rank, step.src, "src", at));
     if (uses_dst) BRAID_RETURN_IF_ERROR(checkRange(rank, step.dst, "dst", at));
-    const uint64_t staged = plan::stagedSliceBytes(step, slice_);
+    const uint64_t staged = plan::stagedSliceBytes(step, iteration_);
     if (plan::needsStaging(step) && tb.temp.bytes < staged) {
       return invalidArgument(
           fmt::format("{}: needs {} bytes of staging but the threadblock has {}", at, staged, tb.temp.bytes));
@@ -238,6 +242,7 @@ class PlanValidator {
   const Plan& plan_;
   std::vector<int> ranks_;
   const uint64_t slice_;
+  const uint64_t iteration_;  // bytes of one iteration (plan::iterationBytes): what staging holds
   std::vector<char> listed_;
   std::map<ConnectionKey, ConnectionTotals> connections_;
 };

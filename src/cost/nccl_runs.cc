@@ -40,6 +40,16 @@ uint64_t ncclP2pSliceBytes(const Topology& topology) {
   return kNcclP2pNvlChunkBytes;
 }
 
+Runnable ncclRunnable(const Algorithm* algorithm, const Topology* topology, NcclAlgo algo) {
+  Runnable what{algorithm, topology, -1};
+  if (algo == NcclAlgo::kRing) {
+    what.simple_slice_bytes = kNcclRingSimpleSliceBytes;
+    what.simple_slices_per_iteration = kNcclRingSimpleSlicesPerChunk;
+    what.simple_fifo_slices = kNcclRingSimpleFifoSlices;
+  }
+  return what;
+}
+
 // ---- NcclBaselines ---------------------------------------------------------------------------------------
 
 NcclBaselines::NcclBaselines(const Topology& topology, const NcclSystem& system, CollectiveKind collective,
@@ -141,12 +151,11 @@ Result<Runnable> NcclBaselines::runnable(const NcclRun& run) {
     return Runnable{&program->algorithm, &program->topology, program->gpu_ranks};
   }
   BRAID_ASSIGN_OR_RETURN(const Algorithm* algorithm, baseline(run.algo, run.protocol));
+  if (collective_ != CollectiveKind::kAllToAll) return ncclRunnable(algorithm, &topology_, run.algo);
   Runnable what{algorithm, &topology_, -1};
-  if (collective_ == CollectiveKind::kAllToAll) {
-    if (p2p_slice_bytes_ == 0) p2p_slice_bytes_ = ncclP2pSliceBytes(topology_);
-    what.simple_slice_bytes = p2p_slice_bytes_;
-    what.nccl_p2p = true;
-  }
+  if (p2p_slice_bytes_ == 0) p2p_slice_bytes_ = ncclP2pSliceBytes(topology_);
+  what.simple_slice_bytes = p2p_slice_bytes_;
+  what.nccl_p2p = true;
   return what;
 }
 

@@ -371,5 +371,24 @@ TEST(DevicePlan, TwoThreadblocksOnOneConnectionEndAreUnsupported) {
       << status.toString();
 }
 
+TEST(DevicePlan, SeveralSlicesPerIterationAreUnsupported) {
+  // The device loop runs one slice per iteration; a plan lowered for NCCL's ring iteration (2 slices) is refused.
+  Plan plan = handPlan(Protocol::kSimple);
+  plan.slices_per_iteration = 2;
+  for (RankPlan& rank : plan.ranks) {  // staging for two slices, so validatePlan accepts it
+    rank.temp_bytes *= 2;
+    uint64_t offset = rank.scratch_bytes;
+    for (PlanThreadblock& tb : rank.threadblocks) {
+      tb.temp.offset = offset;
+      tb.temp.bytes *= 2;
+      offset += tb.temp.bytes;
+    }
+  }
+  ASSERT_TRUE(validatePlan(plan).isOk()) << validatePlan(plan).toString();
+  const Status status = cuda::encodeDevicePlans(plan).status();
+  EXPECT_EQ(status.code(), StatusCode::kUnsupported);
+  EXPECT_NE(status.message().find("2 slices per iteration"), std::string::npos) << status.toString();
+}
+
 }  // namespace
 }  // namespace braid

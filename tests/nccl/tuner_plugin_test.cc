@@ -181,6 +181,12 @@ std::optional<double> expectedAllReduceUs(const Topology& topology, const NcclSy
   options.in_place = false;
   options.protocol = braidProtocol(proto);
   if (algo == abi::kAlgoRing || algo == abi::kAlgoTree) {
+    if (algo == abi::kAlgoRing && proto == abi::kProtoSimple) {
+      // NCCL's ring loop in Simple: 2 MiB chunks as two 1 MiB slices, its 4 MiB buffer as 4 of them.
+      options.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = uint64_t{1} << 20;
+      options.slices_per_iteration = 2;
+      options.model.fifo_depth = 4;
+    }
     Result<Algorithm> built = ncclBaselineAlgorithm(topology, CollectiveKind::kAllReduce, static_cast<NcclAlgo>(algo),
                                                     false, options.protocol.value());
     EXPECT_TRUE(built.isOk()) << built.status().toString();

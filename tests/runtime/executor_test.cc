@@ -42,6 +42,7 @@ struct RunOptions {
   bool in_place = false;
   int instances = 1;
   uint64_t slice_bytes = 0;
+  uint32_t slices_per_iteration = 1;
   uint64_t seed = 1;
   int fifo_depth = 0;  // MemTransport's: 0 unbounded
 };
@@ -93,6 +94,7 @@ RunOutcome run(const Algorithm& algorithm, const RunOptions& options) {
   lower.in_place = options.in_place;
   lower.instances = options.instances;
   lower.slice_bytes = options.slice_bytes;
+  lower.slices_per_iteration = options.slices_per_iteration;
   lower.element_bytes = 4;
   Result<Plan> plan = lowerAlgorithm(algorithm, lower);
   if (!plan.isOk()) {
@@ -142,9 +144,9 @@ RunOutcome run(const Algorithm& algorithm, const RunOptions& options) {
 }
 
 std::string describe(const Algorithm& algorithm, const RunOptions& o) {
-  return fmt::format("{} ({}) count={} {} instances={} slice={} seed={}", algorithm.name,
+  return fmt::format("{} ({}) count={} {} instances={} slice={} x{} seed={}", algorithm.name,
                      collectiveName(algorithm.collective), o.count, o.in_place ? "in-place" : "out-of-place",
-                     o.instances, o.slice_bytes, o.seed);
+                     o.instances, o.slice_bytes, o.slices_per_iteration, o.seed);
 }
 
 // Runs `algorithm` for each count in both declared modes; returns the number of runs.
@@ -293,6 +295,77 @@ TEST(ExecutorClassic, BoundedFifo) {
     EXPECT_GT(classicMatrix(algo, {3, 5, 8}, nullptr, nccl, counts), 10) << classicAlgoName(algo);
   }
   EXPECT_GT(classicMatrix(ClassicAlgo::kMultiRing, {8}, &*dgx1, nccl, counts), 10);
+}
+
+// Iterations of k slices (NCCL's ring in Simple runs 2): all k of a step's slices are posted together, a fused
+// step forwards each slice as it arrives, in any completion order (seeded), and staging holds k slices. Slices of 16
+// bytes (4 elements) against chunks of up to 1003 elements give k-slice iterations, short last iterations and
+// steps of fewer than k slices. With a FIFO of k x (largest step count) slots every ring runs.
+TEST(ExecutorClassic, SeveralSlicesPerIteration) {
+  for (uint32_t k : {2u, 3u, 5u}) {
+    SCOPED_TRACE(fmt::format("{} slices per iteration", k));
+    RunOptions base;
+    base.slice_bytes = 16;
+    base.slices_per_iteration = k;
+    for (uint64_t seed : {1u, 7u}) {
+      base.seed = seed;
+      EXPECT_GT(classicMatrix(ClassicAlgo::kRing, {2, 3, 5}, nullptr, base), 40);
+      EXPECT_GT(classicMatrix(ClassicAlgo::kDirect, {3, 5}, nullptr, base), 20);
+      EXPECT_GT(classicMatrix(ClassicAlgo::kRecursiveDoubling, {3, 8}, nullptr, base), 15);
+      EXPECT_GT(classicMatrix(ClassicAlgo::kDoubleBinaryTree, {5, 8}, nullptr, base), 5);
+      EXPECT_GT(classicMatrix(ClassicAlgo::kPairwise, {5}, nullptr, base), 3);
+    }
+    RunOptions fifo = base;
+    fifo.fifo_depth = static_cast<int>(k);
+    const std::vector<CollectiveKind> rings = {CollectiveKind::kAllGather, CollectiveKind::kReduceScatter,
+                                               CollectiveKind::kAllReduce};
+    EXPECT_GT(classicMatrix(ClassicAlgo::kRing, {2, 3, 5, 8}, nullptr, fifo, kCounts, rings), 40);
+    fifo.instances = 2;
+    EXPECT_GT(classicMatrix(ClassicAlgo::kRing, {3, 5}, nullptr, fifo, kCounts, rings), 20);
+  }
+}
+
+// The same messages whatever the iteration: one per slice of every sending step, and staging sized for the
+// iteration (validatePlan checks it before the executor runs).
+TEST(Executor, SlicesPerIterationKeepOneMessagePerSlice) {
+  Result<Algorithm> ring = classic(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4, false, nullptr);
+  ASSERT_TRUE(ring.isOk());
+  RunOptions one;
+  one.count = 1003;
+  one.slice_bytes = 64;
+  const RunOutcome base = run(*ring, one);
+  ASSERT_TRUE(base.status.isOk()) << base.status.toString();
+  for (uint32_t k : {2u, 4u, 8u}) {
+    RunOptions o = one;
+    o.slices_per_iteration = k;
+    const RunOutcome outcome = run(*ring, o);
+    ASSERT_TRUE(outcome.status.isOk()) << outcome.status.toString();
+    EXPECT_EQ(outcome.wrong, "");
+    EXPECT_EQ(outcome.counters.sends, base.counters.sends) << k;
+    EXPECT_EQ(outcome.plan.slices_per_iteration, k);
+    EXPECT_EQ(outcome.plan.slice_bytes, 64u) << "one chunk per step: k slices fit NCCL's 8 slots";
+    for (const RankPlan& rank : outcome.plan.ranks) {
+      uint64_t want = 0;  // per threadblock: its largest staged step, up to k slices of it
+      for (const PlanThreadblock& tb : rank.threadblocks) {
+        uint64_t need = 0;
+        for (const PlanStep& step : tb.steps) {
+          if (plan::needsStaging(step)) need = std::max<uint64_t>(need, std::min<uint64_t>(step.bytes, 64 * k));
+        }
+        want += need;
+      }
+      EXPECT_EQ(rank.temp_bytes, want) << "rank " << rank.rank << " k " << k;
+      EXPECT_GT(rank.temp_bytes, 64u) << "the ring's receive-reduce-send steps are staged";
+    }
+  }
+  // 32 slices per iteration against 8 slots: the FIFO rule cuts the slice to 64 x 8 / 32 = 16 bytes and the FIFO
+  // holds 32; the result stays right.
+  RunOptions many = one;
+  many.slices_per_iteration = 32;
+  const RunOutcome outcome = run(*ring, many);
+  ASSERT_TRUE(outcome.status.isOk()) << outcome.status.toString();
+  EXPECT_EQ(outcome.wrong, "");
+  EXPECT_EQ(outcome.plan.slice_bytes, 16u);
+  EXPECT_EQ(outcome.plan.fifo_depth, 32);
 }
 
 // The seeded completion order changes from seed to seed; the result may not.

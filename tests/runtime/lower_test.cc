@@ -409,6 +409,30 @@ TEST(Lower, FifoRuleShrinksSlicesForStepsOverMoreChunksThanSlots) {
   EXPECT_FALSE(call.protocol.has_value());
 }
 
+// With k slices per iteration a step of m chunks posts m x k slices per iteration: m = 10, k = 2 against 8 slots
+// shrinks the slice by 8/20 (524288 x 8 / 20 = 209715.2 -> 209712 on 4-byte elements) and the FIFO holds 20; m = 1,
+// k = 2 keeps 524288 and 8 slots. Staging then holds k slices.
+TEST(Lower, FifoRuleCountsTheSlicesOfAnIteration) {
+  Algorithm a = shell(CollectiveKind::kAllReduce, 2, 10, false, true);
+  a.ranks[0].threadblocks = {tb(0, 1, -1, {send(kI, 0, 10)})};
+  a.ranks[1].threadblocks = {tb(0, -1, 0, {step(OpType::kRecvReduceCopy, kI, 0, kO, 0, 10)})};
+  LowerOptions o = callLowerOptions(40 << 20, false, 1, 4);
+  o.slices_per_iteration = 2;
+  Result<Plan> plan = lowerAlgorithm(a, o);
+  ASSERT_TRUE(plan.isOk()) << plan.status().toString();
+  EXPECT_EQ(plan->slice_bytes, 209712u);
+  EXPECT_EQ(plan->fifo_depth, 20);
+  EXPECT_EQ(plan->slices_per_iteration, 2u);
+
+  Algorithm one = shell(CollectiveKind::kAllReduce, 2, 1, false, true);
+  one.ranks[0].threadblocks = {tb(0, 1, -1, {send(kI, 0)})};
+  one.ranks[1].threadblocks = {tb(0, -1, 0, {step(OpType::kRecvReduceCopy, kI, 0, kO, 0)})};
+  Result<Plan> kept = lowerAlgorithm(one, o);
+  ASSERT_TRUE(kept.isOk()) << kept.status().toString();
+  EXPECT_EQ(kept->slice_bytes, 524288u);
+  EXPECT_EQ(kept->fifo_depth, kNcclSteps);
+}
+
 TEST(Lower, BadOptionsAreRejected) {
   Algorithm a = shell(CollectiveKind::kAllGather, 2, 2, false, true);
   for (int r = 0; r < 2; ++r) a.ranks[r].threadblocks.push_back(tb(0, 1 - r, 1 - r, {send(kI, 0), recv(kO, 1 - r)}));
@@ -423,6 +447,13 @@ TEST(Lower, BadOptionsAreRejected) {
   bad = o;
   bad.element_bytes = 0;
   EXPECT_EQ(code(bad), StatusCode::kInvalidArgument);
+  for (uint32_t k : {0u, kMaxSlicesPerIteration + 1}) {
+    bad = o;
+    bad.slices_per_iteration = k;
+    EXPECT_EQ(code(bad), StatusCode::kInvalidArgument) << k;
+    EXPECT_NE(lowerAlgorithm(a, bad).status().message().find("slices_per_iteration must be in 1..32"),
+              std::string::npos);
+  }
   bad = o;
   bad.size_bytes = 12;  // all-gather of 2 ranks x 4-byte elements needs a multiple of 8
   EXPECT_EQ(code(bad), StatusCode::kInvalidArgument);

@@ -1,6 +1,7 @@
 // validatePlan(): a lowered ring all-reduce passes; the same plan with one field corrupted at a time is rejected
 // with a message that names the rank, threadblock, step and field; the executor refuses such a plan with the same
 // message before it posts anything.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -82,6 +83,11 @@ TEST(PlanValidate, PlanAndRankFields) {
   bad = good;
   bad.instances = 0;
   EXPECT_REJECTED(bad, "instances must be >= 1, got 0");
+  for (uint32_t k : {0u, kMaxSlicesPerIteration + 1}) {
+    bad = good;
+    bad.slices_per_iteration = k;
+    EXPECT_REJECTED(bad, fmt::format("slices_per_iteration must be in 1..32, got {}", k));
+  }
   bad = good;
   bad.ranks[1].rank = 2;
   EXPECT_REJECTED(bad, "ranks[1] is labelled rank 2");
@@ -119,6 +125,10 @@ TEST(PlanValidate, ThreadblockFields) {
   bad = good;
   bad.ranks[0].threadblocks[0].temp.bytes = 4;
   EXPECT_REJECTED(bad, "needs 64 bytes of staging but the threadblock has 4");
+  // Iterations of 3 slices stage 3 x 64 bytes; the plan lowered for one slice per iteration has 64.
+  bad = good;
+  bad.slices_per_iteration = 3;
+  EXPECT_REJECTED(bad, "needs 192 bytes of staging but the threadblock has 64");
 }
 
 TEST(PlanValidate, StepFields) {

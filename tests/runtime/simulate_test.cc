@@ -136,6 +136,59 @@ TEST(SimulateTest, TwoHopRelayPipelinesSlices) {
   EXPECT_NEAR(one->time_us, 2 * (a + m / b), 1e-9);
 }
 
+TEST(SimulateTest, SlicesPerIterationPayAlphaOncePerIteration) {
+  // Ring all-gather on 2 ranks: each rank's threadblock sends its chunk c = 800000 bytes, then receives the other's,
+  // both in S = 8 slices of 100000 bytes (t = 10 us at B = 10 GB/s), a = 1.5 us. An iteration of k slices posts its
+  // k sends (data phases back to back: k t), then its k receives, which complete when the peer's last slice of the
+  // iteration arrived, k t + a after the iteration began; both ranks start every iteration together, so
+  //   T(k) = ceil(S / k) (k t + a) with the last iteration's k cut to what is left = S t + ceil(S / k) a.
+  // k = 1: 8 (t + a) = 92 us; k = 2: 86; k = 3: 84.5; k = 8: 81.5.
+  const Topology topo = ringTopology(2, 10, 1.5);
+  const Algorithm alg = classic(ClassicAlgo::kRing, CollectiveKind::kAllGather, 2, false);
+  const uint64_t m = 2 * 800000;
+  for (uint32_t k : {1u, 2u, 3u, 4u, 8u, 16u}) {
+    SimOptions o = idealOptions(m);
+    o.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = 100000;
+    o.slices_per_iteration = k;
+    Result<SimResult> r = simulate(alg, topo, o);
+    ASSERT_TRUE(r.isOk()) << r.status().toString();
+    const double iterations = static_cast<double>((8 + k - 1) / k);
+    EXPECT_NEAR(r->time_us, 8 * 10.0 + iterations * 1.5, 1e-9) << "k=" << k;
+    EXPECT_EQ(r->stats.messages, 2 * 8) << "one message per slice whatever the iteration";
+  }
+}
+
+TEST(SimulateTest, NcclRunnableIteratesAsNcclsRingInSimple) {
+  // ncclRunnable(kRing): Simple runs NCCL's ring chunk (2 slices of 1 MiB per iteration, 4 slices of FIFO); LL, and
+  // every other algorithm, run the model's own slices.
+  const Topology topo = ringTopology(4, 20, 5);
+  const Algorithm alg = classic(ClassicAlgo::kRing, CollectiveKind::kAllReduce, 4, false);
+  SimOptions simple;
+  simple.size_bytes = 64 << 20;
+  simple.protocol = Protocol::kSimple;
+  SimOptions nccl = simple;
+  nccl.model.slice_bytes[static_cast<int>(Protocol::kSimple)] = uint64_t{1} << 20;
+  nccl.slices_per_iteration = 2;
+  nccl.model.fifo_depth = 4;
+  Result<SimResult> as_nccl = simulate(ncclRunnable(&alg, &topo, NcclAlgo::kRing), simple);
+  Result<SimResult> by_hand = simulate(alg, topo, nccl);
+  Result<SimResult> plain = simulate(alg, topo, simple);
+  ASSERT_TRUE(as_nccl.isOk() && by_hand.isOk() && plain.isOk()) << as_nccl.status().toString();
+  EXPECT_EQ(as_nccl->time_us, by_hand->time_us);
+  // Alpha 5 us on every link against 26 us per 512 KiB slot: paid per 2 MiB iteration instead of per slot.
+  EXPECT_LT(as_nccl->time_us, 0.95 * plain->time_us);
+  Result<SimResult> tree_like = simulate(ncclRunnable(&alg, &topo, NcclAlgo::kTree), simple);
+  ASSERT_TRUE(tree_like.isOk());
+  EXPECT_EQ(tree_like->time_us, plain->time_us);
+  SimOptions ll = simple;
+  ll.protocol = Protocol::kLL;
+  Result<SimResult> ring_ll = simulate(ncclRunnable(&alg, &topo, NcclAlgo::kRing), ll);
+  Result<SimResult> plain_ll = simulate(alg, topo, ll);
+  ASSERT_TRUE(ring_ll.isOk() && plain_ll.isOk());
+  EXPECT_EQ(ring_ll->time_us, plain_ll->time_us);
+  EXPECT_EQ(simulate(Runnable{}, simple).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(SimulateTest, LaunchLatencyIsAddedOnceAndTimelineOnlyWhenAsked) {
   // Ring all-gather on 4 ranks as above (T = 3 x 14 us) plus launch_us[Simple] = 7 us.
   const Topology topo = ringTopology(4, 10, 1.5);

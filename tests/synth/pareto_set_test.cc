@@ -207,33 +207,3 @@ TEST(ParetoSet, AllToAllOnDgxH100UsesInstancesAndWritesThemOut) {
 
 }  // namespace
 }  // namespace braid
-
-namespace braid {
-namespace {
-
-// Two GPUs joined by one duplex link of `gbps` GB/s and `alpha_us`.
-Topology twoGpus(double gbps, double alpha_us) {
-  Topology t;
-  t.name = "two";
-  t.addNode("node0");
-  const int a = t.addVertex(VertexKind::kGpu, 0, "gpu0");
-  const int b = t.addVertex(VertexKind::kGpu, 0, "gpu1");
-  t.addDuplexLink(a, b, LinkKind::kPcie, gbps, alpha_us);
-  return t;
-}
-
-// One 512 KiB slot at 5.24288 GB/s takes 524288 / 5242.88 = 100 µs: the note starts at alpha 50 µs.
-TEST(SlotLatencyNote, GivenWhenALinksAlphaIsHalfASlotTimeOrMore) {
-  EXPECT_FALSE(slotLatencyNote(twoGpus(5.24288, 0)).has_value());
-  EXPECT_FALSE(slotLatencyNote(twoGpus(5.24288, 49.9)).has_value());
-  const std::optional<std::string> note = slotLatencyNote(twoGpus(5.24288, 50));
-  ASSERT_TRUE(note.has_value());
-  EXPECT_NE(note->find("alpha 50 us against 100 us"), std::string::npos) << *note;
-  EXPECT_NE(note->find("gpu0 -> gpu1"), std::string::npos) << *note;
-  // NVLink-class links (0.35 µs at 240 GB/s: a slot takes 2.2 µs) and IB (1.3 µs at 25 GB/s) stay without it.
-  EXPECT_FALSE(slotLatencyNote(twoGpus(240, 0.35)).has_value());
-  EXPECT_FALSE(slotLatencyNote(twoGpus(25, 1.3)).has_value());
-}
-
-}  // namespace
-}  // namespace braid

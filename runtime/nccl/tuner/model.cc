@@ -177,7 +177,7 @@ class TunerModelBuilder {
         const Protocol protocol = protocolOf(proto);
         RunnableAt at = [&baselines, &topology = topology_, algo, protocol](uint64_t) -> Result<Runnable> {
           BRAID_ASSIGN_OR_RETURN(const Algorithm* built, baselines.tryBaseline(algo, protocol));
-          return Runnable{built, &topology, -1};
+          return ncclRunnable(built, &topology, algo);
         };
         simulateInto(func, static_cast<int>(algo), proto, at);
       }
@@ -220,7 +220,7 @@ class TunerModelBuilder {
       options.in_place = false;
       options.protocol = protocolOf(proto);
       ++model_.simulations_;
-      Result<SimResult> sim = simulate(*runnable->algorithm, *runnable->topology, options);
+      Result<SimResult> sim = simulate(*runnable, options);
       if (!sim) {
         model_.notes_.push_back(fmt::format("{} at {} bytes not simulated: {}; {}", what, bytes, sim.status().message(),
                                             fallbackWords(func, algo, proto)));

@@ -19,6 +19,7 @@ Result<Plan> simulationPlan(const Algorithm& algorithm, const SimOptions& option
   // per step, kUnlimitedBytes, which lowering caps at 2^62). Lowering applies the FIFO rule.
   lower.slice_bytes = options.model.slice_bytes[p];
   lower.fifo_depth = options.model.fifo_depth;
+  lower.slices_per_iteration = options.slices_per_iteration;
   return lowerAlgorithm(algorithm, lower);
 }
 
@@ -37,6 +38,26 @@ Result<SimResult> simulate(const Algorithm& algorithm, const Topology& topology,
   result.time_us = model.launch_us[p] + (exec.end_us - exec.start_us);
   result.stats = transport.stats();
   if (options.record_timeline) result.timeline = transport.timeline();
+  return result;
+}
+
+Result<SimResult> simulate(const Runnable& what, SimOptions options) {
+  if (what.algorithm == nullptr || what.topology == nullptr) {
+    return invalidArgument("simulate: the runnable names no algorithm or no topology");
+  }
+  if (options.protocol.value_or(what.algorithm->protocol) == Protocol::kSimple) {
+    const int simple = static_cast<int>(Protocol::kSimple);
+    if (what.simple_slice_bytes > 0) options.model.slice_bytes[simple] = what.simple_slice_bytes;
+    if (what.simple_slices_per_iteration > 0) options.slices_per_iteration = what.simple_slices_per_iteration;
+    if (what.simple_fifo_slices > 0) options.model.fifo_depth = what.simple_fifo_slices;
+  }
+  if (what.nccl_p2p) options.model.net_step_us = options.model.p2p_net_step_us;
+  Result<SimResult> result = simulate(*what.algorithm, *what.topology, options);
+  if (!result) {
+    return Status(result.status().code(), fmt::format("simulating {} at {} bytes: {}",
+                                                      what.algorithm->name.empty() ? "(unnamed)" : what.algorithm->name,
+                                                      options.size_bytes, result.status().message()));
+  }
   return result;
 }
 
