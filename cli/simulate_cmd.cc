@@ -206,7 +206,11 @@ class Simulation {
         } else if (prediction) {
           p = bestProtocol(*prediction, algo).value_or(Protocol::kSimple);
         }
-        braid.algorithm = &baseline(algo, p);
+        // As NCCL runs it (its ring iterates 2 MiB chunks in Simple; all-to-all is its p2p program).
+        NcclRun fixed;
+        fixed.algo = algo;
+        fixed.protocol = p;
+        braid = ncclRunnable(fixed);
         braid_protocol = p;
         break;
       }
@@ -232,6 +236,12 @@ class Simulation {
       row.nccl_sim_us = run(nccl_runnable, bytes, nccl.protocol, 1, false).time_us;
     }
     row.nccl_sim_busbw_gbps = busbw(row.nccl_sim_us);
+    if ((source == Source::kFile || source == Source::kClassic) && row.time_us > 0) {
+      if (std::optional<std::string> note =
+              unvalidatedWinNote(braid_result.protocol, bytes, row.nccl_sim_us / row.time_us)) {
+        row.notes.push_back(*note);
+      }
+    }
     row.nccl_sim_algo = nccl.label;
 
     // Lower bound (prepared for the whole sweep by prepareBounds when it was called).
@@ -250,13 +260,6 @@ class Simulation {
   }
 
  private:
-  /// NCCL's algorithm `algo` with `protocol`, built once (NcclBaselines); an error ends the command.
-  const Algorithm& baseline(NcclAlgo algo, Protocol protocol) {
-    Result<const Algorithm*> built = nccl_.baseline(algo, protocol);
-    if (!built) throw CmdError(kFailure, built.status().message());
-    return **built;
-  }
-
   NcclRun ncclRun(const std::optional<NcclPrediction>& prediction, uint64_t bytes) {
     Result<NcclRun> chosen = nccl_.choose(prediction, bytes, protocol_.value_or(Protocol::kSimple));
     if (!chosen) throw CmdError(kFailure, chosen.status().message());
@@ -551,6 +554,11 @@ int runSimulate(const SimulateCmdOptions& opt) {
                                            *min_bytes, opt.max_bytes, *max_bytes));
     }
     if (opt.factor < 2) return fail(kUsageError, fmt::format("-f/--stepfactor: {} must be at least 2", opt.factor));
+    if (*min_bytes == 0) {
+      return fail(kUsageError, fmt::format("-b/--minbytes: {} is 0 bytes, which -f {} never grows past; start the "
+                                           "sweep at 1 byte or more",
+                                           opt.min_bytes, opt.factor));
+    }
     const std::optional<DataType> dtype = parseDataType(opt.dtype);
     if (!dtype) {
       return fail(kUsageError, fmt::format("-d/--datatype: unknown datatype '{}': expected int8, uint8, int32, uint32, "
@@ -623,6 +631,12 @@ int runSimulate(const SimulateCmdOptions& opt) {
         return fail(kUsageError, fmt::format("{} does not implement {}; it implements {} (--coll)",
                                              classicAlgoName(*classic), collectiveName(collective), names));
       }
+    }
+    const bool nccl_source = source == Source::kNccl || source == Source::kNcclRing || source == Source::kNcclTree;
+    if (nccl_source && opt.instances != 1) {
+      return fail(kUsageError, fmt::format("--instances {}: NCCL's own algorithms ({}) run without MSCCL instances; "
+                                           "instances apply to an algorithm file or a classical algorithm",
+                                           opt.instances, opt.algo));
     }
     if (source == Source::kNcclTree && collective != CollectiveKind::kAllReduce &&
         collective != CollectiveKind::kAllToAll) {
@@ -721,6 +735,12 @@ int runSimulate(const SimulateCmdOptions& opt) {
       report.notes.push_back(
           "NCCL's model does not cover all-to-all (NCCL runs it as grouped send/recv): its columns show '-'; "
           "the grouped send/recv pattern is still simulated");
+      if (source == Source::kNcclRing || source == Source::kNcclTree) {
+        report.notes.push_back(
+            fmt::format("{}: NCCL has no ring or tree all-to-all; its grouped send/recv program "
+                        "(p2p/<protocol>) is what ran",
+                        lower(opt.algo)));
+      }
     }
 
     // The sweep, in nccl-tests' convention: whole elements per rank, sizes that come to 0 elements skipped.

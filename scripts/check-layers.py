@@ -80,6 +80,7 @@ PUBLIC_HEADERS = {
     "bounds.h": "cost",
     "nccl_model.h": "cost",
     "nccl_runs.h": "cost",
+    "sim_accuracy.h": "cost",
     "nccl_tests_log.h": "cost",
     "sketch.h": "synthesizer",
     "synthesize.h": "synthesizer",

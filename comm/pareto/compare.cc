@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "braid/bounds.h"
+#include "braid/sim_accuracy.h"
 
 namespace braid {
 namespace {
@@ -99,6 +100,17 @@ std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const T
     BRAID_ASSIGN_OR_RETURN(SimResult sim, simulateRunnable(what, bytes, std::nullopt, false, 1, false));
     return sim.time_us;
   };
+}
+
+std::optional<std::string> unvalidatedWinNote(Protocol protocol, uint64_t bytes, double speedup) {
+  if (!(speedup > 1)) return std::nullopt;
+  const SimCalibration* band = allReduceSimCalibration(NcclAlgo::kRing, protocol);
+  if (band != nullptr && insideValidatedBand(*band, bytes)) return std::nullopt;
+  return fmt::format(
+      "{:.2f}x over NCCL rests on the simulator's {} outside its validated band ({}); it may not hold on the GPU "
+      "(docs/simulator.md, Calibration)",
+      speedup, protocolName(protocol),
+      band != nullptr ? band->outside : "no published measurement of NCCL's ring in it");
 }
 
 // ---- compareAlgorithm -------------------------------------------------------------------------------------
@@ -222,7 +234,12 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
     }();
     if (!ring_status) row.notes.push_back("NCCL's ring not simulated: " + ring_status.message());
 
-    if (row.predicted_us > 0 && row.nccl_us) row.speedup_vs_nccl = *row.nccl_us / row.predicted_us;
+    if (row.predicted_us > 0 && row.nccl_us) {
+      row.speedup_vs_nccl = *row.nccl_us / row.predicted_us;
+      if (std::optional<std::string> note = unvalidatedWinNote(braid_run.protocol, bytes, *row.speedup_vs_nccl)) {
+        row.notes.push_back(*note);
+      }
+    }
     if (row.predicted_us > 0 && row.nccl_ring_us) row.speedup_vs_ring = *row.nccl_ring_us / row.predicted_us;
   }
   if (nccl) {

@@ -241,6 +241,31 @@ for r in rows:
     assert abs(r["time_us"] - r["nccl_sim_us"]) <= 1e-9 * r["time_us"], r
 ' "$tmp/nccl.json"
 
+# NCCL's ring as NCCL runs it: where NCCL's model picks Ring/Simple (a DGX-1 all-reduce at 256M and 1G),
+# nccl-ring is the same run as nccl and as synth's ring column (2 MiB iterations), and its vs NCCL is 1.
+expect_rc 0 "nccl on dgx1-v100 256M-1G" -- "$braid" simulate nccl -t dgx1-v100 -b 256M -e 1G -f 4 --json
+cp "$tmp/out" "$tmp/nccl_big.json"
+expect_rc 0 "nccl-ring on dgx1-v100 256M-1G" -- "$braid" simulate nccl-ring -t dgx1-v100 -b 256M -e 1G -f 4 --json
+cp "$tmp/out" "$tmp/ring_big.json"
+check_json "nccl-ring equals nccl where NCCL picks Ring/Simple" '
+ring = json.load(open(sys.argv[2]))
+assert [r["nccl_sim_algorithm"] for r in d["rows"]] == ["Ring/Simple"] * 2, d["rows"]
+for a, b in zip(d["rows"], ring["rows"]):
+    assert a["time_us"] == b["time_us"] == b["nccl_sim_us"], (a, b)
+' "$tmp/nccl_big.json" "$tmp/ring_big.json"
+# All-to-all has no NCCL ring: the note says what ran instead.
+expect_rc 0 "nccl-ring alltoall" -- "$braid" simulate nccl-ring -t dgx1-v100 --coll alltoall -b 1M -e 1M
+grep -q "NCCL has no ring or tree all-to-all" "$tmp/out" && ok || fail "no note on nccl-ring all-to-all"
+# A win of a Simple program over NCCL's LL at 1M is outside Simple's validated band: noted.
+expect_rc 0 "ring 1M note" -- "$braid" simulate ring -t dgx1-v100 -b 1M -e 1M --protocol Simple --json
+check_json "unvalidated win noted" '
+r = d["rows"][0]
+if r["speedup_vs_nccl"] > 1:
+    assert any("outside its validated band" in n for n in r["notes"]), r["notes"]
+else:
+    assert not any("outside its validated band" in n for n in r["notes"]), r["notes"]
+' "$tmp/out"
+
 # ---- An MSCCL XML from the corpus on a matching shipped topology ------------------------------------------
 xml=$rc_dir/msccl/ndv4_allreduce_ring_r48ll.xml
 if [ -f "$xml" ]; then
@@ -289,6 +314,10 @@ expect_rc 2 "unknown collective" -- "$braid" simulate ring -t dgx1-v100 --coll g
 expect_rc 2 "tree cannot all-gather" -- "$braid" simulate tree -t dgx1-v100 --coll allgather
 expect_rc 2 "unknown protocol" -- "$braid" simulate ring -t dgx1-v100 --protocol XYZ
 expect_rc 2 "zero instances" -- "$braid" simulate ring -t dgx1-v100 --instances 0
+expect_rc 2 "instances for NCCL's ring" -- "$braid" simulate nccl-ring -t dgx1-v100 --instances 2
+grep -q "without MSCCL instances" "$tmp/err" && ok || fail "instances refusal unclear: $(cat "$tmp/err")"
+expect_rc 2 "-b 0" -- "$braid" simulate ring -t dgx1-v100 -b 0 -e 1K
+grep -q -- "-b/--minbytes: 0 is 0 bytes" "$tmp/err" && ok || fail "-b 0 refusal unclear: $(cat "$tmp/err")"
 expect_rc 2 "missing --topology" -- "$braid" simulate ring
 expect_rc 1 "missing algorithm file" -- "$braid" simulate "$tmp/nope.xml" -t dgx1-v100
 grep -q "nope.xml" "$tmp/err" && ok || fail "missing file not named: $(cat "$tmp/err")"

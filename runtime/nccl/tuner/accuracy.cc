@@ -6,66 +6,21 @@
 #include <limits>
 #include <tuple>
 
+#include "braid/sim_accuracy.h"
 #include "common/text.h"
 
 namespace braid::nccl_plugin {
 namespace {
 
-constexpr uint64_t kMiB = uint64_t{1} << 20;
-constexpr uint64_t kNoUpperEnd = std::numeric_limits<uint64_t>::max();
 constexpr int kP = nccl_abi::kNumProtocols;
 
-// One all-reduce entry's calibration. Source: docs/simulator.md "Calibration", the three all-reduce tables of
-// `build/bin/calibrate` with SimModel::defaults(): Azure ND A100 v4 on dgx-a100-x1 (Ring entries), Azure ND H100 v5
-// on dgx-h100-x1 (Ring/LL, NVLS), the 2-node H100 log RC-50 on dgx-h100-x2 (Tree, NVLSTree); each row measures the
-// entry NCCL chose at that size. The band holds the rows within ±15 %; a band without upper end holds every row
-// from its start to the table's largest size (8 or 16 GiB).
-struct EntryCalibration {
-  int algo;
-  int proto;
-  uint64_t min_bytes;  // 0 and 0: no validated band
-  uint64_t max_bytes;
-  double worst_optimistic;   // largest error in the band (>= 0)
-  double worst_pessimistic;  // most negative error in the band, as a positive fraction
-  const char* band;          // the band's rows
-  const char* outside;       // what the calibration says outside the band
-};
-
-constexpr EntryCalibration kAllReduceCalibration[] = {
-    {nccl_abi::kAlgoRing, nccl_abi::kProtoLL, 1 * kMiB, 2 * kMiB, 0.006, 0.111,
-     "Ring/LL validated at 1-2 MiB (ND A100 v4 +0.6 % at 1 MiB, -11.1 % at 2 MiB; ND H100 v5 -0.1 % at 1 MiB)",
-     "Ring/LL is validated only at 1-2 MiB: below 1 MiB the simulation is up to 68 % optimistic (ND A100 v4 "
-     "+40..+68 %, ND H100 v5 up to +53 %), above 2 MiB not measured"},
-    {nccl_abi::kAlgoRing, nccl_abi::kProtoLL128, 4 * kMiB, 16 * kMiB, 0.009, 0.039,
-     "Ring/LL128 validated at 4-16 MiB (ND A100 v4 -3.9 % .. +0.9 %)",
-     "Ring/LL128 is validated only at 4-16 MiB (ND A100 v4); other sizes were not measured"},
-    {nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, 256 * kMiB, kNoUpperEnd, 0.103, 0.0,
-     "Ring/Simple validated from 256 MiB (ND A100 v4 +3.5 % .. +10.3 % up to 8 GiB)",
-     "Ring/Simple is validated from 256 MiB: at 32-128 MiB the simulation is 35-59 % optimistic (ND A100 v4), "
-     "below 32 MiB not measured"},
-    {nccl_abi::kAlgoTree, nccl_abi::kProtoLL, 0, 0, 0, 0, "",
-     "Tree/LL is not validated: the simulation is 31-45 % pessimistic up to 128 KiB (2-node H100 log RC-50)"},
-    {nccl_abi::kAlgoTree, nccl_abi::kProtoLL128, 0, 0, 0, 0, "",
-     "Tree/LL128 is not validated: the simulation is 21-52 % pessimistic at 256 KiB-4 MiB (2-node H100 log RC-50)"},
-    {nccl_abi::kAlgoTree, nccl_abi::kProtoSimple, 0, 0, 0, 0, "",
-     "Tree/Simple is not validated: no published measurement of it (NCCL chose other entries at every size)"},
-    {nccl_abi::kAlgoNvls, nccl_abi::kProtoSimple, 16 * kMiB, kNoUpperEnd, 0.138, 0.053,
-     "NVLS/Simple (the NVLS emulation) validated from 16 MiB (ND H100 v5 -5.3 % .. +13.8 % up to 8 GiB)",
-     "NVLS/Simple (the NVLS emulation) is validated from 16 MiB: below it the simulation is 42-97 % optimistic "
-     "(ND H100 v5: +42 % at 8 MiB, +62 % at 4 MiB, +97 % at 2 MiB)"},
-    {nccl_abi::kAlgoNvlsTree, nccl_abi::kProtoSimple, 32 * kMiB, kNoUpperEnd, 0.123, 0.0,
-     "NVLSTree/Simple (the NVLS emulation) validated from 32 MiB (2-node H100 log RC-50 +1.9 % .. +12.3 % up to "
-     "16 GiB)",
-     "NVLSTree/Simple (the NVLS emulation) is validated from 32 MiB: below it the simulation is optimistic (2-node "
-     "H100 log RC-50: +22 % at 16 MiB, +36 % at 8 MiB; the single-node NVLS emulation +42..+97 % at 2-8 MiB)"},
-};
-
-const EntryCalibration* calibrationOf(int func, int algo, int proto) {
-  if (func != nccl_abi::kFuncAllReduce) return nullptr;
-  for (const EntryCalibration& c : kAllReduceCalibration) {
-    if (c.algo == algo && c.proto == proto) return &c;
-  }
-  return nullptr;
+// NCCL's all-reduce entry (abi algorithm and protocol indices) in the calibration (sim_accuracy.h).
+const SimCalibration* calibrationOf(int func, int algo, int proto) {
+  if (func != nccl_abi::kFuncAllReduce || algo < 0 || algo >= kNumNcclAlgos) return nullptr;
+  const Protocol protocol = proto == nccl_abi::kProtoLL      ? Protocol::kLL
+                            : proto == nccl_abi::kProtoLL128 ? Protocol::kLL128
+                                                             : Protocol::kSimple;
+  return allReduceSimCalibration(static_cast<NcclAlgo>(algo), protocol);
 }
 
 }  // namespace
@@ -98,13 +53,13 @@ ModelAccuracy modelAccuracy(int func, int algo, int proto, CostSource source, ui
     a.basis = name + " is NCCL's analytical formula on Braid's topology, not calibrated against measurements";
     return a;
   }
-  const EntryCalibration* c = calibrationOf(func, algo, proto);
+  const SimCalibration* c = calibrationOf(func, algo, proto);
   if (c == nullptr) {
     a.basis = fmt::format("{} {} is not validated: no published measurement to calibrate it against",
                           ncclFuncName(func), name);
     return a;
   }
-  if (c->max_bytes == 0 || n_bytes < c->min_bytes || n_bytes > c->max_bytes) {
+  if (!insideValidatedBand(*c, n_bytes)) {
     a.basis = c->outside;
     return a;
   }
