@@ -99,10 +99,12 @@ nccl_plugin::TunerDecision decisionAt(const nccl_plugin::TunerModel& model, int 
   return nccl_plugin::decideOverride(model, func, bytes, table, policy);
 }
 
-// One rule per run of grid sizes g[i] .. g[j] where the tuner overrides NCCL with the same entry, covering
-// [g[i], g[j]] (from 0 when g[i] is the first grid size, up to the largest nBytes when g[j] is the last). Sizes
-// between a run and the next grid size keep NCCL's choice: a validated band is known to hold at the grid sizes it
-// contains, not beyond them. Sizes where NCCL's choice stands get no rule.
+// One rule per run of grid sizes g[i] .. g[j] where the tuner overrides NCCL with the same entry. The run's window
+// reaches out to the geometric midpoints with the neighbouring grid sizes (geometricHandOver, where measured rules
+// hand over too) when the decision at that midpoint is the same override: inside one grid interval every entry's
+// curve is linear in bytes, so the fastest entry, the validated band and the advantage cannot change and change back
+// between the midpoint and the grid size. Otherwise the window stops at the grid size. The first run starts at 0, the
+// last ends at the largest nBytes. Sizes where NCCL's choice stands get no rule.
 std::vector<nccl_plugin::TunerRule> rulesFromModel(const nccl_plugin::TunerModel& model,
                                                    const std::vector<uint64_t>& grid, nccl_plugin::TunerPolicy policy) {
   std::vector<nccl_plugin::TunerRule> rules;
@@ -112,14 +114,30 @@ std::vector<nccl_plugin::TunerRule> rulesFromModel(const nccl_plugin::TunerModel
       const nccl_plugin::TunerDecision d = decisionAt(model, func, grid[i], policy);
       if (d.override_nccl) entry[i] = d.candidate;
     }
+    auto same_at = [&](uint64_t bytes, int want) {
+      const nccl_plugin::TunerDecision d = decisionAt(model, func, bytes, policy);
+      return d.override_nccl && d.candidate == want;
+    };
     for (size_t i = 0; i < grid.size(); ++i) {
       if (entry[i] < 0) continue;
       size_t j = i;
       while (j + 1 < grid.size() && entry[j + 1] == entry[i]) ++j;
       nccl_plugin::TunerRule r;
       r.func = func;
-      r.min_bytes = i == 0 ? 0 : grid[i];
-      r.max_bytes = j + 1 == grid.size() ? std::numeric_limits<uint64_t>::max() : grid[j];
+      r.min_bytes = grid[i];
+      if (i == 0) {
+        r.min_bytes = 0;
+      } else if (const uint64_t from = nccl_plugin::geometricHandOver(grid[i - 1], grid[i]) + 1;
+                 from < grid[i] && same_at(from, entry[i])) {
+        r.min_bytes = from;
+      }
+      r.max_bytes = grid[j];
+      if (j + 1 == grid.size()) {
+        r.max_bytes = std::numeric_limits<uint64_t>::max();
+      } else if (const uint64_t to = nccl_plugin::geometricHandOver(grid[j], grid[j + 1]);
+                 to > grid[j] && same_at(to, entry[i])) {
+        r.max_bytes = to;
+      }
       r.algo = entry[i] / nccl_abi::kNumProtocols;
       r.proto = entry[i] % nccl_abi::kNumProtocols;
       r.nodes = model.nodes();

@@ -25,6 +25,13 @@ for coll in {f[0] for f in fields}:
         assert int(r[1]) <= int(r[2]), r
     for a, b in zip(rows, rows[1:]):
         assert int(b[1]) > int(a[2]), rows
+# Window ends are grid sizes (powers of 4 from 256 B) or the geometric midpoints between neighbours (2 x 4^k: the
+# last size of the lower window, + 1 the first of the upper one), 0 and 2^64 - 1 at the ends.
+grid = {256 * 4 ** k for k in range(12)}
+mids = {2 * g for g in grid}
+assert all(int(f[1]) in grid | {m + 1 for m in mids} | {0} for f in fields), fields
+assert all(int(f[2]) in grid | mids | {2 ** 64 - 1} for f in fields), fields
+assert any(int(f[1]) - 1 in mids or int(f[2]) in mids for f in fields), "no window reaches a midpoint: " + str(fields)
 PY
 
 # The default policy (validated) on the shipped machines with NVLS: Braid's NVLS emulation is validated from 16 MiB

@@ -98,15 +98,6 @@ std::pair<std::string, std::string> splitSpec(const std::string& spec) {
   return {spec.substr(0, eq), label};
 }
 
-// The geometric midpoint between two measured sizes, in [a, b - 1].
-uint64_t handOver(uint64_t a, uint64_t b) {
-  const long double mid = std::floor(std::sqrt(static_cast<long double>(a) * static_cast<long double>(b)));
-  const uint64_t m = mid >= static_cast<long double>(std::numeric_limits<uint64_t>::max())
-                         ? std::numeric_limits<uint64_t>::max()
-                         : static_cast<uint64_t>(mid);
-  return std::clamp(m, a, b - 1);
-}
-
 struct Timed {
   const MeasuredLog* log;
   double us;
@@ -195,7 +186,7 @@ void appendRules(const std::vector<MeasuredChoice>& choices, int ranks, int node
     const MeasuredChoice& c = choices[i];
     const bool last = i + 1 == choices.size();
     if (!last && choices[i + 1].algo == c.algo && choices[i + 1].proto == c.proto) continue;
-    const uint64_t hi = last ? std::numeric_limits<uint64_t>::max() : handOver(c.bytes, choices[i + 1].bytes);
+    const uint64_t hi = last ? std::numeric_limits<uint64_t>::max() : geometricHandOver(c.bytes, choices[i + 1].bytes);
     if (c.algo >= 0) {
       TunerRule r;
       r.func = c.func;
@@ -279,6 +270,14 @@ Result<MeasuredTable> rulesFromMeasurements(const std::vector<MeasuredLog>& logs
     if (table.nodes == -1) table.nodes = func_nodes;
   }
   return table;
+}
+
+uint64_t geometricHandOver(uint64_t a, uint64_t b) {
+  const long double mid = std::floor(std::sqrt(static_cast<long double>(a) * static_cast<long double>(b)));
+  const uint64_t m = mid >= static_cast<long double>(std::numeric_limits<uint64_t>::max())
+                         ? std::numeric_limits<uint64_t>::max()
+                         : static_cast<uint64_t>(mid);
+  return std::clamp(m, a, b - 1);
 }
 
 }  // namespace braid::nccl_plugin

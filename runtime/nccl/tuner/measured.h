@@ -58,6 +58,11 @@ struct MeasuredTable {
   int ranks = -1, nodes = -1;  // what the rules match (-1: any)
 };
 
+/// The size where a window over size `a` hands over to one over size `b` (a < b): the last size of the first window,
+/// floor(sqrt(a x b)) clamped to [a, b - 1], the geometric midpoint. Measured rules and the model's rules
+/// (`braid tune`) meet there.
+uint64_t geometricHandOver(uint64_t a, uint64_t b);
+
 /// Builds the table and rules. `ranks` > 0 is the rules' nRanks for logs that do not list their ranks and must equal
 /// the rank count of every log that does (kInvalidArgument "--ranks 8 contradicts the 16 ranks in FILE" otherwise);
 /// `nodes` > 0 is the rules' nNodes for logs that do not list their hosts and must equal the host count of every log
