@@ -238,7 +238,7 @@ class Simulation {
     row.nccl_sim_busbw_gbps = busbw(row.nccl_sim_us);
     if ((source == Source::kFile || source == Source::kClassic) && row.time_us > 0) {
       if (std::optional<std::string> note =
-              unvalidatedWinNote(braid_result.protocol, bytes, row.nccl_sim_us / row.time_us)) {
+              unvalidatedWinNote(collective_, braid_result.protocol, bytes, row.nccl_sim_us / row.time_us)) {
         row.notes.push_back(*note);
       }
     }
@@ -738,8 +738,8 @@ int runSimulate(const SimulateCmdOptions& opt) {
       if (source == Source::kNcclRing || source == Source::kNcclTree) {
         report.notes.push_back(
             fmt::format("{}: NCCL has no ring or tree all-to-all; its grouped send/recv program "
-                        "(p2p/<protocol>) is what ran",
-                        lower(opt.algo)));
+                        "(p2p/{}) is what ran",
+                        lower(opt.algo), protocolName(protocol.value_or(Protocol::kSimple))));
       }
     }
 

@@ -101,7 +101,8 @@ nccl_plugin::TunerDecision decisionAt(const nccl_plugin::TunerModel& model, int 
 
 // One rule per run of grid sizes g[i] .. g[j] where the tuner overrides NCCL with the same entry. The run's window
 // reaches out to the geometric midpoints with the neighbouring grid sizes (geometricHandOver, where measured rules
-// hand over too) when the decision at that midpoint is the same override: inside one grid interval every entry's
+// hand over too) when the decision at that midpoint is the same override (or, with --policy model, NCCL's own choice
+// there is already that entry): inside one grid interval every entry's
 // curve is linear in bytes, so the fastest entry, the validated band and the advantage cannot change and change back
 // between the midpoint and the grid size. Otherwise the window stops at the grid size. The first run starts at 0, the
 // last ends at the largest nBytes. Sizes where NCCL's choice stands get no rule.
@@ -116,7 +117,10 @@ std::vector<nccl_plugin::TunerRule> rulesFromModel(const nccl_plugin::TunerModel
     }
     auto same_at = [&](uint64_t bytes, int want) {
       const nccl_plugin::TunerDecision d = decisionAt(model, func, bytes, policy);
-      return d.override_nccl && d.candidate == want;
+      if (d.override_nccl) return d.candidate == want;
+      // --policy model overrides wherever Braid's candidate differs from NCCL's choice: where both are the rule's
+      // entry, forcing it changes nothing, and between there and the run the candidate stays that entry.
+      return policy == nccl_plugin::TunerPolicy::kModel && d.nccl == want && d.candidate == want;
     };
     for (size_t i = 0; i < grid.size(); ++i) {
       if (entry[i] < 0) continue;
@@ -282,6 +286,12 @@ int runTuneFromLogs(const TuneOptions& opt) {
     return kUsageError;
   }
   for (const std::string& w : warnings) std::cerr << "braid tune: warning: " << w << "\n";
+  if (envIsSet("BRAID_TUNER") && nccl_plugin::parseTunerPolicy(envString("BRAID_TUNER")) ==
+                                     std::optional<nccl_plugin::TunerPolicy>(nccl_plugin::TunerPolicy::kOff)) {
+    std::cerr << "braid tune: warning: BRAID_TUNER=" << envString("BRAID_TUNER")
+              << " is set here: a tuner plugin run with it changes nothing and reads no rules file; unset it (or set "
+                 "validated) where these rules should apply\n";
+  }
   std::set<std::string> settings;
   for (const auto& m : logs) settings.insert(m.nccl_default ? "default" : m.label());
   if (settings.size() == 1) {
@@ -318,7 +328,7 @@ std::string modelTableText(const Topology& topology, const nccl_plugin::TunerMod
                          nccl_plugin::ncclFuncName(func), bytes, nccl_plugin::entryName(d.nccl),
                          d.nccl_us ? fmt::format("{:.2f}", *d.nccl_us) : std::string("-"),
                          nccl_plugin::entryName(d.candidate), d.candidate_us,
-                         nccl_plugin::costSourceName(model.curve(func, algo, proto).source),
+                         nccl_plugin::costSourceName(model.sourceAt(func, algo, proto, bytes)),
                          d.advantage > 0 ? fmt::format("{:.3f}x", d.advantage) : std::string("-"),
                          d.override_nccl ? "override" : "keep", d.why);
     }
@@ -374,14 +384,14 @@ int runTune(const TuneOptions& opt) {
   }
   nccl_plugin::TunerModelOptions options;
   const auto max_bytes = parseNcclTestsSize(opt.max_sim_bytes);
-  if (!max_bytes || *max_bytes == 0) {
+  if (!max_bytes) {
     std::cerr << "braid tune: --max-sim-bytes " << opt.max_sim_bytes << ": not a size (bytes, K/M/G suffix)\n";
     return kUsageError;
   }
   if (*max_bytes < nccl_plugin::kMinSimulatedBytes) {
     std::cerr << fmt::format(
-        "braid tune: --max-sim-bytes {}: at least {} (1M): smaller limits extrapolate large "
-        "sizes from latency-bound points\n",
+        "braid tune: --max-sim-bytes {}: must be at least {} (1M); above the limit every entry is extrapolated from "
+        "the last simulated sizes (shown 'extrapolated', never validated), and below 1M those are latency-bound\n",
         opt.max_sim_bytes, nccl_plugin::kMinSimulatedBytes);
     return kUsageError;
   }

@@ -102,15 +102,17 @@ std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const T
   };
 }
 
-std::optional<std::string> unvalidatedWinNote(Protocol protocol, uint64_t bytes, double speedup) {
+std::optional<std::string> unvalidatedWinNote(CollectiveKind collective, Protocol protocol, uint64_t bytes,
+                                              double speedup) {
   if (!(speedup > 1)) return std::nullopt;
-  const SimCalibration* band = allReduceSimCalibration(NcclAlgo::kRing, protocol);
+  const SimCalibration* band = collective == CollectiveKind::kAllToAll
+                                   ? allToAllSimCalibration(protocol)
+                                   : allReduceSimCalibration(NcclAlgo::kRing, protocol);
   if (band != nullptr && insideValidatedBand(*band, bytes)) return std::nullopt;
   return fmt::format(
-      "{:.2f}x over NCCL rests on the simulator's {} outside its validated band ({}); it may not hold on the GPU "
+      "{:.3f}x over NCCL rests on the simulator's {} outside its validated band ({}); it may not hold on the GPU "
       "(docs/simulator.md, Calibration)",
-      speedup, protocolName(protocol),
-      band != nullptr ? band->outside : "no published measurement of NCCL's ring in it");
+      speedup, protocolName(protocol), band != nullptr ? band->outside : "no published measurement of NCCL in it");
 }
 
 // ---- compareAlgorithm -------------------------------------------------------------------------------------
@@ -236,7 +238,8 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
 
     if (row.predicted_us > 0 && row.nccl_us) {
       row.speedup_vs_nccl = *row.nccl_us / row.predicted_us;
-      if (std::optional<std::string> note = unvalidatedWinNote(braid_run.protocol, bytes, *row.speedup_vs_nccl)) {
+      if (std::optional<std::string> note =
+              unvalidatedWinNote(collective, braid_run.protocol, bytes, *row.speedup_vs_nccl)) {
         row.notes.push_back(*note);
       }
     }

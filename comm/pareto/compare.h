@@ -83,10 +83,12 @@ std::vector<std::string> boundLegend(CollectiveKind collective);
 std::string allReduceBoundNote(CollectiveKind collective);
 
 /// A note for a row where Braid's simulated time beats NCCL's (`speedup` = NCCL time / Braid time > 1) at `bytes` with
-/// Braid's program in `protocol` outside that protocol's validated band (sim_accuracy.h: NCCL's ring in that protocol
-/// measured against published tables; no band at all counts as outside): the win may be the simulator's optimism for
-/// the protocol at that size. nullopt when speedup <= 1 or the size is inside the band.
-std::optional<std::string> unvalidatedWinNote(Protocol protocol, uint64_t bytes, double speedup);
+/// Braid's program in `protocol` outside that protocol's validated band (sim_accuracy.h: for all-to-all NCCL's p2p
+/// program, for the other collectives NCCL's ring in that protocol, measured against published tables; no band at all
+/// counts as outside): the win may be the simulator's optimism for the protocol at that size. nullopt when
+/// speedup <= 1 or the size is inside the band.
+std::optional<std::string> unvalidatedWinNote(CollectiveKind collective, Protocol protocol, uint64_t bytes,
+                                              double speedup);
 
 /// simulate(Runnable) at one size with SimModel::defaults(): the runnable's own iteration in Simple (NCCL's ring:
 /// ncclRunnable) and, for NCCL's p2p program, net_step_us = p2p_net_step_us.

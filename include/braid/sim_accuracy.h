@@ -29,6 +29,10 @@ struct SimCalibration {
 /// The calibration of NCCL's all-reduce entry (algo, protocol), nullptr where no published measurement covers it.
 const SimCalibration* allReduceSimCalibration(NcclAlgo algo, Protocol protocol);
 
+/// The calibration of NCCL's all-to-all (its p2p program; `algo` kRing stands for it) in `protocol`: the H20 log
+/// RC-53, Simple, validated from 1 MiB (docs/simulator.md "Calibration: NCCL all-to-all"); nullptr for LL and LL128.
+const SimCalibration* allToAllSimCalibration(Protocol protocol);
+
 /// Whether `bytes` lies inside `c`'s validated band.
 inline bool insideValidatedBand(const SimCalibration& c, uint64_t bytes) {
   return c.max_bytes != 0 && bytes >= c.min_bytes && bytes <= c.max_bytes;

@@ -43,7 +43,22 @@ constexpr SimCalibration kAllReduceCalibration[] = {
      "H100 log RC-50: +22 % at 16 MiB, +36 % at 8 MiB; the single-node NVLS emulation +42..+97 % at 2-8 MiB)"},
 };
 
+// NCCL's all-to-all on the H20 log RC-53 (2 VMs x 2 H20-3e, 1 MiB .. 4 GiB, every row within ±15 %).
+constexpr SimCalibration kAllToAllCalibration = {
+    NcclAlgo::kRing,
+    Protocol::kSimple,
+    1 * kMiB,
+    kNoUpperEnd,
+    0.108,
+    0.061,
+    "NCCL's all-to-all (p2p/Simple) validated from 1 MiB (H20 log RC-53 -6.1 % .. +10.8 % up to 4 GiB)",
+    "NCCL's all-to-all (p2p/Simple) is validated from 1 MiB (H20 log RC-53); smaller sizes were not measured"};
+
 }  // namespace
+
+const SimCalibration* allToAllSimCalibration(Protocol protocol) {
+  return protocol == Protocol::kSimple ? &kAllToAllCalibration : nullptr;
+}
 
 const SimCalibration* allReduceSimCalibration(NcclAlgo algo, Protocol protocol) {
   for (const SimCalibration& c : kAllReduceCalibration) {

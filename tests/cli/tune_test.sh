@@ -34,6 +34,13 @@ assert all(int(f[2]) in grid | mids | {2 ** 64 - 1} for f in fields), fields
 assert any(int(f[1]) - 1 in mids or int(f[2]) in mids for f in fields), "no window reaches a midpoint: " + str(fields)
 PY
 
+# Sizes above BRAID_TUNER_MAX_SIM_BYTES are extrapolated from the simulated grid: shown so, never validated, so the
+# default policy overrides nothing there (on dgx-h100-x2 the extrapolated Ring/Simple looked 1.6x faster than NVLSTree
+# at 1 GiB, where the full simulation has it 0.76x).
+expect_rc 0 "tune dgx-h100-x2 --max-sim-bytes 1M" -- "$braid" tune -t dgx-h100-x2 --max-sim-bytes 1M
+grep -q '^AllReduce  *1073741824 .* extrapolated ' "$tmp/out" && ok || fail "1 GiB all-reduce not shown extrapolated"
+grep -q ' override ' "$tmp/out" && fail "validated policy overrode NCCL from extrapolated values" || ok
+
 # The default policy (validated) on the shipped machines with NVLS: Braid's NVLS emulation is validated from 16 MiB
 # (NVLS) and 32 MiB (NVLSTree); below that the table names the candidate, keeps NCCL's choice and says why, and no
 # rule moves NCCL to NVLS or NVLSTree.
@@ -52,7 +59,8 @@ for line in out:
     if candidate in validated_from and size < validated_from[candidate]:
         assert decision == "keep", line
         if candidate != nccl:
-            assert "candidate not validated" in line and "validated from" in line, line
+            # Why: below the band, or (above --max-sim-bytes) extrapolated, not simulated.
+            assert "candidate not validated" in line and ("validated from" in line or "extrapolated" in line), line
             kept += 1
 assert kept > 0, "the NVLS candidate below its validated size is shown: " + machine
 for r in rules:
@@ -160,6 +168,12 @@ PY
   # One rule, [0, floor(sqrt(65536 * 131072)) = 92681], Ring/LL, for 2 nodes and 16 ranks.
   [ "$(grep -v '^#' "$tmp/measured.conf")" = "allreduce,0,92681,ring,ll,-1,2,16,-1,-1" ] && ok ||
     fail "rules from the logs: $(grep -v '^#' "$tmp/measured.conf" | tr '\n' ' ')"
+  # Rules written where BRAID_TUNER=off would be ignored by the plugin: the same rules, and a warning saying so.
+  expect_rc 0 "tune from logs, BRAID_TUNER=off" -- env BRAID_TUNER=off "$braid" tune --nccl-tests-log "$h100=default" \
+    --nccl-tests-log "$tmp/ar_ring_ll_all_reduce.txt=Ring/LL" -o "$tmp/measured_off.conf"
+  grep -q "warning: BRAID_TUNER=off is set here" "$tmp/err" && ok || fail "BRAID_TUNER=off: no warning: $(head -1 "$tmp/err")"
+  cmp -s <(grep -v '^#' "$tmp/measured.conf") <(grep -v '^#' "$tmp/measured_off.conf") && ok ||
+    fail "BRAID_TUNER=off changed the measured rules"
   # The logs' device lists ("# Rank N ... on HOST device D [BUS] NAME") must describe one machine: other hosts and
   # another PCI bus for a rank are warned about, another GPU model is refused (status 2, nothing on stdout).
   sed 's/ on node-A / on node-C /; s/ on node-B / on node-D /; s/\[0000:19:00\]/[0000:1a:00]/' \

@@ -63,6 +63,17 @@ TEST(TunerAccuracy, NvlsEmulationIsValidatedFromSixteenMebibytes) {
   EXPECT_DOUBLE_EQ(tree32.pessimistic, 0.0);
 }
 
+TEST(TunerAccuracy, ExtrapolatedEntriesAreNotValidated) {
+  // A simulated Ring/Simple read beyond the simulated grid (BRAID_TUNER_MAX_SIM_BYTES) is inside the size band but
+  // no simulation stands behind it.
+  const ModelAccuracy a =
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kExtrapolated, kGiB);
+  EXPECT_FALSE(a.validated);
+  EXPECT_NE(a.basis.find("extrapolated beyond the simulated sizes"), std::string::npos) << a.basis;
+  EXPECT_TRUE(
+      modelAccuracy(kAllReduce, nccl_abi::kAlgoRing, nccl_abi::kProtoSimple, CostSource::kSimulated, kGiB).validated);
+}
+
 TEST(TunerAccuracy, OnlySimulatedAllReduceEntriesInsideTheirBandsAreValidated) {
   // Ring/Simple: +35..+59 % at 32-128 MiB, within ±15 % from 256 MiB (ND A100 v4).
   EXPECT_FALSE(

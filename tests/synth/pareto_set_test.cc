@@ -211,20 +211,28 @@ TEST(ParetoSet, AllToAllOnDgxH100UsesInstancesAndWritesThemOut) {
 namespace braid {
 namespace {
 
-// Simple is validated from 256 MiB, LL at 1-2 MiB, LL128 at 4-16 MiB (sim_accuracy.cc, docs/simulator.md).
+// All-reduce (and the other ring collectives): Simple is validated from 256 MiB, LL at 1-2 MiB, LL128 at 4-16 MiB;
+// all-to-all: Simple from 1 MiB (the H20 log), LL and LL128 never (sim_accuracy.cc, docs/simulator.md).
 TEST(UnvalidatedWinNote, OnlyForWinsOutsideTheProtocolsBand) {
   constexpr uint64_t kMiB = uint64_t{1} << 20;
-  EXPECT_FALSE(unvalidatedWinNote(Protocol::kSimple, kMiB, 0.98).has_value()) << "a loss needs no caveat";
-  EXPECT_FALSE(unvalidatedWinNote(Protocol::kSimple, kMiB, 1.0).has_value());
-  EXPECT_FALSE(unvalidatedWinNote(Protocol::kSimple, 256 * kMiB, 1.5).has_value());
-  EXPECT_FALSE(unvalidatedWinNote(Protocol::kLL, 2 * kMiB, 1.5).has_value());
-  EXPECT_FALSE(unvalidatedWinNote(Protocol::kLL128, 16 * kMiB, 1.5).has_value());
-  const std::optional<std::string> simple = unvalidatedWinNote(Protocol::kSimple, 256 * kMiB - 1, 2.1);
+  constexpr CollectiveKind kAr = CollectiveKind::kAllReduce;
+  constexpr CollectiveKind kA2a = CollectiveKind::kAllToAll;
+  EXPECT_FALSE(unvalidatedWinNote(kAr, Protocol::kSimple, kMiB, 0.98).has_value()) << "a loss needs no caveat";
+  EXPECT_FALSE(unvalidatedWinNote(kAr, Protocol::kSimple, kMiB, 1.0).has_value());
+  EXPECT_FALSE(unvalidatedWinNote(kAr, Protocol::kSimple, 256 * kMiB, 1.5).has_value());
+  EXPECT_FALSE(unvalidatedWinNote(kAr, Protocol::kLL, 2 * kMiB, 1.5).has_value());
+  EXPECT_FALSE(unvalidatedWinNote(kAr, Protocol::kLL128, 16 * kMiB, 1.5).has_value());
+  const std::optional<std::string> simple = unvalidatedWinNote(kAr, Protocol::kSimple, 256 * kMiB - 1, 2.1);
   ASSERT_TRUE(simple.has_value());
-  EXPECT_NE(simple->find("2.10x over NCCL"), std::string::npos) << *simple;
+  EXPECT_NE(simple->find("2.100x over NCCL"), std::string::npos) << *simple;
   EXPECT_NE(simple->find("Ring/Simple is validated from 256 MiB"), std::string::npos) << *simple;
-  EXPECT_TRUE(unvalidatedWinNote(Protocol::kLL, 1024, 4.35).has_value());
-  EXPECT_TRUE(unvalidatedWinNote(Protocol::kLL128, 64 * kMiB, 1.2).has_value());
+  EXPECT_TRUE(unvalidatedWinNote(kAr, Protocol::kLL, 1024, 4.35).has_value());
+  EXPECT_TRUE(unvalidatedWinNote(kAr, Protocol::kLL128, 64 * kMiB, 1.2).has_value());
+  EXPECT_FALSE(unvalidatedWinNote(kA2a, Protocol::kSimple, kMiB, 1.3).has_value());
+  const std::optional<std::string> a2a = unvalidatedWinNote(kA2a, Protocol::kSimple, 64 << 10, 1.3);
+  ASSERT_TRUE(a2a.has_value());
+  EXPECT_NE(a2a->find("all-to-all (p2p/Simple) is validated from 1 MiB"), std::string::npos) << *a2a;
+  EXPECT_TRUE(unvalidatedWinNote(kA2a, Protocol::kLL, 4 * kMiB, 1.3).has_value());
 }
 
 }  // namespace

@@ -53,6 +53,10 @@ ModelAccuracy modelAccuracy(int func, int algo, int proto, CostSource source, ui
     a.basis = name + " is NCCL's analytical formula on Braid's topology, not calibrated against measurements";
     return a;
   }
+  if (source == CostSource::kExtrapolated) {
+    a.basis = name + " is extrapolated beyond the simulated sizes (BRAID_TUNER_MAX_SIM_BYTES), not validated";
+    return a;
+  }
   const SimCalibration* c = calibrationOf(func, algo, proto);
   if (c == nullptr) {
     a.basis = fmt::format("{} {} is not validated: no published measurement to calibrate it against",
@@ -161,7 +165,7 @@ TunerDecision decideOverride(const TunerModel& model, int func, uint64_t n_bytes
   const PredictionOf braid = [&model, func, n_bytes](int algo, int proto) -> std::optional<EntryPrediction> {
     const std::optional<double> us = model.timeUs(func, algo, proto, n_bytes);
     if (!us) return std::nullopt;
-    return EntryPrediction{*us, model.curve(func, algo, proto).source};
+    return EntryPrediction{*us, model.sourceAt(func, algo, proto, n_bytes)};
   };
   return decideOverride(braid, func, n_bytes, nccl, policy);
 }

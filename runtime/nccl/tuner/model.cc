@@ -55,6 +55,7 @@ const char* costSourceName(CostSource source) {
   switch (source) {
     case CostSource::kSimulated: return "simulated";
     case CostSource::kAnalytical: return "analytical";
+    case CostSource::kExtrapolated: return "extrapolated";
     case CostSource::kNone: break;
   }
   return "none";
@@ -280,6 +281,15 @@ std::optional<double> TunerModel::timeUs(int func, int algo, int proto, uint64_t
   const CostCurve& c = curve(func, algo, proto);
   if (c.source == CostSource::kNone || c.bytes.empty()) return std::nullopt;
   return interpolateUs(c.bytes, c.us, n_bytes);
+}
+
+CostSource TunerModel::sourceAt(int func, int algo, int proto, uint64_t n_bytes) const {
+  const CostCurve& c = curve(func, algo, proto);
+  if (c.source == CostSource::kSimulated && !c.bytes.empty() &&
+      (n_bytes < c.bytes.front() || n_bytes > c.bytes.back())) {
+    return CostSource::kExtrapolated;
+  }
+  return c.source;
 }
 
 std::optional<double> TunerModel::ncclTimeUs(int func, int algo, int proto, uint64_t n_bytes) const {

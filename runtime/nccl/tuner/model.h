@@ -28,9 +28,10 @@
 
 namespace braid::nccl_plugin {
 
-/// Where one curve's values come from.
-enum class CostSource { kNone, kSimulated, kAnalytical };
-const char* costSourceName(CostSource source);  // "none", "simulated", "analytical"
+/// Where one curve's values come from; kExtrapolated: a simulated curve read outside the sizes it simulated
+/// (TunerModel::sourceAt), which no calibration vouches for.
+enum class CostSource { kNone, kSimulated, kAnalytical, kExtrapolated };
+const char* costSourceName(CostSource source);  // "none", "simulated", "analytical", "extrapolated"
 
 /// One (collective, algorithm, protocol): µs at increasing sizes (bytes).
 struct CostCurve {
@@ -78,6 +79,9 @@ class TunerModel {
   const CostCurve& curve(int func, int algo, int proto) const;
   /// interpolateUs of that curve at `n_bytes`; nullopt for a kNone curve.
   std::optional<double> timeUs(int func, int algo, int proto, uint64_t n_bytes) const;
+  /// Where timeUs' value at `n_bytes` comes from: the curve's source, except kExtrapolated for a simulated curve
+  /// at a size below its first or above its last simulated size (BRAID_TUNER_MAX_SIM_BYTES cuts the simulated grid).
+  CostSource sourceAt(int func, int algo, int proto, uint64_t n_bytes) const;
   /// NCCL's own prediction of that entry (ncclPredict, interpolated on the grid); nullopt where NCCL's model
   /// disables it. What NCCL's table holds as far as Braid's emulation of NCCL 2.28's model goes.
   std::optional<double> ncclTimeUs(int func, int algo, int proto, uint64_t n_bytes) const;
