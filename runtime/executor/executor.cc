@@ -120,7 +120,7 @@ struct TbState {
   Route route = Route::kDirect;
   uint64_t offset = 0;  // the running iteration of the step: bytes from the start of the step's ranges
   uint64_t length = 0;
-  uint32_t subs = 1;        // slices in the running iteration (slicesPerIteration at most)
+  uint32_t subs = 1;        // slices in the running iteration (Plan::slices_per_iteration at most)
   uint32_t next_send = 0;   // the slice whose send is posted next (sends leave in slice order)
   uint32_t send_ready = 0;  // slices whose send may be posted (bit per slice)
   double start_us = 0;
