@@ -286,8 +286,8 @@ int runTuneFromLogs(const TuneOptions& opt) {
     return kUsageError;
   }
   for (const std::string& w : warnings) std::cerr << "braid tune: warning: " << w << "\n";
-  if (envIsSet("BRAID_TUNER") && nccl_plugin::parseTunerPolicy(envString("BRAID_TUNER")) ==
-                                     std::optional<nccl_plugin::TunerPolicy>(nccl_plugin::TunerPolicy::kOff)) {
+  if (envIsSet("BRAID_TUNER") &&
+      nccl_plugin::parseTunerPolicy(envString("BRAID_TUNER")) == nccl_plugin::TunerPolicy::kOff) {
     std::cerr << "braid tune: warning: BRAID_TUNER=" << envString("BRAID_TUNER")
               << " is set here: a tuner plugin run with it changes nothing and reads no rules file; unset it (or set "
                  "validated) where these rules should apply\n";
