@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <chrono>
 #include <exception>
 #include <filesystem>
@@ -23,6 +24,7 @@
 #include "braid/algorithm.h"
 #include "braid/collective.h"
 #include "braid/file_io.h"
+#include "braid/pareto.h"
 #include "braid/sketch.h"
 #include "braid/synthesize.h"
 #include "braid/taccl.h"
@@ -58,6 +60,7 @@ struct SynthCmdOptions {
   std::optional<int> pieces;
   std::optional<int> sccl_steps, sccl_rounds, sccl_chunks;  // sccl only; 0 / absent: searched
   std::string sccl_objective;                               // sccl only: latency (default) | bandwidth
+  std::optional<double> min_speedup;                        // Pareto set only; default defaultParetoMinSpeedup()
 };
 
 std::string lower(std::string text) {
@@ -238,6 +241,11 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
                                             collectiveName(collective)));
   }
   if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) throw CmdError(kUsageError, *error);
+  if (opt.min_speedup && !(*opt.min_speedup >= 1 && std::isfinite(*opt.min_speedup))) {
+    throw CmdError(kUsageError, fmt::format("--min-speedup {}: not a number >= 1 (1: any predicted edge over NCCL "
+                                            "takes a size)",
+                                            *opt.min_speedup));
+  }
   std::error_code ec;
   // A missing -o directory is created when the set is written (its parent must exist); anything else there is an
   // error before synthesis starts.
@@ -288,6 +296,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   options.sizes = sizes;
   options.time_limit_s = opt.time_limit_s;
   options.budget_units = parseBudget(opt.budget);
+  options.min_speedup = opt.min_speedup;
   auto last_line = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   options.progress = [&start, &last_line](const std::string& line) {
     const auto now = std::chrono::steady_clock::now();
@@ -353,10 +362,11 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
       collectiveName(collective), topology.name, topology.numGpus(), topology.numNodes(), set->points.size(),
       bytesText(set->points.front().size_bytes), bytesText(set->points.back().size_bytes), set->windows.size(),
       braid_windows, set->windows.size() - braid_windows, seconds);
-  out +=
+  out += fmt::format(
       "# times: Braid's simulator, float, out-of-place; NCCL = NCCL 2.28's own choice (its tuning model) built in "
       "the IR and simulated the same way; cut bound = ForestColl's hardware cut bound; NCCL/Braid > 1: Braid "
-      "faster\n";
+      "faster; Braid takes a size only at NCCL/Braid >= {:.3f} (--min-speedup)\n",
+      set->min_speedup);
   out += paretoSetTable(*set);
   for (const std::string& n : set->notes) out += "# note: " + n + "\n";
   for (const std::string& f : files)
@@ -391,6 +401,8 @@ int runSynth(const SynthCmdOptions& opt) {
     if (std::optional<std::vector<uint64_t>> range = parseSizeRange(opt.sizes)) {
       return runParetoSet(opt, *collective, *range);
     }
+    if (opt.min_speedup)
+      return fail(kUsageError, "--min-speedup applies to a Pareto set only (--sizes FROM:TO, e.g. 1K:1G)");
     uint64_t costing_size = 0;
     if (!opt.size.empty()) {
       const std::optional<uint64_t> parsed = parseNcclTestsSize(opt.size);
@@ -699,6 +711,11 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
                   "4) builds the collective's Pareto set instead: every method and protocol, NCCL's windows marked, "
                   "-o DIR gets one MSCCL XML per Braid window")
       ->capture_default_str();
+  cmd->add_option("--min-speedup", opt->min_speedup,
+                  fmt::format("Pareto set: Braid takes a size from NCCL only where NCCL's choice is predicted to take "
+                              "at least this x Braid's time (default {:.3f}: 1 + the simulator's worst validated error "
+                              "on NCCL's point-to-point programs; 1 = any predicted edge)",
+                              defaultParetoMinSpeedup()));
   cmd->callback([opt, exit_code]() { *exit_code = runSynth(*opt); });
 }
 

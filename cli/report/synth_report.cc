@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "braid/sketch.h"
+#include "common/text.h"
 #include "report/html_report.h"
 
 namespace braid::cli {
@@ -73,14 +74,7 @@ uint64_t peakRssBytes() {
 }
 
 std::string bytesText(uint64_t bytes) {
-  if (bytes == kUnlimitedBytes) return "inf";
-  const char* units[] = {"", "K", "M", "G", "T"};
-  int u = 0;
-  while (u < 4 && bytes != 0 && bytes % 1024 == 0) {
-    bytes /= 1024;
-    ++u;
-  }
-  return fmt::format("{}{}", bytes, units[u]);
+  return bytes == kUnlimitedBytes ? "inf" : ncclTestsSizeText(bytes);
 }
 
 std::string windowEndText(uint64_t max_bytes) {
@@ -106,6 +100,7 @@ std::string paretoSetTable(const CollectiveParetoSet& set) {
 Json paretoSetJson(const CollectiveParetoSet& set, const std::vector<std::string>& files) {
   Json j;
   j["collective"] = collectiveName(set.collective);
+  j["min_speedup"] = set.min_speedup;
   j["windows"] = Json::array();
   for (size_t i = 0; i < set.windows.size(); ++i) {
     const ParetoWindow& w = set.windows[i];

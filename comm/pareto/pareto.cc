@@ -13,10 +13,12 @@
 
 #include "braid/classic.h"
 #include "braid/classic_blocks.h"
+#include "braid/sim_accuracy.h"
 #include "braid/simulate.h"
 #include "braid/synthesize.h"
 #include "comm/pareto/compare.h"
 #include "common/log.h"
+#include "common/text.h"
 
 namespace braid {
 namespace {
@@ -233,7 +235,7 @@ uint64_t geometricMidpoint(uint64_t a, uint64_t b) {
   return static_cast<uint64_t>(std::sqrt(static_cast<double>(a) * static_cast<double>(b)));
 }
 
-/// Relative difference below which Braid's best and NCCL's choice are a tie (Braid keeps the size).
+/// Relative difference below which NCCL's time and min_speedup x Braid's best are a tie (Braid keeps the size).
 constexpr double kTieTolerance = 1e-9;
 
 /// The fastest variant at each measured size (the first listed on ties), and whether NCCL beats it there.
@@ -244,7 +246,7 @@ struct Winner {
   bool operator==(const Winner& o) const { return nccl == o.nccl && (nccl || variant == o.variant); }
 };
 
-std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparison& reference) {
+std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparison& reference, double min_speedup) {
   std::vector<Winner> out(reference.sizes.size());
   for (size_t i = 0; i < reference.sizes.size(); ++i) {
     double best = std::numeric_limits<double>::infinity();
@@ -254,11 +256,28 @@ std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparis
         out[i].variant = static_cast<int>(v);
       }
     }
-    // NCCL takes the size only when faster by more than rounding (equal simulations may differ in the last bits).
+    // Braid keeps the size when NCCL takes min_speedup x its time or more (up to rounding: equal simulations may
+    // differ in the last bits).
     const std::optional<double>& nccl = reference.sizes[i].nccl_us;
-    out[i].nccl = nccl && *nccl < best * (1 - kTieTolerance);
+    out[i].nccl = nccl && *nccl < best * min_speedup * (1 - kTieTolerance);
   }
   return out;
+}
+
+/// The note naming the sizes Braid's fastest candidate was predicted faster at, but by less than the margin.
+std::optional<std::string> marginNote(const std::vector<Variant>& variants, const Comparison& reference,
+                                      const std::vector<Winner>& won, double min_speedup) {
+  std::vector<std::string> kept;
+  for (size_t i = 0; i < won.size(); ++i) {
+    const std::optional<double>& nccl = reference.sizes[i].nccl_us;
+    if (!won[i].nccl || won[i].variant < 0 || !nccl) continue;
+    const double braid_us = variants[won[i].variant].us[i];
+    if (braid_us < *nccl) kept.push_back(fmt::format("{} ({:.3f}x)", ncclTestsSizeText(reference.sizes[i].size_bytes),
+                                                     *nccl / braid_us));
+  }
+  if (kept.empty()) return std::nullopt;
+  return fmt::format("left to NCCL though Braid's fastest is predicted faster, by less than the margin of {:.3f}x: {}",
+                     min_speedup, fmt::join(kept, ", "));
 }
 
 std::string variantLabel(const ParetoCandidate& candidate, const Variant& v) {
@@ -278,12 +297,19 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
     return invalidArgument(fmt::format("Pareto set: {} is not allgather, reducescatter, allreduce or alltoall",
                                        collectiveName(collective)));
   }
+  const double min_speedup = options.min_speedup.value_or(defaultParetoMinSpeedup());
+  if (!std::isfinite(min_speedup) || min_speedup < 1) {
+    return invalidArgument(fmt::format("Pareto set: min_speedup {} is not a finite number >= 1 (the predicted "
+                                       "speedup over NCCL's choice Braid needs to take a size)",
+                                       min_speedup));
+  }
   std::vector<uint64_t> requested = options.sizes.empty() ? defaultSizes() : options.sizes;
   std::sort(requested.begin(), requested.end());
   requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
 
   CollectiveParetoSet set;
   set.collective = collective;
+  set.min_speedup = min_speedup;
   BRAID_ASSIGN_OR_RETURN(std::vector<ParetoCandidate> candidates,
                          candidatesFor(collective, topology, topology_name, options, &set));
   if (!set.clock_cuts.empty()) {
@@ -309,7 +335,8 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
                            candidates.size(), sizes.size()));
   BRAID_ASSIGN_OR_RETURN(const std::vector<Variant> variants,
                          scoreVariants(candidates, topology, sizes, options, collective));
-  const std::vector<Winner> won = winners(variants, reference);
+  const std::vector<Winner> won = winners(variants, reference, min_speedup);
+  if (std::optional<std::string> note = marginNote(variants, reference, won, min_speedup)) set.notes.push_back(*note);
 
   size_t i = 0;
   while (i < sizes.size()) {
@@ -348,6 +375,8 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
   }
   return set;
 }
+
+double defaultParetoMinSpeedup() { return 1 + worstValidatedPointToPointOptimism(); }
 
 Result<std::vector<ParetoCandidate>> synthesizeParetoSet(const Topology& topology, const std::string& topology_name) {
   if (topology.numGpus() <= 0)

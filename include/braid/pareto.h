@@ -39,8 +39,8 @@ struct ParetoPoint {
 struct ParetoWindow {
   uint64_t min_bytes = 0;
   uint64_t max_bytes = kUnlimitedBytes;
-  /// NCCL's own choice is predicted faster than every Braid candidate at the sizes measured in the window: the
-  /// window is left to NCCL. `candidate` is then the fastest Braid candidate there (what a Braid communicator,
+  /// At the sizes measured in the window Braid's fastest candidate is not predicted faster than NCCL's own choice
+  /// by the set's min_speedup: the window is left to NCCL. `candidate` is then the fastest Braid candidate there (what a Braid communicator,
   /// which has no NCCL to hand over to, runs).
   bool nccl = false;
   ParetoCandidate candidate;  // window_min / window_max and algorithm.min_bytes / max_bytes set to the window
@@ -56,7 +56,14 @@ struct CollectiveParetoSet {
   /// "<candidate>: <stage>" for every synthesis stage the wall clock ended before its budget
   /// (SynthesisResult::clock_cuts); empty: the set depends on the inputs and the budget alone.
   std::vector<std::string> clock_cuts;
+  /// The margin the set was built with (ParetoOptions::min_speedup, resolved).
+  double min_speedup = 1;
 };
+
+/// ParetoOptions::min_speedup when none is given: 1 + worstValidatedPointToPointOptimism() (include/braid/
+/// sim_accuracy.h), 1.108 with docs/simulator.md's calibration. A predicted edge smaller than the error the
+/// simulator is known to make on NCCL's own point-to-point programs is not one Braid can stand behind.
+double defaultParetoMinSpeedup();
 
 struct ParetoOptions {
   /// Sizes measured (nccl-tests bytes); empty: 1 KiB, 4 KiB, ..., 1 GiB.
@@ -70,6 +77,10 @@ struct ParetoOptions {
   /// simulated candidate x protocol: once it has passed, the call returns kTimeout naming the stage it reached.
   /// Past the deadline the call runs at most one simulated candidate x protocol (or one instance count) more.
   std::optional<std::chrono::steady_clock::time_point> deadline;
+  /// Braid takes a size from NCCL only where NCCL's choice is predicted to take at least min_speedup x the time of
+  /// Braid's fastest candidate there (1: any predicted edge). nullopt: defaultParetoMinSpeedup(). Finite and >= 1,
+  /// else kInvalidArgument.
+  std::optional<double> min_speedup;
 };
 
 /// The Pareto set of `collective` (allgather, reducescatter, allreduce, alltoall) on `topology`. Candidates: the
@@ -78,13 +89,14 @@ struct ParetoOptions {
 /// recursive doubling, direct, double binary tree), each with each protocol (Simple, LL, LL128: MSCCL XML's
 /// `proto`) and, with Simple, with 2, 4 and 8 MSCCL instances where that is at least 1 % faster than fewer
 /// instances at the largest size (ParetoCandidate::instances; channels x instances <= 32). Every candidate is
-/// simulated at every measured size; the fastest wins the size, unless NCCL's own
-/// choice (compareAlgorithm's NCCL column: NCCL 2.28's tuning model, built in the IR and simulated the same way) is
-/// faster still, then NCCL does. Runs of one winner form a window (NCCL's sizes one window, whichever candidate is
+/// simulated at every measured size; the fastest wins the size if it is predicted at least options.min_speedup x
+/// faster than NCCL's own choice (compareAlgorithm's NCCL column: NCCL 2.28's tuning model, built in the IR and
+/// simulated the same way), else NCCL does (a note names the sizes the margin left to NCCL). Runs of one winner form a window (NCCL's sizes one window, whichever candidate is
 /// second there; its `candidate` is the fastest at the window's first size). LL and LL128 stop being simulated for
 /// a candidate after two sizes in a row at 1.5x its Simple time or more. A candidate that fails to synthesize is left
-/// out with a note. Errors: kInvalidArgument (no GPUs, another collective, no usable size), kUnsupported when no
-/// candidate can be built, kTimeout when options.deadline passes before the set is complete.
+/// out with a note. Errors: kInvalidArgument (no GPUs, another collective, no usable size, min_speedup below 1 or
+/// not finite), kUnsupported when no candidate can be built, kTimeout when options.deadline passes before the set
+/// is complete.
 Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
                                                           CollectiveKind collective, const ParetoOptions& options = {});
 

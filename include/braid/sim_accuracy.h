@@ -33,6 +33,13 @@ const SimCalibration* allReduceSimCalibration(NcclAlgo algo, Protocol protocol);
 /// RC-53, Simple, validated from 1 MiB (docs/simulator.md "Calibration: NCCL all-to-all"); nullptr for LL and LL128.
 const SimCalibration* allToAllSimCalibration(Protocol protocol);
 
+/// The largest error by which the simulator is known to be optimistic about a point-to-point program inside a
+/// validated band: the worst_optimistic of NCCL's ring in every protocol and of its all-to-all (p2p) program, the
+/// calibrated programs that move data over links as Braid's synthesized ones do (NVLS and NVLSTree, which emulate
+/// the switch's reduction, are left out). A fraction (0.108 with the calibration of docs/simulator.md: H20 log
+/// RC-53's all-to-all at +10.8 %).
+double worstValidatedPointToPointOptimism();
+
 /// Whether `bytes` lies inside `c`'s validated band.
 inline bool insideValidatedBand(const SimCalibration& c, uint64_t bytes) {
   return c.max_bytes != 0 && bytes >= c.min_bytes && bytes <= c.max_bytes;

@@ -143,6 +143,16 @@ std::optional<uint64_t> parseNcclTestsSize(const std::string& text) {
   return value * multiplier;
 }
 
+std::string ncclTestsSizeText(uint64_t bytes) {
+  static const char* const kUnits[] = {"", "K", "M", "G", "T"};
+  int u = 0;
+  while (u < 4 && bytes != 0 && bytes % 1024 == 0) {
+    bytes /= 1024;
+    ++u;
+  }
+  return std::to_string(bytes) + kUnits[u];
+}
+
 std::string yamlQuote(const std::string& s) {
   std::string out = "\"";
   for (unsigned char c : s) {

@@ -1,6 +1,7 @@
 // The calibration's validated bands per NCCL all-reduce entry (include/braid/sim_accuracy.h).
 #include "braid/sim_accuracy.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace braid {
@@ -58,6 +59,14 @@ constexpr SimCalibration kAllToAllCalibration = {
 
 const SimCalibration* allToAllSimCalibration(Protocol protocol) {
   return protocol == Protocol::kSimple ? &kAllToAllCalibration : nullptr;
+}
+
+double worstValidatedPointToPointOptimism() {
+  double worst = kAllToAllCalibration.max_bytes != 0 ? kAllToAllCalibration.worst_optimistic : 0.0;
+  for (const SimCalibration& c : kAllReduceCalibration) {
+    if (c.algo == NcclAlgo::kRing && c.max_bytes != 0) worst = std::max(worst, c.worst_optimistic);
+  }
+  return worst;
 }
 
 const SimCalibration* allReduceSimCalibration(NcclAlgo algo, Protocol protocol) {
