@@ -73,9 +73,7 @@ uint64_t peakRssBytes() {
   return static_cast<uint64_t>(usage.ru_maxrss) * 1024;  // Linux reports kilobytes
 }
 
-std::string bytesText(uint64_t bytes) {
-  return bytes == kUnlimitedBytes ? "inf" : ncclTestsSizeText(bytes);
-}
+std::string bytesText(uint64_t bytes) { return bytes == kUnlimitedBytes ? "inf" : ncclTestsSizeText(bytes); }
 
 std::string windowEndText(uint64_t max_bytes) {
   return max_bytes == kUnlimitedBytes ? "inf" : bytesText(max_bytes + 1);

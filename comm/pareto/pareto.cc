@@ -272,8 +272,8 @@ std::optional<std::string> marginNote(const std::vector<Variant>& variants, cons
     const std::optional<double>& nccl = reference.sizes[i].nccl_us;
     if (!won[i].nccl || won[i].variant < 0 || !nccl) continue;
     const double braid_us = variants[won[i].variant].us[i];
-    if (braid_us < *nccl) kept.push_back(fmt::format("{} ({:.3f}x)", ncclTestsSizeText(reference.sizes[i].size_bytes),
-                                                     *nccl / braid_us));
+    if (braid_us < *nccl)
+      kept.push_back(fmt::format("{} ({:.3f}x)", ncclTestsSizeText(reference.sizes[i].size_bytes), *nccl / braid_us));
   }
   if (kept.empty()) return std::nullopt;
   return fmt::format("left to NCCL though Braid's fastest is predicted faster, by less than the margin of {:.3f}x: {}",
@@ -299,9 +299,10 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
   }
   const double min_speedup = options.min_speedup.value_or(defaultParetoMinSpeedup());
   if (!std::isfinite(min_speedup) || min_speedup < 1) {
-    return invalidArgument(fmt::format("Pareto set: min_speedup {} is not a finite number >= 1 (the predicted "
-                                       "speedup over NCCL's choice Braid needs to take a size)",
-                                       min_speedup));
+    return invalidArgument(
+        fmt::format("Pareto set: min_speedup {} is not a finite number >= 1 (the predicted "
+                    "speedup over NCCL's choice Braid needs to take a size)",
+                    min_speedup));
   }
   std::vector<uint64_t> requested = options.sizes.empty() ? defaultSizes() : options.sizes;
   std::sort(requested.begin(), requested.end());

@@ -40,8 +40,8 @@ struct ParetoWindow {
   uint64_t min_bytes = 0;
   uint64_t max_bytes = kUnlimitedBytes;
   /// At the sizes measured in the window Braid's fastest candidate is not predicted faster than NCCL's own choice
-  /// by the set's min_speedup: the window is left to NCCL. `candidate` is then the fastest Braid candidate there (what a Braid communicator,
-  /// which has no NCCL to hand over to, runs).
+  /// by the set's min_speedup: the window is left to NCCL. `candidate` is then the fastest Braid candidate there (what
+  /// a Braid communicator, which has no NCCL to hand over to, runs).
   bool nccl = false;
   ParetoCandidate candidate;  // window_min / window_max and algorithm.min_bytes / max_bytes set to the window
 };
@@ -91,12 +91,12 @@ struct ParetoOptions {
 /// instances at the largest size (ParetoCandidate::instances; channels x instances <= 32). Every candidate is
 /// simulated at every measured size; the fastest wins the size if it is predicted at least options.min_speedup x
 /// faster than NCCL's own choice (compareAlgorithm's NCCL column: NCCL 2.28's tuning model, built in the IR and
-/// simulated the same way), else NCCL does (a note names the sizes the margin left to NCCL). Runs of one winner form a window (NCCL's sizes one window, whichever candidate is
-/// second there; its `candidate` is the fastest at the window's first size). LL and LL128 stop being simulated for
-/// a candidate after two sizes in a row at 1.5x its Simple time or more. A candidate that fails to synthesize is left
-/// out with a note. Errors: kInvalidArgument (no GPUs, another collective, no usable size, min_speedup below 1 or
-/// not finite), kUnsupported when no candidate can be built, kTimeout when options.deadline passes before the set
-/// is complete.
+/// simulated the same way), else NCCL does (a note names the sizes the margin left to NCCL). Runs of one winner form a
+/// window (NCCL's sizes one window, whichever candidate is second there; its `candidate` is the fastest at the window's
+/// first size). LL and LL128 stop being simulated for a candidate after two sizes in a row at 1.5x its Simple time or
+/// more. A candidate that fails to synthesize is left out with a note. Errors: kInvalidArgument (no GPUs, another
+/// collective, no usable size, min_speedup below 1 or not finite), kUnsupported when no candidate can be built,
+/// kTimeout when options.deadline passes before the set is complete.
 Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
                                                           CollectiveKind collective, const ParetoOptions& options = {});
 
