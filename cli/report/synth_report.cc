@@ -62,7 +62,10 @@ std::string boundRatio(double v) { return v > 0 ? fmt::format("{:.2f}", v) : std
 Json optionalJson(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
 std::string servedBy(const ParetoWindow& w, const std::string& nccl_choice) {
-  return w.nccl ? "NCCL " + nccl_choice : w.candidate.source;
+  if (!w.nccl) return w.candidate.source;
+  // What a Braid communicator runs there: a run of NCCL's sizes is split where it changes.
+  return w.candidate.source.empty() ? "NCCL " + nccl_choice
+                                    : fmt::format("NCCL {} (else {})", nccl_choice, w.candidate.source);
 }
 
 }  // namespace

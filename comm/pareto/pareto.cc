@@ -242,8 +242,9 @@ constexpr double kTieTolerance = 1e-9;
 struct Winner {
   int variant = -1;
   bool nccl = false;
-  /// NCCL's sizes form one window whichever Braid candidate comes second there.
-  bool operator==(const Winner& o) const { return nccl == o.nccl && (nccl || variant == o.variant); }
+  /// A window is a run of sizes with one server and one Braid candidate: a run left to NCCL is split where Braid's
+  /// fastest changes, since that candidate is what a Braid communicator (no NCCL to hand over to) runs there.
+  bool operator==(const Winner& o) const { return nccl == o.nccl && variant == o.variant; }
 };
 
 std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparison& reference, double min_speedup) {

@@ -91,12 +91,12 @@ struct ParetoOptions {
 /// instances at the largest size (ParetoCandidate::instances; channels x instances <= 32). Every candidate is
 /// simulated at every measured size; the fastest wins the size if it is predicted at least options.min_speedup x
 /// faster than NCCL's own choice (compareAlgorithm's NCCL column: NCCL 2.28's tuning model, built in the IR and
-/// simulated the same way), else NCCL does (a note names the sizes the margin left to NCCL). Runs of one winner form a
-/// window (NCCL's sizes one window, whichever candidate is second there; its `candidate` is the fastest at the window's
-/// first size). LL and LL128 stop being simulated for a candidate after two sizes in a row at 1.5x its Simple time or
-/// more. A candidate that fails to synthesize is left out with a note. Errors: kInvalidArgument (no GPUs, another
-/// collective, no usable size, min_speedup below 1 or not finite), kUnsupported when no candidate can be built,
-/// kTimeout when options.deadline passes before the set is complete.
+/// simulated the same way), else NCCL does (a note names the sizes the margin left to NCCL). Runs of one server and
+/// one Braid candidate form a window (a run left to NCCL is split where Braid's fastest changes: its `candidate` is
+/// what a Braid communicator runs there). LL and LL128 stop being simulated for a candidate after two sizes in a row
+/// at 1.5x its Simple time or more. A candidate that fails to synthesize is left out with a note. Errors:
+/// kInvalidArgument (no GPUs, another collective, no usable size, min_speedup below 1 or not finite), kUnsupported when
+/// no candidate can be built, kTimeout when options.deadline passes before the set is complete.
 Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
                                                           CollectiveKind collective, const ParetoOptions& options = {});
 

@@ -37,7 +37,9 @@ CollectiveParetoSet setFor(const std::string& topology_name, CollectiveKind coll
 }
 
 // Windows in order, from 0 to unlimited, each starting one byte after the previous one ends; every point inside its
-// window; every window holding a point.
+// window; every window holding a point; each window's candidate the fastest Braid candidate at each of its sizes
+// (NCCL's windows too: a Braid communicator runs it there), and neighbouring windows differing in server or
+// candidate.
 void expectCoverage(const CollectiveParetoSet& set) {
   ASSERT_FALSE(set.windows.empty());
   EXPECT_EQ(set.windows.front().min_bytes, 0u);
@@ -58,6 +60,12 @@ void expectCoverage(const CollectiveParetoSet& set) {
     EXPECT_GE(p.size_bytes, set.windows[p.window].min_bytes);
     EXPECT_LE(p.size_bytes, set.windows[p.window].max_bytes);
     ++points_in[p.window];
+    EXPECT_EQ(p.braid_label, set.windows[p.window].candidate.source) << p.size_bytes;
+  }
+  for (size_t i = 1; i < set.windows.size(); ++i) {
+    const ParetoWindow& a = set.windows[i - 1];
+    const ParetoWindow& b = set.windows[i];
+    EXPECT_FALSE(a.nccl == b.nccl && a.candidate.source == b.candidate.source) << "windows " << i - 1 << " and " << i;
   }
   for (size_t i = 0; i < points_in.size(); ++i) EXPECT_GT(points_in[i], 0) << "window " << i << " has no size";
 }
@@ -192,6 +200,23 @@ TEST(ParetoSet, TheMarginLeavesSmallPredictedEdgesToNccl) {
     EXPECT_EQ(set.status().code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_NE(set.status().message().find("min_speedup"), std::string::npos) << set.status().message();
   }
+}
+
+// On dgx2-x1 NCCL's all-to-all (p2p/Simple) is within the margin of Braid's best from 256 KiB up, while Braid's
+// best changes with the size (expectCoverage: each window's candidate is the fastest at each of its sizes): the
+// sizes left to NCCL come in more than one window.
+TEST(ParetoSet, SizesLeftToNcclAreSplitWhereBraidsCandidateChanges) {
+  const CollectiveParetoSet set =
+      setFor("dgx2-x1", CollectiveKind::kAllToAll, {256 << 10, 16 << 20, uint64_t{64} << 20});
+  expectCoverage(set);
+  expectNeverSlowerThanNccl(set);
+  std::set<std::string> labels;
+  for (const ParetoPoint& p : set.points) {
+    EXPECT_TRUE(set.windows[p.window].nccl) << p.size_bytes;
+    labels.insert(p.braid_label);
+  }
+  ASSERT_GT(labels.size(), 1u) << "the case needs Braid's best to change between the sizes";
+  EXPECT_EQ(set.windows.size(), labels.size());
 }
 
 // ParetoOptions::deadline: one already passed ends the call before its first synthesis; one a second away, on a set
