@@ -60,7 +60,7 @@ struct SynthCmdOptions {
   std::optional<int> pieces;
   std::optional<int> sccl_steps, sccl_rounds, sccl_chunks;  // sccl only; 0 / absent: searched
   std::string sccl_objective;                               // sccl only: latency (default) | bandwidth
-  std::optional<double> min_speedup;                        // Pareto set only; default defaultParetoMinSpeedup()
+  std::optional<std::string> min_speedup;                   // Pareto set only; default defaultParetoMinSpeedup()
 };
 
 std::string lower(std::string text) {
@@ -213,6 +213,17 @@ std::optional<std::vector<uint64_t>> parseSizeRange(const std::string& text) {
   return sizes;
 }
 
+/// --min-speedup: a decimal number (digits, one optional point, an optional exponent) in [1, 1000]; nullopt
+/// otherwise (empty, hexadecimal, inf, nan, out of range).
+std::optional<double> parseMinSpeedup(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !(value >= 1 && value <= 1000)) return std::nullopt;
+  return value;
+}
+
 /// `braid synth --sizes FROM:TO`: the collective's Pareto set (include/braid/pareto.h), its table, the algorithm of
 /// every window Braid serves written into the directory -o (MSCCL XML, minBytes/maxBytes set), --json the set.
 int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const std::vector<uint64_t>& sizes) {
@@ -241,10 +252,14 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
                                             collectiveName(collective)));
   }
   if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) throw CmdError(kUsageError, *error);
-  if (opt.min_speedup && !(*opt.min_speedup >= 1 && std::isfinite(*opt.min_speedup))) {
-    throw CmdError(kUsageError, fmt::format("--min-speedup {}: not a number >= 1 (1: any predicted edge over NCCL "
-                                            "takes a size)",
-                                            *opt.min_speedup));
+  std::optional<double> min_speedup;
+  if (opt.min_speedup) {
+    min_speedup = parseMinSpeedup(*opt.min_speedup);
+    if (!min_speedup) {
+      throw CmdError(kUsageError, fmt::format("--min-speedup '{}': not a decimal number in [1, 1000] (1: Braid takes "
+                                              "every size where it is predicted at least as fast as NCCL)",
+                                              *opt.min_speedup));
+    }
   }
   std::error_code ec;
   // A missing -o directory is created when the set is written (its parent must exist); anything else there is an
@@ -254,6 +269,12 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
     if (std::filesystem::exists(opt.out, ec))
       throw CmdError(kFailure,
                      fmt::format("-o {}: a Pareto set is written into a directory, and this is none", opt.out));
+    const std::string extension = lower(std::filesystem::path(opt.out).extension().string());
+    if (extension == ".xml" || extension == ".json") {
+      throw CmdError(kUsageError, fmt::format("-o {}: a Pareto set writes one MSCCL XML per Braid window into a "
+                                              "directory; name a directory (created when missing), not a {} file",
+                                              opt.out, extension));
+    }
     // The directory is created as a file would be: its parent must exist and take it.
     if (std::optional<std::string> error = outputPathsError({opt.out})) throw CmdError(kFailure, *error);
     create_out = true;
@@ -296,7 +317,7 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   options.sizes = sizes;
   options.time_limit_s = opt.time_limit_s;
   options.budget_units = parseBudget(opt.budget);
-  options.min_speedup = opt.min_speedup;
+  options.min_speedup = min_speedup;
   auto last_line = std::chrono::steady_clock::now() - std::chrono::seconds(1);
   options.progress = [&start, &last_line](const std::string& line) {
     const auto now = std::chrono::steady_clock::now();
@@ -306,6 +327,8 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   };
   Result<CollectiveParetoSet> set = synthesizeCollectiveParetoSet(topology, topology.name, collective, options);
   if (!set) throw CmdError(kFailure, set.status().message());
+  for (size_t i = 0; i < topology.notes.size(); ++i)
+    set->notes.insert(set->notes.begin() + static_cast<std::ptrdiff_t>(i), "topology: " + topology.notes[i]);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Every file is written whole; if one fails, those already written are removed (none or all of the set).
   std::vector<std::string> files(set->windows.size()), written;
@@ -365,12 +388,14 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   out += fmt::format(
       "# times: Braid's simulator, float, out-of-place; NCCL = NCCL 2.28's own choice (its tuning model) built in "
       "the IR and simulated the same way; cut bound = ForestColl's hardware cut bound; NCCL/Braid > 1: Braid "
-      "faster; Braid takes a size only at NCCL/Braid >= {:.3f} (--min-speedup)\n",
+      "faster; Braid takes a size only at NCCL/Braid >= {} (--min-speedup)\n",
       set->min_speedup);
   out += paretoSetTable(*set);
   for (const std::string& n : set->notes) out += "# note: " + n + "\n";
   for (const std::string& f : files)
     if (!f.empty()) out += fmt::format("# wrote {}\n", f);
+  if (!opt.out.empty() && std::all_of(files.begin(), files.end(), [](const std::string& f) { return f.empty(); }))
+    out += fmt::format("# no window is served by Braid: no algorithm file written to {}\n", opt.out);
   if (!opt.json.empty()) out += fmt::format("# report {}\n", opt.json);
   std::cout << out;
   std::cout.flush();
@@ -712,9 +737,10 @@ void registerSynthCommand(CLI::App& app, int* exit_code) {
                   "-o DIR gets one MSCCL XML per Braid window")
       ->capture_default_str();
   cmd->add_option("--min-speedup", opt->min_speedup,
-                  fmt::format("Pareto set: Braid takes a size from NCCL only where NCCL's choice is predicted to take "
-                              "at least this x Braid's time (default {:.3f}: 1 + the simulator's worst validated error "
-                              "on NCCL's point-to-point programs; 1 = any predicted edge)",
+                  fmt::format("with --sizes FROM:TO: Braid takes a size from NCCL only where NCCL's choice is "
+                              "predicted to take at least this x Braid's time (1..1000; default {}: 1 + the "
+                              "simulator's worst validated error on NCCL's point-to-point programs; 1 = every size "
+                              "where Braid is predicted at least as fast)",
                               defaultParetoMinSpeedup()));
   cmd->callback([opt, exit_code]() { *exit_code = runSynth(*opt); });
 }

@@ -12,7 +12,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -48,6 +50,14 @@ const braid::ParetoPoint* pointAt(const braid::CollectiveParetoSet& set, uint64_
   return best;
 }
 
+/// `text` as a finite number > 0, the whole of it; nullopt otherwise.
+std::optional<double> positiveNumber(const std::string& text) {
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || !(value > 0)) return std::nullopt;
+  return value;
+}
+
 std::string ratio(std::optional<double> num, double den) {
   return num && den > 0 ? fmt::format("{:.2f}", *num / den) : "-";
 }
@@ -74,10 +84,14 @@ int main(int argc, char** argv) {
       collectives = split(value, ',');
     } else if (arg == "--sizes") {
       range = value;
-    } else if (arg == "--time-limit") {
-      time_limit = std::stod(value);
-    } else if (arg == "--min-speedup") {
-      min_speedup = std::stod(value);
+    } else if (arg == "--time-limit" || arg == "--min-speedup") {
+      const std::optional<double> number = positiveNumber(value);
+      if (!number || (arg == "--min-speedup" && *number < 1)) {
+        std::cerr << "pareto_benchmark: " << arg << " " << value << " is not a number"
+                  << (arg == "--min-speedup" ? " >= 1" : " > 0") << "\n";
+        return 2;
+      }
+      (arg == "--time-limit" ? time_limit : min_speedup) = *number;
     } else {
       std::cerr << "pareto_benchmark: unknown option " << arg << "\n";
       return 2;
@@ -96,7 +110,7 @@ int main(int argc, char** argv) {
   fmt::print(
       "# Braid Pareto-set benchmark: sizes {} x4, time limit {} s per synthesis; Braid = the set's time (its "
       "fastest candidate, or NCCL's choice in windows left to NCCL); Braid's simulator, float, out-of-place; Braid "
-      "takes a size only at a predicted NCCL/Braid >= {:.3f} (--min-speedup)\n",
+      "takes a size only at a predicted NCCL/Braid >= {} (--min-speedup)\n",
       range, time_limit, min_speedup);
   fmt::print(
       "# NCCL/Braid and ring/Braid > 1: the set is faster than NCCL's choice / NCCL's ring; Braid/cut: the "

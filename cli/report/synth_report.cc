@@ -61,11 +61,18 @@ std::string ratio(const std::optional<double>& v) {
 std::string boundRatio(double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); }
 Json optionalJson(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
-std::string servedBy(const ParetoWindow& w, const std::string& nccl_choice) {
+/// Who serves window `index`: Braid's candidate, or "NCCL <its choices in the window> (else <Braid's candidate>)".
+std::string servedBy(const CollectiveParetoSet& set, int index) {
+  const ParetoWindow& w = set.windows[index];
   if (!w.nccl) return w.candidate.source;
+  std::vector<std::string> choices;
+  for (const ParetoPoint& p : set.points) {
+    if (p.window == index && std::find(choices.begin(), choices.end(), p.nccl_choice) == choices.end())
+      choices.push_back(p.nccl_choice);
+  }
+  const std::string nccl = fmt::format("NCCL {}", fmt::join(choices, ", "));
   // What a Braid communicator runs there: a run of NCCL's sizes is split where it changes.
-  return w.candidate.source.empty() ? "NCCL " + nccl_choice
-                                    : fmt::format("NCCL {} (else {})", nccl_choice, w.candidate.source);
+  return w.candidate.source.empty() ? nccl : fmt::format("{} (else {})", nccl, w.candidate.source);
 }
 
 }  // namespace
@@ -92,7 +99,7 @@ std::string paretoSetTable(const CollectiveParetoSet& set) {
     last_window = p.window;
     const std::string speedup = p.nccl_us && p.braid_us > 0 ? fmt::format("{:.2f}", *p.nccl_us / p.braid_us) : "-";
     rows.push_back({first ? fmt::format("[{}, {})", bytesText(w.min_bytes), windowEndText(w.max_bytes)) : "",
-                    first ? servedBy(w, p.nccl_choice) : "", bytesText(p.size_bytes), us(p.braid_us), us(p.nccl_us),
+                    first ? servedBy(set, p.window) : "", bytesText(p.size_bytes), us(p.braid_us), us(p.nccl_us),
                     p.nccl_choice, us(p.cut_bound_us), speedup});
   }
   return layout(rows, {0, 1, 5}, "  ");

@@ -102,12 +102,15 @@ std::function<Result<double>(const Algorithm&, uint64_t)> simulatedScore(const T
   };
 }
 
+const SimCalibration* validatedBandFor(CollectiveKind collective, Protocol protocol) {
+  return collective == CollectiveKind::kAllToAll ? allToAllSimCalibration(protocol)
+                                                 : allReduceSimCalibration(NcclAlgo::kRing, protocol);
+}
+
 std::optional<std::string> unvalidatedWinNote(CollectiveKind collective, Protocol protocol, uint64_t bytes,
                                               double speedup) {
   if (!(speedup > 1)) return std::nullopt;
-  const SimCalibration* band = collective == CollectiveKind::kAllToAll
-                                   ? allToAllSimCalibration(protocol)
-                                   : allReduceSimCalibration(NcclAlgo::kRing, protocol);
+  const SimCalibration* band = validatedBandFor(collective, protocol);
   if (band != nullptr && insideValidatedBand(*band, bytes)) return std::nullopt;
   return fmt::format(
       "{:.3f}x over NCCL rests on the simulator's {} outside its validated band ({}); it may not hold on the GPU "

@@ -28,6 +28,7 @@
 #include "braid/collective.h"
 #include "braid/nccl_model.h"
 #include "braid/nccl_runs.h"
+#include "braid/sim_accuracy.h"
 #include "braid/simulate.h"
 #include "braid/status.h"
 #include "braid/topology.h"
@@ -81,6 +82,10 @@ std::vector<std::string> boundLegend(CollectiveKind collective);
 
 /// "the reduce-scatter + all-gather bound (...)" for all-reduce; empty for other collectives.
 std::string allReduceBoundNote(CollectiveKind collective);
+
+/// The calibration that stands for a Braid program in `protocol` (sim_accuracy.h): NCCL's p2p program for all-to-all,
+/// NCCL's ring in that protocol for the other collectives; nullptr where none was measured.
+const SimCalibration* validatedBandFor(CollectiveKind collective, Protocol protocol);
 
 /// A note for a row where Braid's simulated time beats NCCL's (`speedup` = NCCL time / Braid time > 1) at `bytes` with
 /// Braid's program in `protocol` outside that protocol's validated band (sim_accuracy.h: for all-to-all NCCL's p2p

@@ -265,20 +265,47 @@ std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparis
   return out;
 }
 
-/// The note naming the sizes Braid's fastest candidate was predicted faster at, but by less than the margin.
+/// The note naming the sizes where Braid's fastest candidate was predicted faster than NCCL's choice, visibly (by
+/// 0.05 % or more), but by less than the margin.
 std::optional<std::string> marginNote(const std::vector<Variant>& variants, const Comparison& reference,
                                       const std::vector<Winner>& won, double min_speedup) {
   std::vector<std::string> kept;
   for (size_t i = 0; i < won.size(); ++i) {
     const std::optional<double>& nccl = reference.sizes[i].nccl_us;
     if (!won[i].nccl || won[i].variant < 0 || !nccl) continue;
-    const double braid_us = variants[won[i].variant].us[i];
-    if (braid_us < *nccl)
-      kept.push_back(fmt::format("{} ({:.3f}x)", ncclTestsSizeText(reference.sizes[i].size_bytes), *nccl / braid_us));
+    const double speedup = *nccl / variants[won[i].variant].us[i];
+    if (speedup >= 1.0005)
+      kept.push_back(fmt::format("{} ({:.3f}x)", ncclTestsSizeText(reference.sizes[i].size_bytes), speedup));
   }
   if (kept.empty()) return std::nullopt;
-  return fmt::format("left to NCCL though Braid's fastest is predicted faster, by less than the margin of {:.3f}x: {}",
+  return fmt::format("left to NCCL though Braid's fastest is predicted faster, by less than the margin of {}x: {}",
                      min_speedup, fmt::join(kept, ", "));
+}
+
+/// Per protocol, the sizes Braid serves where its protocol lies outside the simulator's validated band
+/// (validatedBandFor): there the predicted speedup, margin included, may be the simulator's optimism.
+std::vector<std::string> unvalidatedWindowNotes(CollectiveKind collective, const std::vector<Variant>& variants,
+                                                const Comparison& reference, const std::vector<Winner>& won) {
+  std::vector<std::string> out;
+  for (Protocol protocol : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
+    const SimCalibration* band = validatedBandFor(collective, protocol);
+    std::vector<std::string> sizes;
+    for (size_t i = 0; i < won.size(); ++i) {
+      const std::optional<double>& nccl = reference.sizes[i].nccl_us;
+      if (won[i].nccl || won[i].variant < 0 || !nccl) continue;
+      const Variant& v = variants[won[i].variant];
+      const uint64_t bytes = reference.sizes[i].size_bytes;
+      if (v.protocol != protocol || (band != nullptr && insideValidatedBand(*band, bytes))) continue;
+      sizes.push_back(fmt::format("{} ({:.2f}x)", ncclTestsSizeText(bytes), *nccl / v.us[i]));
+    }
+    if (sizes.empty()) continue;
+    out.push_back(fmt::format(
+        "Braid's {} windows at {} rest on the simulator outside its validated band ({}): measure them before relying "
+        "on them (docs/simulator.md, Calibration)",
+        protocolName(protocol), fmt::join(sizes, ", "),
+        band != nullptr ? band->outside : "no published measurement of NCCL in it"));
+  }
+  return out;
 }
 
 std::string variantLabel(const ParetoCandidate& candidate, const Variant& v) {
@@ -293,6 +320,12 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
                                                           CollectiveKind collective, const ParetoOptions& options) {
   if (topology.numGpus() <= 0)
     return invalidArgument(fmt::format("Pareto set: topology {} has no GPUs", topology_name));
+  if (topology.numGpus() == 1) {
+    return invalidArgument(
+        fmt::format("Pareto set: topology {} has one GPU: a collective of one rank is a local copy "
+                    "(NCCL copies the buffer itself), with no algorithm to choose",
+                    topology_name));
+  }
   if (collective != CollectiveKind::kAllGather && collective != CollectiveKind::kReduceScatter &&
       collective != CollectiveKind::kAllReduce && collective != CollectiveKind::kAllToAll) {
     return invalidArgument(fmt::format("Pareto set: {} is not allgather, reducescatter, allreduce or alltoall",
@@ -339,6 +372,8 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
                          scoreVariants(candidates, topology, sizes, options, collective));
   const std::vector<Winner> won = winners(variants, reference, min_speedup);
   if (std::optional<std::string> note = marginNote(variants, reference, won, min_speedup)) set.notes.push_back(*note);
+  for (std::string& note : unvalidatedWindowNotes(collective, variants, reference, won))
+    set.notes.push_back(std::move(note));
 
   size_t i = 0;
   while (i < sizes.size()) {

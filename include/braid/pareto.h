@@ -95,8 +95,8 @@ struct ParetoOptions {
 /// one Braid candidate form a window (a run left to NCCL is split where Braid's fastest changes: its `candidate` is
 /// what a Braid communicator runs there). LL and LL128 stop being simulated for a candidate after two sizes in a row
 /// at 1.5x its Simple time or more. A candidate that fails to synthesize is left out with a note. Errors:
-/// kInvalidArgument (no GPUs, another collective, no usable size, min_speedup below 1 or not finite), kUnsupported when
-/// no candidate can be built, kTimeout when options.deadline passes before the set is complete.
+/// kInvalidArgument (fewer than 2 GPUs, another collective, no usable size, min_speedup below 1 or not finite),
+/// kUnsupported when no candidate can be built, kTimeout when options.deadline passes before the set is complete.
 Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topology, const std::string& topology_name,
                                                           CollectiveKind collective, const ParetoOptions& options = {});
 

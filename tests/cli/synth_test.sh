@@ -353,7 +353,12 @@ grep -q 'minBytes="0"' "$tmp"/set/allreduce-dgx-h100-x1-0-*.xml && ok || fail "f
 expect_rc 2 "Pareto set with --method" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M --method forest
 grep -q "does not apply to a Pareto set" "$tmp/err" && ok || fail "--method with a range: $(head -2 "$tmp/err")"
 expect_rc 2 "--min-speedup below 1" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M --min-speedup 0.9
-grep -q "min-speedup 0.9: not a number >= 1" "$tmp/err" && ok || fail "--min-speedup 0.9: $(head -2 "$tmp/err")"
+grep -q "min-speedup '0.9': not a decimal number in \[1, 1000\]" "$tmp/err" && ok || fail "--min-speedup 0.9: $(head -2 "$tmp/err")"
+for bad in "" nan 1e308 0x1.2p0; do
+  expect_rc 2 "--min-speedup '$bad'" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M --min-speedup "$bad"
+done
+expect_rc 2 "Pareto set -o naming an .xml file" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1K:1M -o "$tmp/set.xml"
+[ ! -e "$tmp/set.xml" ] && ok || fail "-o set.xml with a range created $tmp/set.xml"
 expect_rc 2 "--min-speedup without a Pareto set" -- "$braid" synth -t dgx-h100-x1 -c allreduce --min-speedup 1.2
 grep -q "applies to a Pareto set only" "$tmp/err" && ok || fail "--min-speedup alone: $(head -2 "$tmp/err")"
 expect_rc 2 "backwards range" -- "$braid" synth -t dgx-h100-x1 -c allreduce --sizes 1M:1K

@@ -155,6 +155,23 @@ TEST(ParetoSet, AllToAllAndBadRequests) {
   ASSERT_TRUE(topology.isOk());
   EXPECT_EQ(synthesizeCollectiveParetoSet(*topology, "pcie-2s4g", CollectiveKind::kBroadcast).status().code(),
             StatusCode::kInvalidArgument);
+  // One GPU: a local copy, nothing to choose.
+  Result<Topology> one = readTopologyYaml(R"(name: one-gpu
+templates:
+  box:
+    gpus: {count: 1, model: PCIe GPU}
+    switches:
+      - {name: cpu0, kind: cpu, numa: 0}
+    links:
+      - {a: gpu0, b: cpu0, kind: pcie, bandwidth: 24, alpha: 1.0}
+nodes: {template: box, count: 1}
+)",
+                                          "one-gpu.yaml");
+  ASSERT_TRUE(one.isOk()) << one.status().message();
+  Result<CollectiveParetoSet> alone = synthesizeCollectiveParetoSet(*one, "one-gpu", CollectiveKind::kAllGather);
+  ASSERT_FALSE(alone.isOk());
+  EXPECT_EQ(alone.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(alone.status().message().find("has one GPU"), std::string::npos) << alone.status().message();
 }
 
 // The margin: by default Braid needs a predicted speedup of 1 + the simulator's worst validated optimism on NCCL's
@@ -186,8 +203,16 @@ TEST(ParetoSet, TheMarginLeavesSmallPredictedEdgesToNccl) {
   for (const std::string& n : strict.notes) noted = noted || (n.find("margin of 1.108x: 256M") != std::string::npos);
   EXPECT_TRUE(noted);
   for (const std::string& n : any.notes) EXPECT_EQ(n.find("margin"), std::string::npos) << n;
-  // 1 KiB: LL against NCCL's ring, far beyond the margin.
-  EXPECT_FALSE(strict.windows[strict.points.front().window].nccl);
+  // 1 KiB: LL against NCCL's ring, far beyond the margin, but LL is validated only at 1-2 MiB (Ring/LL in
+  // docs/simulator.md's calibration): a note says the window rests on the simulator outside its band.
+  const ParetoPoint& small = strict.points.front();
+  EXPECT_FALSE(strict.windows[small.window].nccl);
+  ASSERT_EQ(strict.windows[small.window].candidate.algorithm.protocol, Protocol::kLL) << small.braid_label;
+  bool outside = false;
+  for (const std::string& n : strict.notes)
+    outside = outside || (n.rfind("Braid's LL windows at 1K (", 0) == 0 &&
+                          n.find("validated only at 1-2 MiB") != std::string::npos);
+  EXPECT_TRUE(outside);
 
   Result<Topology> topology = loadTopologyOrShipped("pcie-2s4g");
   ASSERT_TRUE(topology.isOk());
