@@ -238,7 +238,8 @@ uint64_t geometricMidpoint(uint64_t a, uint64_t b) {
 /// Relative difference below which NCCL's time and min_speedup x Braid's best are a tie (Braid keeps the size).
 constexpr double kTieTolerance = 1e-9;
 
-/// The fastest variant at each measured size (the first listed on ties), and whether NCCL beats it there.
+/// The fastest variant at each measured size (the first listed on ties), and whether the size is NCCL's (that
+/// variant not predicted min_speedup x faster than NCCL's choice).
 struct Winner {
   int variant = -1;
   bool nccl = false;
