@@ -50,8 +50,9 @@ const braid::ParetoPoint* pointAt(const braid::CollectiveParetoSet& set, uint64_
   return best;
 }
 
-/// `text` as a finite number > 0, the whole of it; nullopt otherwise.
+/// `text` as a decimal number > 0 (digits, a point, an exponent), the whole of it; nullopt otherwise.
 std::optional<double> positiveNumber(const std::string& text) {
+  if (text.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
   char* end = nullptr;
   const double value = std::strtod(text.c_str(), &end);
   if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || !(value > 0)) return std::nullopt;
@@ -86,9 +87,10 @@ int main(int argc, char** argv) {
       range = value;
     } else if (arg == "--time-limit" || arg == "--min-speedup") {
       const std::optional<double> number = positiveNumber(value);
-      if (!number || (arg == "--min-speedup" && *number < 1)) {
-        std::cerr << "pareto_benchmark: " << arg << " " << value << " is not a number"
-                  << (arg == "--min-speedup" ? " >= 1" : " > 0") << "\n";
+      const double most = arg == "--min-speedup" ? 1000 : 3600;
+      if (!number || (arg == "--min-speedup" && *number < 1) || *number > most) {
+        std::cerr << "pareto_benchmark: " << arg << " " << value << " is not a decimal number in "
+                  << (arg == "--min-speedup" ? "[1, 1000]" : "(0, 3600]") << "\n";
         return 2;
       }
       (arg == "--time-limit" ? time_limit : min_speedup) = *number;
@@ -96,6 +98,19 @@ int main(int argc, char** argv) {
       std::cerr << "pareto_benchmark: unknown option " << arg << "\n";
       return 2;
     }
+  }
+  for (const std::string& c : collectives) {
+    const std::optional<braid::CollectiveKind> kind = braid::parseCollective(c);
+    if (!kind || (*kind != braid::CollectiveKind::kAllGather && *kind != braid::CollectiveKind::kReduceScatter &&
+                  *kind != braid::CollectiveKind::kAllReduce && *kind != braid::CollectiveKind::kAllToAll)) {
+      std::cerr << "pareto_benchmark: --collectives: '" << c
+                << "' is not allgather, reducescatter, allreduce or alltoall\n";
+      return 2;
+    }
+  }
+  if (topologies.empty() || collectives.empty()) {
+    std::cerr << "pareto_benchmark: no topology or no collective to run\n";
+    return 2;
   }
   const std::vector<std::string> ends = split(range, ':');
   const std::optional<uint64_t> from = ends.size() == 2 ? braid::parseNcclTestsSize(ends[0]) : std::nullopt;

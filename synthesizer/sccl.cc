@@ -592,9 +592,10 @@ Result<ScclSolution> scclAllGather(const LogicalTopology& logical, const ScclReq
   }
   if (search.cutShort() || !search.open().empty()) {
     return Status(StatusCode::kTimeout,
-                  fmt::format("SCCL: no all-gather found within the budget or the time limit after {} checks "
+                  fmt::format("SCCL: no all-gather found within the budget or the time limit after {} check{} "
                               "(steps/rounds/chunks refuted: {}; undecided: {})",
-                              search.checks(), search.refuted(), fmt::join(search.open(), ", ")));
+                              search.checks(), search.checks() == 1 ? "" : "s", search.refuted(),
+                              fmt::join(search.open(), ", ")));
   }
   // Every instance tried was refuted. That proves no algorithm exists when the request fixed all three; otherwise
   // only that none exists within the search's range.

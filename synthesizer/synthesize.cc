@@ -803,16 +803,25 @@ Result<SynthesisResult> synthesize(const SynthesisRequest& request) {
   // runs; stopped (joined) when synthesize() returns.
   synth::Watchdog watchdog(start, ctx.deadline, request.progress, /*tick_s=*/0.1, /*heartbeat_s=*/0.5);
   ctx.watchdog = &watchdog;
+  Status ran;
   if (setup.forest && setup.coll == CollectiveKind::kAllToAll) {
-    BRAID_RETURN_IF_ERROR(synthesizeFlow(request, setup, ctx, &result));
+    ran = synthesizeFlow(request, setup, ctx, &result);
   } else if (setup.forest) {
-    BRAID_RETURN_IF_ERROR(synthesizeForest(request, setup, ctx, &result));
+    ran = synthesizeForest(request, setup, ctx, &result);
   } else if (setup.sccl) {
-    BRAID_RETURN_IF_ERROR(synthesizeSccl(request, setup, ctx, &result));
+    ran = synthesizeSccl(request, setup, ctx, &result);
   } else {
-    BRAID_RETURN_IF_ERROR(synthesizeTaccl(request, setup, ctx, &result));
+    ran = synthesizeTaccl(request, setup, ctx, &result);
   }
   result.clock_cuts = cuts.stages();
+  if (request.clock_cuts_out != nullptr) *request.clock_cuts_out = result.clock_cuts;
+  if (!ran.isOk()) {
+    if (result.clock_cuts.empty()) return ran;
+    return Status(ran.code(), fmt::format("{} (the wall-clock limit of {:g} s ended {} before the budget of {} "
+                                          "resource units: another run may find one)",
+                                          ran.message(), request.time_limit_s, fmt::join(result.clock_cuts, ", "),
+                                          result.budget_units));
+  }
   if (!result.clock_cuts.empty()) {
     result.notes.push_back(fmt::format(
         "the wall-clock limit of {:g} s ended {} before the budget of {} resource units: another run may give another "

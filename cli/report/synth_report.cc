@@ -113,9 +113,15 @@ Json paretoSetJson(const CollectiveParetoSet& set, const std::vector<std::string
   for (size_t i = 0; i < set.windows.size(); ++i) {
     const ParetoWindow& w = set.windows[i];
     const std::string file = i < files.size() ? files[i] : "";
+    Json choices = Json::array();  // NCCL's choices at the window's sizes, in size order
+    for (const ParetoPoint& p : set.points) {
+      if (p.window == static_cast<int>(i) && std::find(choices.begin(), choices.end(), p.nccl_choice) == choices.end())
+        choices.push_back(p.nccl_choice);
+    }
     j["windows"].push_back({{"min_bytes", w.min_bytes},
                             {"max_bytes", w.max_bytes == kUnlimitedBytes ? Json(nullptr) : Json(w.max_bytes)},
                             {"served_by", w.nccl ? "nccl" : "braid"},
+                            {"nccl_choices", choices},
                             {"algorithm", w.candidate.algorithm.name},
                             {"protocol", protocolName(w.candidate.algorithm.protocol)},
                             {"instances", w.candidate.instances},

@@ -89,9 +89,11 @@ Result<std::vector<ParetoCandidate>> candidatesFor(CollectiveKind kind, const To
       request.score = simulatedScore(topology);
       request.score_name = kSimulatedScoreName;
     }
+    std::vector<std::string> cut_stages;  // also when the synthesis fails: the set may differ on another run
+    request.clock_cuts_out = &cut_stages;
     Result<SynthesisResult> synthesized = synthesize(request);
+    for (const std::string& stage : cut_stages) set->clock_cuts.push_back(what + ": " + stage);
     if (synthesized.isOk()) {
-      for (const std::string& stage : synthesized->clock_cuts) set->clock_cuts.push_back(what + ": " + stage);
       ParetoCandidate c;
       c.algorithm = std::move(synthesized->algorithm);
       c.source = what + " " + topology_name;
@@ -266,6 +268,9 @@ std::vector<Winner> winners(const std::vector<Variant>& variants, const Comparis
   return out;
 }
 
+/// `ratio` rounded down to 3 decimals ("1.038" for 1.03889): never shown above a margin it is below.
+std::string flooredRatio(double ratio) { return fmt::format("{:.3f}", std::floor(ratio * 1000) / 1000); }
+
 /// The note naming the sizes where Braid's fastest candidate was predicted faster than NCCL's choice, visibly (by
 /// 0.05 % or more), but by less than the margin.
 std::optional<std::string> marginNote(const std::vector<Variant>& variants, const Comparison& reference,
@@ -276,7 +281,7 @@ std::optional<std::string> marginNote(const std::vector<Variant>& variants, cons
     if (!won[i].nccl || won[i].variant < 0 || !nccl) continue;
     const double speedup = *nccl / variants[won[i].variant].us[i];
     if (speedup >= 1.0005)
-      kept.push_back(fmt::format("{} ({:.3f}x)", ncclTestsSizeText(reference.sizes[i].size_bytes), speedup));
+      kept.push_back(fmt::format("{} ({}x)", ncclTestsSizeText(reference.sizes[i].size_bytes), flooredRatio(speedup)));
   }
   if (kept.empty()) return std::nullopt;
   return fmt::format("left to NCCL though Braid's fastest is predicted faster, by less than the margin of {}x: {}",
@@ -297,7 +302,7 @@ std::vector<std::string> unvalidatedWindowNotes(CollectiveKind collective, const
       const Variant& v = variants[won[i].variant];
       const uint64_t bytes = reference.sizes[i].size_bytes;
       if (v.protocol != protocol || (band != nullptr && insideValidatedBand(*band, bytes))) continue;
-      sizes.push_back(fmt::format("{} ({:.2f}x)", ncclTestsSizeText(bytes), *nccl / v.us[i]));
+      sizes.push_back(fmt::format("{} ({}x)", ncclTestsSizeText(bytes), flooredRatio(*nccl / v.us[i])));
     }
     if (sizes.empty()) continue;
     out.push_back(fmt::format(
@@ -305,6 +310,53 @@ std::vector<std::string> unvalidatedWindowNotes(CollectiveKind collective, const
         "on them (docs/simulator.md, Calibration)",
         protocolName(protocol), fmt::join(sizes, ", "),
         band != nullptr ? band->outside : "no published measurement of NCCL in it"));
+  }
+  return out;
+}
+
+/// The calibration of NCCL's choice `choice` ("Tree/LL", "p2p/Simple", ...) for `collective` (sim_accuracy.h; the
+/// all-reduce tables stand for the ring collectives too), nullptr where none covers it.
+const SimCalibration* ncclChoiceBand(CollectiveKind collective, const std::string& choice) {
+  const size_t slash = choice.find('/');
+  if (slash == std::string::npos) return nullptr;
+  const std::string proto = choice.substr(slash + 1);
+  for (Protocol p : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
+    if (proto != protocolName(p)) continue;
+    if (collective == CollectiveKind::kAllToAll) return allToAllSimCalibration(p);
+    Result<NcclAlgo> algo = parseNcclAlgo(choice.substr(0, slash));
+    return algo.isOk() ? allReduceSimCalibration(*algo, p) : nullptr;
+  }
+  return nullptr;
+}
+
+/// Per NCCL choice, the sizes Braid serves where NCCL's choice lies outside the simulator's validated band for it:
+/// there NCCL's simulated time, and so Braid's predicted edge, is only as good as the simulator's model of NCCL.
+std::vector<std::string> unvalidatedNcclNotes(CollectiveKind collective, const std::vector<Variant>& variants,
+                                              const Comparison& reference, const std::vector<Winner>& won) {
+  std::vector<std::string> choices;
+  std::vector<std::vector<std::string>> sizes;
+  for (size_t i = 0; i < won.size(); ++i) {
+    const SizeComparison& row = reference.sizes[i];
+    if (won[i].nccl || won[i].variant < 0 || !row.nccl_us) continue;
+    const SimCalibration* band = ncclChoiceBand(collective, row.nccl_choice);
+    if (band != nullptr && insideValidatedBand(*band, row.size_bytes)) continue;
+    auto at = std::find(choices.begin(), choices.end(), row.nccl_choice);
+    if (at == choices.end()) {
+      choices.push_back(row.nccl_choice);
+      sizes.emplace_back();
+      at = choices.end() - 1;
+    }
+    sizes[at - choices.begin()].push_back(fmt::format("{} ({}x)", ncclTestsSizeText(row.size_bytes),
+                                                      flooredRatio(*row.nccl_us / variants[won[i].variant].us[i])));
+  }
+  std::vector<std::string> out;
+  for (size_t c = 0; c < choices.size(); ++c) {
+    const SimCalibration* band = ncclChoiceBand(collective, choices[c]);
+    out.push_back(fmt::format(
+        "NCCL's {} at {} (where Braid serves) is outside the simulator's validated band for it ({}): the edge there "
+        "rests on the simulator's model of NCCL",
+        choices[c], fmt::join(sizes[c], ", "),
+        band != nullptr ? band->outside : "no published measurement of it to calibrate against"));
   }
   return out;
 }
@@ -374,6 +426,8 @@ Result<CollectiveParetoSet> synthesizeCollectiveParetoSet(const Topology& topolo
   const std::vector<Winner> won = winners(variants, reference, min_speedup);
   if (std::optional<std::string> note = marginNote(variants, reference, won, min_speedup)) set.notes.push_back(*note);
   for (std::string& note : unvalidatedWindowNotes(collective, variants, reference, won))
+    set.notes.push_back(std::move(note));
+  for (std::string& note : unvalidatedNcclNotes(collective, variants, reference, won))
     set.notes.push_back(std::move(note));
 
   size_t i = 0;

@@ -121,6 +121,9 @@ struct SynthesisRequest {
   /// Progress reports; may be empty. Calls never overlap, but may come from the watchdog thread: while a solver
   /// call runs, the last report is repeated about twice a second with "(running N s)" appended to its detail.
   std::function<void(const SynthesisProgress&)> progress;
+  /// When set, receives SynthesisResult::clock_cuts also when synthesize() fails: a failure with stages here may be
+  /// the wall clock's (another run, or a larger time limit, may succeed); its message then says so too.
+  std::vector<std::string>* clock_cuts_out = nullptr;
 };
 
 /// Z3 resource units per second of SynthesisRequest::time_limit_s when the request sets no budget: about a third of

@@ -345,6 +345,13 @@ for p in pts:
         assert p["braid_us"] * m <= p["nccl_us"] * (1 + 1e-9), p
         assert os.path.isfile(win["file"]), win
 assert w[pts[-1]["window"]]["served_by"] == "nccl" and "NVLS" in pts[-1]["nccl_choice"], pts[-1]
+for i, win in enumerate(w):
+    seen = []
+    for p in pts:
+        if p["window"] == i and p["nccl_choice"] not in seen:
+            seen.append(p["nccl_choice"])
+    assert win["nccl_choices"] == seen, (win, seen)
+    assert all(p["braid"] == win["source"] for p in pts if p["window"] == i), win
 ' "$tmp/set.json"
 for f in "$tmp"/set/*.xml; do
   expect_rc 0 "verify $(basename "$f")" -- "$braid" verify "$f" --topology dgx-h100-x1

@@ -127,12 +127,19 @@ TEST(Determinism, WallClockCutIsReported) {
   Result<SynthesisRequest> request = testing_support::hardAllToAllRequest(*topology);
   ASSERT_TRUE(request.isOk()) << request.status().message();
   request->budget_units = 1'000'000'000'000ULL;
+  std::vector<std::string> cut_stages;
+  request->clock_cuts_out = &cut_stages;
   Result<SynthesisResult> result = synthesize(*request);
+  ASSERT_FALSE(cut_stages.empty()) << "clock_cuts_out is set whether synthesis succeeds or not";
+  EXPECT_EQ(cut_stages.front(), "routing");
   if (!result.isOk()) {
     // No routing within the second: the wall clock ended the search, and synthesize() says so.
     EXPECT_EQ(result.status().code(), StatusCode::kTimeout) << result.status().message();
+    EXPECT_NE(result.status().message().find("the wall-clock limit of 1 s ended routing"), std::string::npos)
+        << result.status().message();
     return;
   }
+  EXPECT_EQ(result->clock_cuts, cut_stages);
   ASSERT_FALSE(result->clock_cuts.empty());
   EXPECT_EQ(result->clock_cuts.front(), "routing");
   bool noted = false;
