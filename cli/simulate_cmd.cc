@@ -241,6 +241,10 @@ class Simulation {
               unvalidatedWinNote(collective_, braid_result.protocol, bytes, row.nccl_sim_us / row.time_us)) {
         row.notes.push_back(*note);
       }
+      if (std::optional<std::string> note =
+              unvalidatedNcclNote(collective_, nccl.label, bytes, row.nccl_sim_us / row.time_us)) {
+        row.notes.push_back(*note);
+      }
     }
     row.nccl_sim_algo = nccl.label;
 

@@ -107,6 +107,30 @@ const SimCalibration* validatedBandFor(CollectiveKind collective, Protocol proto
                                                  : allReduceSimCalibration(NcclAlgo::kRing, protocol);
 }
 
+const SimCalibration* ncclChoiceBand(CollectiveKind collective, const std::string& choice) {
+  const size_t slash = choice.find('/');
+  if (slash == std::string::npos) return nullptr;
+  const std::string proto = choice.substr(slash + 1);
+  for (Protocol p : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
+    if (proto != protocolName(p)) continue;
+    if (collective == CollectiveKind::kAllToAll) return allToAllSimCalibration(p);
+    Result<NcclAlgo> algo = parseNcclAlgo(choice.substr(0, slash));
+    return algo.isOk() ? allReduceSimCalibration(*algo, p) : nullptr;
+  }
+  return nullptr;
+}
+
+std::optional<std::string> unvalidatedNcclNote(CollectiveKind collective, const std::string& nccl_choice,
+                                               uint64_t bytes, double speedup) {
+  if (!(speedup > 1)) return std::nullopt;
+  const SimCalibration* band = ncclChoiceBand(collective, nccl_choice);
+  if (band != nullptr && insideValidatedBand(*band, bytes)) return std::nullopt;
+  return fmt::format(
+      "NCCL's {} here is outside the simulator's validated band for it ({}): the {:.3f}x rests on the "
+      "simulator's model of NCCL too",
+      nccl_choice, band != nullptr ? band->outside : "no published measurement of it", speedup);
+}
+
 std::optional<std::string> unvalidatedWinNote(CollectiveKind collective, Protocol protocol, uint64_t bytes,
                                               double speedup) {
   if (!(speedup > 1)) return std::nullopt;
@@ -243,6 +267,10 @@ Result<Comparison> compareAlgorithm(const Algorithm& algorithm, const Topology& 
       row.speedup_vs_nccl = *row.nccl_us / row.predicted_us;
       if (std::optional<std::string> note =
               unvalidatedWinNote(collective, braid_run.protocol, bytes, *row.speedup_vs_nccl)) {
+        row.notes.push_back(*note);
+      }
+      if (std::optional<std::string> note =
+              unvalidatedNcclNote(collective, row.nccl_choice, bytes, *row.speedup_vs_nccl)) {
         row.notes.push_back(*note);
       }
     }

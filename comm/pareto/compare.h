@@ -87,6 +87,18 @@ std::string allReduceBoundNote(CollectiveKind collective);
 /// NCCL's ring in that protocol for the other collectives; nullptr where none was measured.
 const SimCalibration* validatedBandFor(CollectiveKind collective, Protocol protocol);
 
+/// The calibration of NCCL's choice `choice` ("Tree/LL", "Ring/Simple", "p2p/Simple", as SizeComparison::nccl_choice
+/// spells it) for `collective` (sim_accuracy.h: the all-reduce tables stand for the ring collectives too; all-to-all
+/// has its own); nullptr where no published measurement covers it.
+const SimCalibration* ncclChoiceBand(CollectiveKind collective, const std::string& choice);
+
+/// A note for a row where Braid's simulated time beats NCCL's (`speedup` > 1) at `bytes` while NCCL's choice there
+/// lies outside its validated band (ncclChoiceBand): NCCL's simulated time, and so the win, is only as good as the
+/// simulator's model of NCCL (e.g. Tree/LL, which it makes 31-45 % too slow). nullopt when speedup <= 1 or the size
+/// is inside the band.
+std::optional<std::string> unvalidatedNcclNote(CollectiveKind collective, const std::string& nccl_choice,
+                                               uint64_t bytes, double speedup);
+
 /// A note for a row where Braid's simulated time beats NCCL's (`speedup` = NCCL time / Braid time > 1) at `bytes` with
 /// Braid's program in `protocol` outside that protocol's validated band (sim_accuracy.h: for all-to-all NCCL's p2p
 /// program, for the other collectives NCCL's ring in that protocol, measured against published tables; no band at all

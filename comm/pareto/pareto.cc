@@ -314,21 +314,6 @@ std::vector<std::string> unvalidatedWindowNotes(CollectiveKind collective, const
   return out;
 }
 
-/// The calibration of NCCL's choice `choice` ("Tree/LL", "p2p/Simple", ...) for `collective` (sim_accuracy.h; the
-/// all-reduce tables stand for the ring collectives too), nullptr where none covers it.
-const SimCalibration* ncclChoiceBand(CollectiveKind collective, const std::string& choice) {
-  const size_t slash = choice.find('/');
-  if (slash == std::string::npos) return nullptr;
-  const std::string proto = choice.substr(slash + 1);
-  for (Protocol p : {Protocol::kSimple, Protocol::kLL, Protocol::kLL128}) {
-    if (proto != protocolName(p)) continue;
-    if (collective == CollectiveKind::kAllToAll) return allToAllSimCalibration(p);
-    Result<NcclAlgo> algo = parseNcclAlgo(choice.substr(0, slash));
-    return algo.isOk() ? allReduceSimCalibration(*algo, p) : nullptr;
-  }
-  return nullptr;
-}
-
 /// Per NCCL choice, the sizes Braid serves where NCCL's choice lies outside the simulator's validated band for it:
 /// there NCCL's simulated time, and so Braid's predicted edge, is only as good as the simulator's model of NCCL.
 std::vector<std::string> unvalidatedNcclNotes(CollectiveKind collective, const std::vector<Variant>& variants,

@@ -347,5 +347,26 @@ TEST(UnvalidatedWinNote, OnlyForWinsOutsideTheProtocolsBand) {
   EXPECT_TRUE(unvalidatedWinNote(kA2a, Protocol::kLL, 4 * kMiB, 1.3).has_value());
 }
 
+// NCCL's side: Tree/LL is never validated (31-45 % pessimistic up to 128 KiB on the 2-node H100 log), Ring/LL at
+// 1-2 MiB, Ring/Simple from 256 MiB, the all-to-all's p2p/Simple from 1 MiB (sim_accuracy.cc, docs/simulator.md).
+TEST(UnvalidatedWinNote, NcclsChoiceOutsideItsBand) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  constexpr CollectiveKind kAr = CollectiveKind::kAllReduce;
+  constexpr CollectiveKind kA2a = CollectiveKind::kAllToAll;
+  const std::optional<std::string> tree = unvalidatedNcclNote(kAr, "Tree/LL", 64 << 10, 2.0);
+  ASSERT_TRUE(tree.has_value());
+  EXPECT_NE(tree->find("31-45 % pessimistic"), std::string::npos) << *tree;
+  EXPECT_NE(tree->find("the 2.000x rests on"), std::string::npos) << *tree;
+  EXPECT_FALSE(unvalidatedNcclNote(kAr, "Tree/LL", 64 << 10, 0.9).has_value()) << "a loss needs no caveat";
+  EXPECT_FALSE(unvalidatedNcclNote(kAr, "Ring/LL", kMiB, 1.5).has_value());
+  EXPECT_FALSE(unvalidatedNcclNote(kAr, "Ring/Simple", 256 * kMiB, 1.5).has_value());
+  EXPECT_TRUE(unvalidatedNcclNote(kAr, "Ring/Simple", 64 * kMiB, 1.5).has_value());
+  EXPECT_FALSE(unvalidatedNcclNote(kA2a, "p2p/Simple", 4 * kMiB, 1.5).has_value());
+  EXPECT_TRUE(unvalidatedNcclNote(kA2a, "p2p/Simple", 64 << 10, 1.5).has_value());
+  const std::optional<std::string> unknown = unvalidatedNcclNote(kAr, "CollNetDirect/Simple", 256 * kMiB, 1.2);
+  ASSERT_TRUE(unknown.has_value());
+  EXPECT_NE(unknown->find("no published measurement"), std::string::npos) << *unknown;
+}
+
 }  // namespace
 }  // namespace braid
