@@ -94,7 +94,7 @@ const SimCalibration* ncclChoiceBand(CollectiveKind collective, const std::strin
 
 /// A note for a row where Braid's simulated time beats NCCL's (`speedup` > 1) at `bytes` while NCCL's choice there
 /// lies outside its validated band (ncclChoiceBand): NCCL's simulated time, and so the win, is only as good as the
-/// simulator's model of NCCL (e.g. Tree/LL, which it makes 31-45 % too slow). nullopt when speedup <= 1 or the size
+/// simulator's model of NCCL (e.g. Tree/LL, whose busbw it puts 31-45 % low). nullopt when speedup <= 1 or the size
 /// is inside the band.
 std::optional<std::string> unvalidatedNcclNote(CollectiveKind collective, const std::string& nccl_choice,
                                                uint64_t bytes, double speedup);
