@@ -665,7 +665,7 @@ int runSynth(const SynthCmdOptions& opt) {
       if (comparison) {
         for (const std::string& n : comparison->notes) out += "# note: " + n + "\n";
         for (const SizeComparison& s : comparison->sizes) {
-          for (const std::string& n : s.notes) out += fmt::format("# note: {} bytes: {}\n", s.size_bytes, n);
+          for (const std::string& n : s.notes) out += fmt::format("# note: {}: {}\n", bytesText(s.size_bytes), n);
         }
       }
       if (!opt.out.empty())
