@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
-#include <cmath>
 #include <exception>
 #include <filesystem>
 #include <functional>
@@ -213,17 +212,6 @@ std::optional<std::vector<uint64_t>> parseSizeRange(const std::string& text) {
   return sizes;
 }
 
-/// --min-speedup: a decimal number (digits, one optional point, an optional exponent) in [1, 1000]; nullopt
-/// otherwise (empty, hexadecimal, inf, nan, out of range).
-std::optional<double> parseMinSpeedup(const std::string& text) {
-  if (text.empty() || text.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text.c_str(), &end);
-  if (errno != 0 || end != text.c_str() + text.size() || !(value >= 1 && value <= 1000)) return std::nullopt;
-  return value;
-}
-
 /// `braid synth --sizes FROM:TO`: the collective's Pareto set (include/braid/pareto.h), its table, the algorithm of
 /// every window Braid serves written into the directory -o (MSCCL XML, minBytes/maxBytes set), --json the set.
 int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const std::vector<uint64_t>& sizes) {
@@ -254,8 +242,8 @@ int runParetoSet(const SynthCmdOptions& opt, CollectiveKind collective, const st
   if (std::optional<std::string> error = timeLimitError(opt.time_limit_s)) throw CmdError(kUsageError, *error);
   std::optional<double> min_speedup;
   if (opt.min_speedup) {
-    min_speedup = parseMinSpeedup(*opt.min_speedup);
-    if (!min_speedup) {
+    min_speedup = parseDecimalNumber(*opt.min_speedup);
+    if (!min_speedup || *min_speedup < 1 || *min_speedup > 1000) {
       throw CmdError(kUsageError, fmt::format("--min-speedup '{}': not a decimal number in [1, 1000] (1: Braid takes "
                                               "every size where it is predicted at least as fast as NCCL)",
                                               *opt.min_speedup));

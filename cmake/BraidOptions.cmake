@@ -28,8 +28,9 @@ endfunction()
 # BRAID_NO_VPTR_CHECK: the compile option that drops UBSan's vptr check, set only when CMAKE_CXX_FLAGS sanitize
 # undefined behaviour (scripts/sanitize.sh). The vptr check of GCC 12's UBSan writes an object's vtable prefix into a
 # pipe to learn whether it is readable (sanitizer_common's IsAccessibleMemoryRange); with no file descriptor free the
-# pipe fails and a valid object is reported as having an "invalid vptr". The bootstrap and its tests run out of descriptors on purpose
-# (RLIMIT_NOFILE), so those sources go without that one check; ASan and UBSan's other checks stay.
+# pipe fails and a valid object is reported as having an "invalid vptr". The bootstrap and its tests run out of
+# descriptors on purpose (RLIMIT_NOFILE), so those sources go without that one check; ASan and UBSan's other checks
+# stay.
 set(BRAID_NO_VPTR_CHECK "")
 if(CMAKE_CXX_FLAGS MATCHES "-fsanitize=[^ ]*undefined")
   set(BRAID_NO_VPTR_CHECK "-fno-sanitize=vptr")

@@ -12,9 +12,7 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <iostream>
 #include <optional>
 #include <sstream>
@@ -50,15 +48,6 @@ const braid::ParetoPoint* pointAt(const braid::CollectiveParetoSet& set, uint64_
   return best;
 }
 
-/// `text` as a decimal number > 0 (digits, a point, an exponent), the whole of it; nullopt otherwise.
-std::optional<double> positiveNumber(const std::string& text) {
-  if (text.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
-  char* end = nullptr;
-  const double value = std::strtod(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) || !(value > 0)) return std::nullopt;
-  return value;
-}
-
 std::string ratio(std::optional<double> num, double den) {
   return num && den > 0 ? fmt::format("{:.2f}", *num / den) : "-";
 }
@@ -86,9 +75,10 @@ int main(int argc, char** argv) {
     } else if (arg == "--sizes") {
       range = value;
     } else if (arg == "--time-limit" || arg == "--min-speedup") {
-      const std::optional<double> number = positiveNumber(value);
+      const std::optional<double> number = braid::parseDecimalNumber(value);
+      const double least = arg == "--min-speedup" ? 1 : 0;
       const double most = arg == "--min-speedup" ? 1000 : 3600;
-      if (!number || (arg == "--min-speedup" && *number < 1) || *number > most) {
+      if (!number || *number < least || (least == 0 && *number == 0) || *number > most) {
         std::cerr << "pareto_benchmark: " << arg << " " << value << " is not a decimal number in "
                   << (arg == "--min-speedup" ? "[1, 1000]" : "(0, 3600]") << "\n";
         return 2;

@@ -61,16 +61,21 @@ std::string ratio(const std::optional<double>& v) {
 std::string boundRatio(double v) { return v > 0 ? fmt::format("{:.2f}", v) : std::string("-"); }
 Json optionalJson(const std::optional<double>& v) { return v ? Json(*v) : Json(nullptr); }
 
-/// Who serves window `index`: Braid's candidate, or "NCCL <its choices in the window> (else <Braid's candidate>)".
-std::string servedBy(const CollectiveParetoSet& set, int index) {
-  const ParetoWindow& w = set.windows[index];
-  if (!w.nccl) return w.candidate.source;
+/// NCCL's choices at the sizes of window `index`, each once, in size order.
+std::vector<std::string> ncclChoicesIn(const CollectiveParetoSet& set, int index) {
   std::vector<std::string> choices;
   for (const ParetoPoint& p : set.points) {
     if (p.window == index && std::find(choices.begin(), choices.end(), p.nccl_choice) == choices.end())
       choices.push_back(p.nccl_choice);
   }
-  const std::string nccl = fmt::format("NCCL {}", fmt::join(choices, ", "));
+  return choices;
+}
+
+/// Who serves window `index`: Braid's candidate, or "NCCL <its choices in the window> (else <Braid's candidate>)".
+std::string servedBy(const CollectiveParetoSet& set, int index) {
+  const ParetoWindow& w = set.windows[index];
+  if (!w.nccl) return w.candidate.source;
+  const std::string nccl = fmt::format("NCCL {}", fmt::join(ncclChoicesIn(set, index), ", "));
   // What a Braid communicator runs there: a run of NCCL's sizes is split where it changes.
   return w.candidate.source.empty() ? nccl : fmt::format("{} (else {})", nccl, w.candidate.source);
 }
@@ -113,15 +118,10 @@ Json paretoSetJson(const CollectiveParetoSet& set, const std::vector<std::string
   for (size_t i = 0; i < set.windows.size(); ++i) {
     const ParetoWindow& w = set.windows[i];
     const std::string file = i < files.size() ? files[i] : "";
-    Json choices = Json::array();  // NCCL's choices at the window's sizes, in size order
-    for (const ParetoPoint& p : set.points) {
-      if (p.window == static_cast<int>(i) && std::find(choices.begin(), choices.end(), p.nccl_choice) == choices.end())
-        choices.push_back(p.nccl_choice);
-    }
     j["windows"].push_back({{"min_bytes", w.min_bytes},
                             {"max_bytes", w.max_bytes == kUnlimitedBytes ? Json(nullptr) : Json(w.max_bytes)},
                             {"served_by", w.nccl ? "nccl" : "braid"},
-                            {"nccl_choices", choices},
+                            {"nccl_choices", ncclChoicesIn(set, static_cast<int>(i))},
                             {"algorithm", w.candidate.algorithm.name},
                             {"protocol", protocolName(w.candidate.algorithm.protocol)},
                             {"instances", w.candidate.instances},

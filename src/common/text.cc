@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 
 namespace braid {
 
@@ -141,6 +144,15 @@ std::optional<uint64_t> parseNcclTestsSize(const std::string& text) {
   }
   if (value > kMax / multiplier) return std::nullopt;
   return value * multiplier;
+}
+
+std::optional<double> parseDecimalNumber(const std::string& text) {
+  if (text.empty() || text.find_first_not_of("0123456789.eE+-") != std::string::npos) return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end != text.c_str() + text.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
 }
 
 std::string ncclTestsSizeText(uint64_t bytes) {

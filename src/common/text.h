@@ -46,6 +46,10 @@ std::string lowerCase(std::string s);
 /// case; powers of 1024). nullopt when malformed or above 2^63.
 std::optional<uint64_t> parseNcclTestsSize(const std::string& text);
 
+/// `text` as a finite decimal number: the whole of it, digits with an optional point, sign and exponent (no blanks,
+/// hexadecimal, inf or nan); nullopt otherwise. Callers check the range.
+std::optional<double> parseDecimalNumber(const std::string& text);
+
 /// `bytes` in the largest of K, M, G, T (powers of 1024) that divides it, e.g. 268435456 -> "256M", 1000 -> "1000"
 /// (parseNcclTestsSize reads it back up to G).
 std::string ncclTestsSizeText(uint64_t bytes);

@@ -15,7 +15,7 @@ namespace {
 const std::string kFffd = "\xEF\xBF\xBD";
 
 TEST(ToValidUtf8, KeepsWellFormedText) {
-  for (const std::string s :
+  for (const std::string& s :
        {std::string(), std::string("gpu0"), std::string("caf\xC3\xA9"), std::string("\xE2\x82\xAC 10"),
         std::string("\xF0\x9F\x98\x80"), std::string("\xF4\x8F\xBF\xBF"), std::string("a\0b", 3)}) {
     EXPECT_EQ(toValidUtf8(s), s);
@@ -81,6 +81,16 @@ TEST(EscapeXml, ResultIsAlwaysWellFormedXml) {
   // pugixml accepts control characters; the XML 1.0 Char production does not: check it byte by byte.
   for (unsigned char c : escaped) EXPECT_TRUE(c >= 0x20 || c == '\t' || c == '\n' || c == '\r') << int(c);
   EXPECT_EQ(toValidUtf8(escaped), escaped);
+}
+
+// Whole decimal numbers only: what strtod would also take from a prefix, hexadecimal, inf or nan is refused.
+TEST(ParseDecimalNumber, WholeFiniteDecimalsOnly) {
+  EXPECT_EQ(parseDecimalNumber("1.108"), 1.108);
+  EXPECT_EQ(parseDecimalNumber("+1.5"), 1.5);
+  EXPECT_EQ(parseDecimalNumber("2e3"), 2000.0);
+  EXPECT_EQ(parseDecimalNumber("-0.25"), -0.25);
+  for (const char* bad : {"", " 2", "2 ", "1,5", "1.2x", "0x1.2p0", "inf", "nan", "1e309", "abc", "."})
+    EXPECT_FALSE(parseDecimalNumber(bad).has_value()) << bad;
 }
 
 }  // namespace
