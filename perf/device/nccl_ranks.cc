@@ -261,15 +261,17 @@ double busFactor(Coll c, int n) { return c == Coll::kAllReduce ? 2.0 * (n - 1) /
       return kExitWrong;                                                                                   \
     }                                                                                                      \
   } while (0)
-#define RANK_NCCL(call)                                                                                       \
-  do {                                                                                                        \
-    const ncclResult_t r_ = (call);                                                                           \
-    if (r_ != ncclSuccess) {                                                                                  \
-      std::fprintf(stderr, "braid_nccl_ranks: rank %d: %s: %s (%s)\n", o.rank, #call, ncclGetErrorString(r_), \
-                   ncclGetLastError(nullptr));                                                                \
-      return kExitWrong;                                                                                      \
-    }                                                                                                         \
+// RANK_NCCL_RESULT(what, result): a failed NCCL result ends the rank, naming `what` (a string).
+#define RANK_NCCL_RESULT(what, result)                                                                       \
+  do {                                                                                                       \
+    const ncclResult_t r_ = (result);                                                                        \
+    if (r_ != ncclSuccess) {                                                                                 \
+      std::fprintf(stderr, "braid_nccl_ranks: rank %d: %s: %s (%s)\n", o.rank, what, ncclGetErrorString(r_), \
+                   ncclGetLastError(nullptr));                                                               \
+      return kExitWrong;                                                                                     \
+    }                                                                                                        \
   } while (0)
+#define RANK_NCCL(call) RANK_NCCL_RESULT(#call, call)
 
 ncclResult_t runOnce(Coll c, const float* send, float* recv, uint64_t count, int n, ncclComm_t comm,
                      cudaStream_t stream) {
@@ -307,7 +309,12 @@ int rankMain(const Options& o) {
   const int n = o.ranks;
   RANK_CUDA(cudaSetDevice(o.device));
   ncclComm_t comm = nullptr;
-  RANK_NCCL(ncclCommInitRank(&comm, n, id, o.rank));
+  // Inside a group, as nccl-tests creates its communicators (NCCL initialises them at ncclGroupEnd).
+  RANK_NCCL(ncclGroupStart());
+  const ncclResult_t init = ncclCommInitRank(&comm, n, id, o.rank);
+  if (init != ncclSuccess) ncclGroupEnd();
+  RANK_NCCL_RESULT("ncclCommInitRank(&comm, n, id, o.rank)", init);
+  RANK_NCCL(ncclGroupEnd());
   cudaStream_t stream;
   RANK_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   const std::vector<uint64_t> sizes = sizesOf(o);

@@ -65,7 +65,7 @@ Status agree(Bootstrap& bootstrap, const Status& mine, const char* stage) {
 struct RegionInfo {
   int64_t pid = 0;
   int32_t device = 0;
-  int32_t reserved = 0;
+  uint32_t blocks = 0;   // the rank's grid: its plan's threadblocks (at least 1)
   uint64_t pointer = 0;  // the region in the owner's address space
   cudaIpcMemHandle_t handle{};
 };
@@ -113,6 +113,12 @@ class DeviceExecutorImpl final : public DeviceExecutor {
     uint8_t* proxy_device = nullptr;  // the same as the kernel maps it
     std::vector<void*> opened;        // peers' regions mapped through IPC
     uint64_t used[3] = {};            // bytes of input, output, scratch the plan touches
+    uint32_t grid = 1;                // this rank's blocks: the plan's threadblocks, at least 1
+    // Blocks of this plan's ranks of this host, process and device, this rank's included: their kernels run at once
+    // on the device and wait for each other, so all must be resident together. Ranks of other processes sharing
+    // the device are left out: the driver time-slices processes' kernels (no MPS), and each runs alone.
+    uint32_t device_grid = 1;
+    std::string device_ranks;  // those ranks, for the error ("1, 2 and 3")
     bool reduces = false;
     bool failed = false;
     uint64_t launches = 0;
@@ -289,10 +295,24 @@ Status DeviceExecutorImpl::mapPeers(Prepared* p) {
   mine.pid = static_cast<int64_t>(getpid());
   mine.device = device_;
   mine.pointer = reinterpret_cast<uint64_t>(p->region);
+  mine.blocks = p->grid;
   Status status = cudaStatus(cudaIpcGetMemHandle(&mine.handle, p->region), concat(kName, ": cudaIpcGetMemHandle"));
   BRAID_RETURN_IF_ERROR(agree(bootstrap_, status, "export its region"));
   BRAID_RETURN_IF_ERROR(bootstrap_.allGather(infos.data(), sizeof(RegionInfo)));
   std::vector<uint8_t*> regions(static_cast<size_t>(n), nullptr);
+  p->device_grid = 0;
+  std::vector<int> sharing;
+  for (int q = 0; q < n; ++q) {
+    const RegionInfo& info = infos[static_cast<size_t>(q)];
+    if (host_of_rank_[static_cast<size_t>(q)] == host_of_rank_[static_cast<size_t>(rank)] && info.pid == mine.pid &&
+        info.device == device_) {
+      p->device_grid += std::max<uint32_t>(1, info.blocks);
+      sharing.push_back(q);
+    }
+  }
+  for (size_t i = 0; i < sharing.size(); ++i) {
+    p->device_ranks += (i == 0 ? "" : i + 1 == sharing.size() ? " and " : ", ") + std::to_string(sharing[i]);
+  }
   for (int q = 0; q < n && status.isOk(); ++q) {
     const RegionInfo& info = infos[static_cast<size_t>(q)];
     if (q == rank) {
@@ -367,6 +387,7 @@ Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
   const cuda::DecodedDevicePlan& mine = decoded[static_cast<size_t>(bootstrap_.rank())];
   Prepared p;
   p.header = mine.header;
+  p.grid = std::max<uint32_t>(1, mine.header.num_threadblocks);
   p.decoded = std::make_shared<const cuda::DecodedDevicePlan>(mine);
   const Status allocated = allocate(mine, blobs[static_cast<size_t>(bootstrap_.rank())], &p);
   Status status = agree(bootstrap_, allocated, "allocate its plan");
@@ -458,12 +479,20 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
     return invalidArgument(concat(kName, ": no kernel for datatype ", static_cast<int>(reduce.type), " and operator ",
                                   static_cast<int>(reduce.op)));
   }
-  const uint32_t grid = std::max<uint32_t>(1, p.header.num_threadblocks);
+  const uint32_t grid = p.grid;
   BRAID_ASSIGN_OR_RETURN(const uint32_t resident, residentBlocks(kernel));
   if (grid > resident) {
     return unsupported(concat(kName, ": rank ", p.header.rank, ": the plan has ", grid, " threadblocks, but device ",
                               device_, " holds at most ", resident, " blocks of ", cuda::kDeviceBlock,
                               " threads at once (every block waits for others: all must be resident)"));
+  }
+  if (p.device_grid > resident) {
+    return unsupported(concat(kName, ": ranks ", p.device_ranks, " of this process share device ", device_,
+                              ": their plans have ", p.device_grid,
+                              " threadblocks together, but the device holds at "
+                              "most ",
+                              resident, " blocks of ", cuda::kDeviceBlock,
+                              " threads at once (their kernels wait for each other: all must be resident)"));
   }
   if (p.header.proxy_bytes > 0 && options_.proxy_transport == nullptr) {
     return Status(StatusCode::kInternalError, concat(kName, ": plan ", handle,

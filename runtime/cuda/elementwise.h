@@ -226,8 +226,8 @@ struct LaunchShape {
 };
 
 /// The grid of an element-wise kernel: enough blocks of kElementwiseBlock threads for one vector (or one scalar
-/// of the head and tail) per thread, at most `max_grid` (the launcher passes 4 blocks per SM; the grid-stride
-/// loops cover the rest), at least one when there is anything to do.
+/// of the head and tail) per thread, at most `max_grid` (the launcher passes the blocks resident at once, at most
+/// 4 per SM; the grid-stride loops cover the rest), at least one when there is anything to do.
 BRAID_HD LaunchShape elementwiseShape(const ElementwiseSplit& split, uint32_t max_grid) {
   const uint64_t total = split.head + split.vectors + split.tail;
   if (total == 0) return LaunchShape{};

@@ -1,7 +1,9 @@
 // The element-wise kernels (kernels.h). Each __global__ function is a thin shell over elementwise.h: the split and
 // the launch shape come from planElementwise(), the per-thread work from elementwiseThread(), so what runs here
 // is what tests/cuda/elementwise_emulation_test.cc runs on the CPU.
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -37,31 +39,45 @@ Status checkAligned(const void* p, size_t element, const char* name, DataType ty
                          " element");
 }
 
-template <typename T, ElementOp kOp>
-Status launchElementwise(const ElementwiseArgs& args, uint64_t count, cudaStream_t stream) {
-  BRAID_ASSIGN_OR_RETURN(const uint32_t max_grid, maxElementwiseGrid());
-  const ElementwiseLaunch launch = planElementwise(args, count, sizeof(StorageOf<T>), max_grid);
-  if (launch.shape.grid == 0) return Status::ok();
-  elementwiseKernel<T, kOp><<<launch.shape.grid, launch.shape.block, 0, stream>>>(launch.args, launch.split);
-  return cudaStatus(cudaGetLastError(), "cuda kernels: element-wise launch");
-}
-
-}  // namespace
-
-Result<uint32_t> maxElementwiseGrid() {
+/// Blocks of `kernel` (kElementwiseBlock threads) that are resident at once on the current device: the SMs times
+/// the blocks per SM its registers and shared memory allow (cudaOccupancyMaxActiveBlocksPerMultiprocessor), at
+/// least one per SM and at most 4 (the grid-stride loops cover the rest). Cached per (kernel, device).
+Result<uint32_t> residentGrid(const void* kernel) {
   static std::mutex mutex;
-  static std::vector<uint32_t> per_device;
+  static std::map<std::pair<const void*, int>, uint32_t> cache;
   int device = 0;
   BRAID_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
   std::lock_guard<std::mutex> lock(mutex);
-  if (per_device.size() <= static_cast<size_t>(device)) per_device.resize(device + 1, 0);
-  if (per_device[device] == 0) {
+  uint32_t& grid = cache[{kernel, device}];
+  if (grid == 0) {
     int sms = 0;
     BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    per_device[device] = static_cast<uint32_t>(sms > 0 ? 4 * sms : 4);
+    int per_sm = 0;
+    BRAID_CUDA_RETURN_IF_ERROR(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, static_cast<int>(kElementwiseBlock), 0));
+    grid = static_cast<uint32_t>(std::max(sms, 1) * std::clamp(per_sm, 1, 4));
   }
-  return per_device[device];
+  return grid;
 }
+
+/// Launches `kernel` with `params` and returns the launch's own status. cudaLaunchKernel reports this launch only;
+/// cudaGetLastError after `<<<>>>` would also return an earlier call's error still recorded for the thread (an
+/// event query's cudaErrorNotReady, for one).
+Status launchKernel(const void* kernel, LaunchShape shape, void** params, cudaStream_t stream, const char* what) {
+  return cudaStatus(cudaLaunchKernel(kernel, dim3(shape.grid), dim3(shape.block), params, 0, stream), what);
+}
+
+template <typename T, ElementOp kOp>
+Status launchElementwise(const ElementwiseArgs& args, uint64_t count, cudaStream_t stream) {
+  const void* kernel = reinterpret_cast<const void*>(&elementwiseKernel<T, kOp>);
+  BRAID_ASSIGN_OR_RETURN(const uint32_t max_grid, residentGrid(kernel));
+  ElementwiseLaunch launch = planElementwise(args, count, sizeof(StorageOf<T>), max_grid);
+  if (launch.shape.grid == 0) return Status::ok();
+  void* params[] = {&launch.args, &launch.split};
+  return launchKernel(kernel, launch.shape, params, stream, "cuda kernels: element-wise launch");
+}
+
+}  // namespace
 
 Status launchReduce(void* dst, const void* a, const void* b, uint64_t count, DataType type, ReduceOp op,
                     cudaStream_t stream) {
@@ -109,11 +125,19 @@ Status launchDivide(void* buf, uint64_t count, DataType type, int n, cudaStream_
                            " elements at a null pointer");
   }
   BRAID_RETURN_IF_ERROR(checkAligned(buf, dataTypeSize(type), "buf", type));
-  BRAID_ASSIGN_OR_RETURN(const uint32_t max_grid, maxElementwiseGrid());
-  const LaunchShape shape = divideShape(count, max_grid);
-  withElementType(static_cast<int>(type),
-                  [&]<typename T>() { divideKernel<T><<<shape.grid, shape.block, 0, stream>>>(buf, count, n); });
-  return cudaStatus(cudaGetLastError(), "cuda kernels: division launch");
+  Status status;
+  withElementType(static_cast<int>(type), [&]<typename T>() {
+    const void* kernel = reinterpret_cast<const void*>(&divideKernel<T>);
+    Result<uint32_t> max_grid = residentGrid(kernel);
+    if (!max_grid.isOk()) {
+      status = max_grid.status();
+      return;
+    }
+    const LaunchShape shape = divideShape(count, *max_grid);
+    void* params[] = {&buf, &count, &n};
+    status = launchKernel(kernel, shape, params, stream, "cuda kernels: division launch");
+  });
+  return status;
 }
 
 }  // namespace braid::cuda

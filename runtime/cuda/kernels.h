@@ -13,10 +13,6 @@
 
 namespace braid::cuda {
 
-/// Blocks an element-wise kernel launches at most on the current device: 4 per SM (the grid-stride loops cover
-/// the rest). Cached per device.
-Result<uint32_t> maxElementwiseGrid();
-
 /// dst[i] = a[i] (op) b[i] for i < count elements of `type` (kAvg reduces as a sum), one kernel on `stream`. dst
 /// may equal a or b; no other overlap. Errors: kInvalidArgument for a null pointer with count > 0 or a pointer not
 /// aligned to the element size (naming it); kUnhandledCudaError from the launch.

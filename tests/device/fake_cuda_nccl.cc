@@ -5,7 +5,8 @@
 // communicator's ranks exchange each collective's contributions as files in FAKE_NCCL_DIR (one file per rank and
 // call, renamed into place when complete; a rank waits until all it needs exist). Collectives compute what NCCL's
 // do: all-reduce float sum, all-gather, broadcast, grouped send/recv; the communicator queries answer rank, size and
-// device 0.
+// device 0; a communicator created inside ncclGroupStart/ncclGroupEnd answers no query until the group ends (as
+// NCCL's).
 //
 // Test knobs: FAKE_GPU_COUNT (default 1) is what cudaGetDeviceCount reports; FAKE_NCCL_CORRUPT=1 makes rank 1 write
 // one wrong element into each all-reduce result; FAKE_NCCL_HANG_RANK=r makes rank r wait forever in
@@ -37,6 +38,7 @@ struct Group {
   int depth = 0;
   ncclComm_t comm = nullptr;
   std::vector<Message> sends, recvs;
+  std::vector<ncclComm_t> created;  // communicators created in the group: initialised at its ncclGroupEnd
 };
 Group g_group;
 
@@ -72,6 +74,7 @@ struct ncclComm {
   int rank = 0;
   std::string prefix;  // FAKE_NCCL_DIR/<id>
   long seq = 0;
+  bool ready = true;  // false from an ncclCommInitRank inside a group until its ncclGroupEnd, as NCCL's
 };
 
 extern "C" {
@@ -141,18 +144,24 @@ ncclResult_t ncclCommInitRank(ncclComm_t* comm, int n, ncclUniqueId id, int rank
   if (hang != nullptr && std::atoi(hang) == rank) {
     for (;;) pause();  // a rank that never joins: the launcher's --timeout must end the run
   }
-  *comm = new ncclComm{n, rank, dirOf() + "/" + std::string(id.internal), 0};
+  *comm = new ncclComm{n, rank, dirOf() + "/" + std::string(id.internal), 0, g_group.depth == 0};
+  if (g_group.depth > 0) g_group.created.push_back(*comm);
   return ncclSuccess;
 }
+// As NCCL 2.28's ncclCommEnsureReady: a communicator whose initialisation has not run (created inside a group that
+// has not ended) answers no query.
 ncclResult_t ncclCommUserRank(const ncclComm_t comm, int* rank) {
+  if (!comm->ready) return ncclInvalidUsage;
   *rank = comm->rank;
   return ncclSuccess;
 }
 ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
+  if (!comm->ready) return ncclInvalidUsage;
   *count = comm->n;
   return ncclSuccess;
 }
-ncclResult_t ncclCommCuDevice(const ncclComm_t, int* device) {
+ncclResult_t ncclCommCuDevice(const ncclComm_t comm, int* device) {
+  if (!comm->ready) return ncclInvalidUsage;
   *device = 0;
   return ncclSuccess;
 }
@@ -239,6 +248,7 @@ ncclResult_t ncclRecv(void* recv, size_t count, ncclDataType_t type, int peer, n
 ncclResult_t ncclGroupEnd() {
   if (g_group.depth == 0) return ncclInvalidUsage;
   if (--g_group.depth > 0) return ncclSuccess;
+  for (ncclComm_t created : g_group.created) created->ready = true;
   ncclComm_t comm = g_group.comm;
   ncclResult_t result = ncclSuccess;
   if (comm != nullptr) {

@@ -30,8 +30,9 @@ cat >"$fake/bin/cuda_tests" <<'EOF'
 echo "[==========] 3 tests from 1 test suite ran. (10 ms total)"
 echo "[  PASSED  ] 3 tests."
 EOF
-cat >"$fake/bin/transport_tests" <<'EOF'
+cat >"$fake/bin/transport_tests" <<EOF
 #!/usr/bin/env bash
+echo "\$*" >>"$tmp/transport_tests.args"
 echo "[ RUN      ] Conformance/TransportConformance.SendRecv/cuda"
 echo "/src/tests/transport/conformance_test.cc:40: Skipped"
 echo "cuda transport: cudaGetDeviceCount: stand-in reason"
@@ -98,7 +99,15 @@ PATH="$tmp/path:$PATH" timeout 100 bash "$src/perf/device/run.sh" --no-build --b
 [ "$rc" = 1 ] && ok || fail "exit $rc, expected 1 (bars missed); $(tail -5 "$tmp/stderr")"
 s="$tmp/o/summary.txt"
 expect() { grep -q -- "$1" "$s" && ok || fail "summary lacks /$1/:"$'\n'"$(cat "$s")"; }
-expect "^part t cuda_tests Cuda\*: PASS (\[  PASSED  \] 3 tests.)$"
+for suite in CudaKernels CudaDeviceExecutor CudaTransport; do
+  expect "^part t cuda_tests $suite\*: PASS (\[  PASSED  \] 3 tests.)$"
+done
+expect "^part t transport_tests ClassicalPlansOnThreadsOfOneProcess/cuda: left out (1 GPU(s); its 3 ranks as threads"
+grep -qx -- "--gtest_filter=\*/cuda:-\*ClassicalPlansOnThreadsOfOneProcess/cuda" "$tmp/transport_tests.args" && ok ||
+  fail "transport_tests ran with $(cat "$tmp/transport_tests.args" 2>/dev/null), expected the one-GPU filter"
+# The measured parts run first, the correctness suites after them.
+[ "$(grep -n '^part c results' "$s" | cut -d: -f1)" -lt "$(grep -n -m1 '^part t ' "$s" | cut -d: -f1)" ] && ok ||
+  fail "part t reported before part c:"$'\n'"$(cat "$s")"
 expect "^part t transport_tests \*/cuda: FAIL (1 skipped, first: \[  SKIPPED \] Conformance/TransportConformance.SendRecv/cuda (0 ms): cuda transport: cudaGetDeviceCount: stand-in reason; a skip"
 expect "^part a launchCopy at 256 MiB: 3800.0 GB/s vs cudaMemcpyAsync 4000.0 GB/s (0.79 of the 4800 GB/s datasheet peak); ratio: 0.950 (bar >= 0.80) PASS$"
 expect "^part a launchReduce fp32 sum at 256 MiB: .*ratio: 0.750 (bar >= 0.80) FAIL$"

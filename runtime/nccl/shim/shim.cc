@@ -103,6 +103,15 @@ Fn realFor(const char* name) {
 thread_local int t_group_depth = 0;   // ncclGroupStart nesting of this thread
 thread_local int t_inside_braid = 0;  // > 0 while Braid's own code or the real NCCL runs: entry points pass through
 
+// A communicator this thread created inside its current group: NCCL initialises it at the outermost ncclGroupEnd
+// (until then it answers no query), so it is recorded there.
+struct GroupCreated {
+  ncclComm_t comm = nullptr;
+  bool blocking = true;
+  const char* entry = "";
+};
+thread_local std::vector<GroupCreated> t_group_created;
+
 struct InsideBraid {
   InsideBraid() { ++t_inside_braid; }
   ~InsideBraid() { --t_inside_braid; }
@@ -590,7 +599,10 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
   if (comm == nullptr) return;
   auto state = std::make_shared<CommState>();
   state->blocking = blocking;
-  {
+  if (!blocking) {
+    // Not queried: until its initialisation returns ncclSuccess NCCL refuses every query with a warning.
+    state->forward_only = why_not.empty() ? "non-blocking communicator" : why_not;
+  } else {
     InsideBraid inside;
     auto user_rank = BRAID_REAL(ncclCommUserRank);
     auto count = BRAID_REAL(ncclCommCount);
@@ -603,7 +615,6 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
     }
   }
   if (state->forward_only.empty() && !why_not.empty()) state->forward_only = std::move(why_not);
-  if (state->forward_only.empty() && !blocking) state->forward_only = "non-blocking communicator";
   Shim& s = shim();
   // BRAID_TOPOLOGY's set is for communicators with its GPU count (every rank loaded the same topology).
   const bool exchange_pareto = s.pareto.gpus > 0 && s.pareto.gpus == state->nranks;
@@ -640,8 +651,11 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
     pareto_text = fmt::format("; Pareto set from rank 0: {} algorithm{} (digest {:016x})", state->pareto->size(),
                               state->pareto->size() == 1 ? "" : "s", state->pareto_digest);
   }
-  logChoice("shim: communicator of " + std::string(entry) + ", rank " + std::to_string(state->rank) + " of " +
-            std::to_string(state->nranks) + " device " + std::to_string(state->device) + ": " +
+  const std::string where = state->rank < 0
+                                ? ""
+                                : ", rank " + std::to_string(state->rank) + " of " + std::to_string(state->nranks) +
+                                      " device " + std::to_string(state->device);
+  logChoice("shim: communicator of " + std::string(entry) + where + ": " +
             (state->forward_only.empty() ? "Braid ready (" + state->path + ")"
                                          : "calls go to NCCL (" + state->forward_only + ")") +
             pareto_text);
@@ -850,12 +864,43 @@ ncclResult_t initCall(const char* entry, ncclComm_t* comm, bool blocking, const 
   logLifecycle(entry, detail, result);
   if (result != ncclSuccess || comm == nullptr || *comm == nullptr) return result;
   try {
-    track(*comm, blocking, t_group_depth > 0 ? "created inside ncclGroupStart/ncclGroupEnd" : "", entry);
+    if (t_group_depth > 0) {
+      t_group_created.push_back(GroupCreated{*comm, blocking, entry});  // recorded at the group's end
+    } else {
+      track(*comm, blocking, "", entry);
+    }
   } catch (const std::exception& e) {
     warn(std::string(entry) + ": recording the communicator: " + e.what() + "; its calls go to NCCL");
   } catch (...) {
   }
   return result;
+}
+
+// At the outermost ncclGroupEnd (`result` its return): records the communicators this thread created in the group.
+// One communicator (nccl-tests' and PyTorch's way: a process or thread per GPU) is set up as one created outside a
+// group; several are one thread driving several ranks, whose collective setup that thread cannot run one rank at a
+// time (as ncclCommInitAll's), so they stay with NCCL. Every process is expected to create its ranks of a
+// communicator the same way, as those programs do: the setup is collective over the communicator's ranks.
+void trackGroupCreated(ncclResult_t result) noexcept {
+  std::vector<GroupCreated> created;
+  created.swap(t_group_created);
+  for (const GroupCreated& c : created) {
+    try {
+      std::string why_not;
+      if (result != ncclSuccess && result != ncclInProgress) {
+        why_not = "the ncclGroupEnd of the group that created it returned " + resultText(result);
+      } else if (created.size() > 1) {
+        why_not = std::to_string(created.size()) +
+                  " communicators created by one thread in one ncclGroupStart/ncclGroupEnd: one thread drives several "
+                  "ranks";
+      }
+      // After a failed group (or one still in progress) the communicator is recorded without queries.
+      track(c.comm, c.blocking && result == ncclSuccess, why_not, c.entry);
+    } catch (const std::exception& e) {
+      warn(std::string(c.entry) + ": recording the communicator: " + e.what() + "; its calls go to NCCL");
+    } catch (...) {
+    }
+  }
 }
 
 std::string rankDetail(int rank, int nranks) {
@@ -940,6 +985,7 @@ BRAID_SHIM_EXPORT ncclResult_t ncclGroupEnd() {
   if (t_group_depth > 0) --t_group_depth;
   const ncclResult_t result = callReal(BRAID_REAL(ncclGroupEnd));
   logLifecycle("ncclGroupEnd", "depth " + std::to_string(depth), result);
+  if (t_group_depth == 0 && !t_group_created.empty()) trackGroupCreated(result);
   return result;
 }
 

@@ -78,11 +78,16 @@ class EventPool {
   std::vector<cudaEvent_t> free_;
 };
 
-/// Whether `event` has completed: ok(true), ok(false) while pending, or the CUDA error it reports.
+/// Whether `event` has completed: ok(true), ok(false) while pending, or the CUDA error it reports. A pending
+/// event's cudaErrorNotReady is taken off the thread's last-error record, where a later cudaGetLastError (ours or
+/// the application's, on this thread) would read it as a failure.
 Result<bool> eventDone(cudaEvent_t event, const char* what) {
   const cudaError_t state = cudaEventQuery(event);
   if (state == cudaSuccess) return true;
-  if (state == cudaErrorNotReady) return false;
+  if (state == cudaErrorNotReady) {
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+    return false;
+  }
   return cuda::cudaStatus(state, std::string("cuda: ") + what);
 }
 
