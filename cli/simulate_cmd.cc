@@ -173,9 +173,13 @@ class Simulation {
     Result<NcclPrediction> predicted = ncclPredict(system_, collective_, bytes);
     if (predicted) {
       prediction = std::move(*predicted);
-      row.nccl_time_us = prediction->choice.time_us;
-      row.nccl_choice = prediction->choiceName();
-      row.nccl_busbw_gbps = busbw(prediction->choice.time_us);
+      if (prediction->choice.time_us > 0) {
+        row.nccl_time_us = prediction->choice.time_us;
+        row.nccl_choice = prediction->choiceName();
+        row.nccl_busbw_gbps = busbw(prediction->choice.time_us);
+      } else {
+        row.nccl_choice = "-";  // one rank: the model's local copy has no time (its notes say so)
+      }
     } else if (predicted.status().code() == StatusCode::kUnsupported) {
       row.nccl_choice = "-";
     } else {
@@ -676,7 +680,7 @@ int runSimulate(const SimulateCmdOptions& opt) {
       }
       VerifyReport report = verify(*algorithm);
       if (!report.ok) {
-        return fail(kFailure, fmt::format("{} does not implement {}; not simulated:\n{}", opt.algo,
+        return fail(kFailure, fmt::format("{} fails verification as {}; not simulated:\n{}", opt.algo,
                                           collectiveName(collective), report.toString()));
       }
     } else if (source == Source::kClassic) {

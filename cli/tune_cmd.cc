@@ -295,9 +295,12 @@ int runTuneFromLogs(const TuneOptions& opt) {
   std::set<std::string> settings;
   for (const auto& m : logs) settings.insert(m.nccl_default ? "default" : m.label());
   if (settings.size() == 1) {
-    std::cerr << "braid tune: warning: every log measures one setting (" << *settings.begin()
-              << "): the rules pin it at every size with nothing compared; give one log per NCCL_ALGO/NCCL_PROTO "
-                 "setting (and NCCL's default run) to choose between them\n";
+    // NCCL's default run pins nothing (NCCL keeps choosing): the file then holds no rule.
+    const bool only_default = *settings.begin() == "default";
+    std::cerr << "braid tune: warning: every log measures one setting (" << *settings.begin() << "): "
+              << (only_default ? "NCCL's own choice, which a rule cannot pin, so the rules file holds no rule"
+                               : "the rules pin it at every size with nothing compared")
+              << "; give one log per NCCL_ALGO/NCCL_PROTO setting (and NCCL's default run) to choose between them\n";
   }
   return writeRulesAndPrint(
       opt.output, table->rules,

@@ -15,6 +15,7 @@
 #include "braid/importers.h"
 #include "braid/topology.h"
 #include "common/paths.h"
+#include "common/text.h"
 
 namespace braid {
 
@@ -86,7 +87,9 @@ Result<Topology> loadTopology(const std::string& path) {
 
   if (text[start] == '<') {
     const std::string root = xmlRootName(text, start);
-    if (root == "system") return importNcclTopoXml(text, path);
+    // No root element found (a comment or declaration that never closes, a file cut short): the XML reader names
+    // the line and what is unclosed.
+    if (root == "system" || root.empty()) return importNcclTopoXml(text, path);
     if (root == "graphs") {
       return unsupported(
           fmt::format("{}: this is an NCCL graph file (NCCL_GRAPH_FILE, <graphs>): it holds channels, "
@@ -99,9 +102,17 @@ Result<Topology> loadTopology(const std::string& path) {
                       fmt::format("XML root <{}> is not an NCCL topology (expected <system version=\"1\">)", root));
   }
   if (text[start] == '{') {
-    nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object())
-      return parseError(path, 0, "", "looks like JSON but does not parse as a JSON object");
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::parse_error& e) {
+      // nlohmann's message: "[json.exception.parse_error.101] parse error at line L, column C: ..."
+      std::string what = e.what();
+      const size_t cut = what.find("parse error");
+      if (cut != std::string::npos) what = what.substr(cut);
+      return parseError(path, lineAtOffset(text, e.byte > 0 ? e.byte - 1 : 0), "json", "malformed JSON: " + what);
+    }
+    if (!j.is_object()) return parseError(path, 1, "json", "a JSON " + std::string(j.type_name()) + ", not an object");
     for (const char* key :
          {"gpus_per_node", "node_invbws_list", "node_betas_list", "invbws", "remote_alpha", "remote_invbw"}) {
       if (j.contains(key)) return importTacclProfile(text, path, nullptr);

@@ -365,6 +365,14 @@ class XmlImporter {
         return parseError(filename_, lines_.line(static_cast<std::ptrdiff_t>(end == std::string::npos ? 0 : end)),
                           "xml", fmt::format("unexpected end of file ({}): the file looks truncated", *open));
       }
+      if (parsed.status == pugi::status_bad_comment) {
+        // A comment that never closes: named by the line that opens it.
+        const size_t open = text_.rfind("<!--", static_cast<size_t>(std::max<std::ptrdiff_t>(parsed.offset, 0)));
+        if (open != std::string::npos && text_.find("-->", open + 4) == std::string::npos) {
+          return parseError(filename_, lines_.line(static_cast<std::ptrdiff_t>(open)), "xml",
+                            "unexpected end of file inside a comment opened here: the file looks truncated");
+        }
+      }
       return parseError(filename_, lines_.line(parsed.offset), "xml",
                         fmt::format("malformed XML: {}", parsed.description()));
     }

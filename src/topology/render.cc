@@ -254,8 +254,7 @@ std::string describeTopology(const Topology& t) {
     const RouteMatrix m = routeMatrix(t);
     out +=
         "GPU x GPU best route (as nvidia-smi topo -m: NV# = NVLink lanes, PIX/PXB/PHB/NODE = PCIe, SYS = across "
-        "sockets, "
-        "NET = network):\n";
+        "sockets, NET = network; - = no route: the topology has no path between the two):\n";
     std::string header = "      ";
     for (int b = 0; b < gpus; ++b) header += fmt::format("{:>6}", fmt::format("gpu{}", b));
     out += header + "\n";
@@ -264,7 +263,7 @@ std::string describeTopology(const Topology& t) {
       for (int b = 0; b < gpus; ++b) row += fmt::format("{:>6}", m.cls[a][b]);
       out += row + "\n";
     }
-    out += "GPU x GPU route bottleneck bandwidth (GB/s):\n";
+    out += "GPU x GPU route bottleneck bandwidth (GB/s; - = no route):\n";
     out += header + "\n";
     for (int a = 0; a < gpus; ++a) {
       std::string row = fmt::format("{:<6}", fmt::format("gpu{}", a));

@@ -323,6 +323,14 @@ expect_rc 1 "missing algorithm file" -- "$braid" simulate "$tmp/nope.xml" -t dgx
 grep -q "nope.xml" "$tmp/err" && ok || fail "missing file not named: $(cat "$tmp/err")"
 [ ! -s "$tmp/out" ] && ok || fail "a failed simulate printed on stdout"
 expect_rc 1 "unknown topology" -- "$braid" simulate ring -t no-such-topology
+# One GPU: NCCL's model has no time for a local copy, so its columns show '-', not 0.00 and a ratio of 0.
+cat >"$tmp/one-gpu.json" <<'EOF'
+{"name": "one-gpu", "gpus_per_node": 1, "nics_per_node": 1, "alpha": 10, "betas": [[0]], "invbws": [[10]],
+ "links": [[0]], "remote_alpha": 10, "remote_beta": 10, "remote_invbw": 10}
+EOF
+expect_rc 0 "simulate on one GPU" -- "$braid" simulate ring -t "$tmp/one-gpu.json" --coll allreduce -b 1K -e 1K
+awk '$1 == 1024 {print $9, $10, $16}' "$tmp/out" | grep -qx -- '- - -' && ok ||
+  fail "one GPU: the NCCL model's time and choice are not '-': $(grep '^ *1024 ' "$tmp/out")"
 expect_rc 1 "html into a missing directory" -- "$braid" simulate ring -t dgx1-v100 -b 1K -e 4K --html "$tmp/no/dir/r.html"
 
 finish

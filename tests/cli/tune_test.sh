@@ -168,6 +168,12 @@ PY
   # One rule, [0, floor(sqrt(65536 * 131072)) = 92681], Ring/LL, for 2 nodes and 16 ranks.
   [ "$(grep -v '^#' "$tmp/measured.conf")" = "allreduce,0,92681,ring,ll,-1,2,16,-1,-1" ] && ok ||
     fail "rules from the logs: $(grep -v '^#' "$tmp/measured.conf" | tr '\n' ' ')"
+  # NCCL's default run alone: nothing to compare, and no rule can pin NCCL's own choice; the warning says so.
+  expect_rc 0 "tune from NCCL's default run alone" -- "$braid" tune --nccl-tests-log "$h100=default" \
+    -o "$tmp/default-only.conf"
+  grep -q "warning: every log measures one setting (default): NCCL's own choice, which a rule cannot pin, so the rules file holds no rule" \
+    "$tmp/err" && ok || fail "default-only warning: $(head -1 "$tmp/err")"
+  [ -z "$(grep -v '^#' "$tmp/default-only.conf")" ] && ok || fail "rules from NCCL's default run alone"
   # Rules written where BRAID_TUNER=off would be ignored by the plugin: the same rules, and a warning saying so.
   expect_rc 0 "tune from logs, BRAID_TUNER=off" -- env BRAID_TUNER=off "$braid" tune --nccl-tests-log "$h100=default" \
     --nccl-tests-log "$tmp/ar_ring_ll_all_reduce.txt=Ring/LL" -o "$tmp/measured_off.conf"

@@ -279,6 +279,31 @@ TEST(LoadTopology, ChoosesFormatByContentNotExtension) {
   fs::remove_all(dir);
 }
 
+// A file cut short or malformed is named with its line and what is wrong, in XML and JSON alike.
+TEST(LoadTopology, MalformedXmlAndJsonNameTheLine) {
+  const fs::path dir = fs::path(BRAID_BINARY_DIR) / "t1-load-malformed";
+  fs::create_directories(dir);
+  // A comment that never closes: no root element can be found.
+  { std::ofstream(dir / "cut.xml") << "<?xml version=\"1.0\"?>\n<!-- a hint file\n   for 8 GPUs\n"; }
+  Result<Topology> cut = loadTopology((dir / "cut.xml").string());
+  ASSERT_FALSE(cut.isOk());
+  EXPECT_NE(cut.status().message().find("cut.xml:2: xml: unexpected end of file inside a comment opened here"),
+            std::string::npos)
+      << cut.status().message();
+  // A TACCL profile cut in the middle of an array, and one with a NaN: the parser's line.
+  { std::ofstream(dir / "cut.json") << "{\n  \"name\": \"p\",\n  \"links\": [[0, 1],\n"; }
+  Result<Topology> json = loadTopology((dir / "cut.json").string());
+  ASSERT_FALSE(json.isOk());
+  EXPECT_NE(json.status().message().find("cut.json:4: json: malformed JSON: parse error at line 4"), std::string::npos)
+      << json.status().message();
+  { std::ofstream(dir / "nan.json") << "{\n  \"alpha\": NaN\n}\n"; }
+  Result<Topology> nan = loadTopology((dir / "nan.json").string());
+  ASSERT_FALSE(nan.isOk());
+  EXPECT_NE(nan.status().message().find("nan.json:2: json: malformed JSON"), std::string::npos)
+      << nan.status().message();
+  fs::remove_all(dir);
+}
+
 // Inter-socket (SYS) bandwidth follows the CPU of each machine, with NCCL's per-CPU constants
 // (nccl_plugins.md §4.5: BDW 6, SKL 10, AMD 16, SRP 22); the CPU model is in the file and named in its notes.
 // NDv2 and DGX-1 share the GPU board but not the CPU (topologies/README.md: NDv2 is Skylake, DGX-1 Broadwell).
