@@ -125,6 +125,13 @@ class DeviceExecutor {
   /// for <what>", the proxy transport's error with that prefix, or kRemoteError when the kernel had given up.
   virtual Status asyncError() = 0;
 
+  /// Stops this rank at once (ncclCommAbort's job): sets the flag every waiting block and the proxy poll, so the
+  /// running and queued kernels end within a poll instead of at the timeout, and makes destruction skip its
+  /// collective barrier (the peers are told through the bootstrap's abort, which is the caller's). Results of the
+  /// launches it cuts short are undefined; asyncError() returns kRemoteError "aborted" from then on unless an
+  /// earlier failure is there. Not collective; safe to call more than once.
+  virtual void abort() = 0;
+
   /// The device this executor's rank runs on.
   virtual int device() const = 0;
 };

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -99,6 +100,7 @@ class DeviceExecutorImpl final : public DeviceExecutor {
   Result<int> prepare(const Plan& plan) override;
   Status launch(int handle, const RankMemory& memory, ReduceSpec reduce, cudaStream_t stream) override;
   Status asyncError() override;
+  void abort() override;
   int device() const override { return device_; }
 
  private:
@@ -157,7 +159,8 @@ class DeviceExecutorImpl final : public DeviceExecutor {
   std::condition_variable proxy_cv_;
   std::deque<ProxyJob> proxy_jobs_;
   bool proxy_stopping_ = false;
-  Status proxy_error_;  // its first failure
+  Status proxy_error_;                // its first failure
+  std::atomic<bool> aborted_{false};  // abort() was called
 };
 
 Status DeviceExecutorImpl::init() {
@@ -224,9 +227,9 @@ DeviceExecutorImpl::~DeviceExecutorImpl() {
   if (device_ < 0) return;
   (void)useDevice();
   // Peers write into this rank's region (credits) until their kernels end: wait for this device, then for every
-  // rank, before anything is freed.
+  // rank, before anything is freed. After abort() the peers are being stopped too: no barrier.
   (void)cudaDeviceSynchronize();
-  (void)bootstrap_.barrier();
+  if (!aborted_.load(std::memory_order_acquire)) (void)bootstrap_.barrier();
   for (Prepared& p : plans_) release(&p);
   if (error_host_ != nullptr) (void)cudaFreeHost(error_host_);
 }
@@ -353,6 +356,9 @@ Status DeviceExecutorImpl::mapPeers(Prepared* p) {
         cudaStatus(cudaMemcpy(p->regions, regions.data(), sizeof(uint8_t*) * regions.size(), cudaMemcpyHostToDevice),
                    concat(kName, ": cudaMemcpy of the region table"));
   }
+  // A copy from pageable memory may return before its DMA lands; the kernels run on the callers' streams, which
+  // need not be ordered after the legacy stream.
+  if (status.isOk()) status = cudaStatus(cudaDeviceSynchronize(), concat(kName, ": cudaDeviceSynchronize"));
   return agree(bootstrap_, status, "map the regions of its peers");
 }
 
@@ -528,8 +534,18 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
   return Status::ok();
 }
 
+void DeviceExecutorImpl::abort() {
+  aborted_.store(true, std::memory_order_release);
+  // The host writes mapped pinned memory the kernels and the proxy poll (as the proxy does when it gives up).
+  if (error_host_ != nullptr) std::atomic_ref<uint32_t>(error_host_->aborted).store(1u, std::memory_order_release);
+}
+
 Status DeviceExecutorImpl::asyncError() {
   const volatile cuda::DeviceError* e = error_host_;
+  if (aborted_.load(std::memory_order_acquire) && (e == nullptr || e->code == 0)) {
+    std::lock_guard<std::mutex> lock(proxy_mutex_);
+    if (proxy_error_.isOk()) return Status(StatusCode::kRemoteError, concat(kName, ": aborted"));
+  }
   {
     std::lock_guard<std::mutex> lock(proxy_mutex_);
     // A proxy's own failure (a kernel's is reported below from DeviceError, code 1).

@@ -11,7 +11,7 @@
 // Test knobs: FAKE_GPU_COUNT (default 1) is what cudaGetDeviceCount reports; FAKE_NCCL_CORRUPT=1 makes rank 1 write
 // one wrong element into each all-reduce result; FAKE_NCCL_HANG_RANK=r makes rank r wait forever in
 // ncclCommInitRank; ncclCommInitRank fails (ncclInvalidUsage) unless NCCL_HOSTID ends in "-<rank>", the driver's
-// promise that every rank is its own host.
+// promise that every rank is its own host, or FAKE_NCCL_ANY_HOST=1 (one process holding several ranks).
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -114,6 +114,10 @@ cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind)
   std::memcpy(dst, src, bytes);
   return cudaSuccess;
 }
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t) {
+  std::memcpy(dst, src, bytes);  // streams run nothing later: a copy is done when enqueued
+  return cudaSuccess;
+}
 cudaError_t cudaMemset(void* p, int value, size_t bytes) {
   std::memset(p, value, bytes);
   return cudaSuccess;
@@ -136,8 +140,11 @@ const char* ncclGetLastError(ncclComm_t) { return "fake NCCL last error"; }
 ncclResult_t ncclCommInitRank(ncclComm_t* comm, int n, ncclUniqueId id, int rank) {
   const char* host = std::getenv("NCCL_HOSTID");
   const std::string want = "-" + std::to_string(rank);
-  if (host == nullptr || std::string(host).size() < want.size() ||
-      std::string(host).compare(std::string(host).size() - want.size(), want.size(), want) != 0) {
+  const char* any_host = std::getenv("FAKE_NCCL_ANY_HOST");
+  if (any_host != nullptr && std::strcmp(any_host, "1") == 0) {
+    // One process may hold several ranks (the shim's group test): no host id check.
+  } else if (host == nullptr || std::string(host).size() < want.size() ||
+             std::string(host).compare(std::string(host).size() - want.size(), want.size(), want) != 0) {
     return ncclInvalidUsage;
   }
   const char* hang = std::getenv("FAKE_NCCL_HANG_RANK");

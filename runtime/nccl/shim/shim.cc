@@ -135,7 +135,12 @@ struct CommState {
   bool internal = false;  // created by Braid itself (the CUDA transport's pair communicators)
   bool blocking = true;
   std::string forward_only;  // non-empty: why Braid does not run on it
-  std::mutex mu;             // one call at a time on this state
+  // Braid failed on this rank where its peers could not be moved to NCCL with it (after its kernel was enqueued, or
+  // before a launch its peers made): as after an NCCL asynchronous error, every later call returns this error and
+  // ncclCommGetAsyncError reports it, until the application aborts the communicator.
+  Status failed;
+  std::atomic<bool> warned_capture{false};  // the warning that captured calls go to NCCL was given
+  std::mutex mu;                            // one call at a time on this state
   std::unique_ptr<Bootstrap> bootstrap;
   std::unique_ptr<ShimAlgorithms> pareto;          // BRAID_TOPOLOGY's Pareto set from rank 0; kept until destruction
   uint64_t pareto_digest = 0;                      // textDigest of its text
@@ -397,7 +402,9 @@ Status shareUniqueId(ncclComm_t comm, CommState& state, UniqueId* id) {
   BRAID_CUDA_OK(cudaMalloc(&device, kBytes));
   Status status = [&]() -> Status {
     BRAID_CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    BRAID_CUDA_OK(cudaMemcpy(device, host, kBytes, cudaMemcpyHostToDevice));
+    // On the broadcast's stream: a cudaMemcpy from pageable memory may return before its DMA lands, and a
+    // non-blocking stream is not ordered after the legacy stream.
+    BRAID_CUDA_OK(cudaMemcpyAsync(device, host, kBytes, cudaMemcpyHostToDevice, stream));
     const ncclResult_t sent = broadcast(device, device, kBytes, ncclUint8, 0, comm, stream);
     if (sent != ncclSuccess) {
       return Status(StatusCode::kSystemError, "ncclBroadcast of Braid's unique id: " + resultText(sent));
@@ -419,11 +426,13 @@ Status shareUniqueId(ncclComm_t comm, CommState& state, UniqueId* id) {
 
 // One round over Braid's bootstrap after a collective step that can fail on some ranks only: every rank learns
 // whether all succeeded, so Braid runs on every rank or on none. Returns this rank's error, else the first failed
-// rank's as kRemoteError.
-Status agree(CommState& state, const Status& mine, const char* what) {
+// rank's as kRemoteError; `reached` (optional) is set when the round itself completed, so that every rank returns
+// the same outcome.
+Status agree(CommState& state, const Status& mine, const char* what, bool* reached = nullptr) {
   std::vector<uint8_t> ok(static_cast<size_t>(state.nranks), 0);
   ok[static_cast<size_t>(state.rank)] = mine.isOk() ? 1 : 0;
   BRAID_RETURN_IF_ERROR(state.bootstrap->allGather(ok.data(), 1));
+  if (reached != nullptr) *reached = true;  // every rank now knows the outcome
   if (!mine.isOk()) return mine;
   for (int r = 0; r < state.nranks; ++r) {
     if (ok[static_cast<size_t>(r)] == 0) {
@@ -614,10 +623,19 @@ void track(ncclComm_t comm, bool blocking, std::string why_not, const char* entr
       state->forward_only = "NCCL did not report the communicator's rank, size or device";
     }
   }
-  if (state->forward_only.empty() && !why_not.empty()) state->forward_only = std::move(why_not);
+  const bool given_reason = state->forward_only.empty() && !why_not.empty();
+  if (given_reason) state->forward_only = std::move(why_not);
   Shim& s = shim();
   // BRAID_TOPOLOGY's set is for communicators with its GPU count (every rank loaded the same topology).
   const bool exchange_pareto = s.pareto.gpus > 0 && s.pareto.gpus == state->nranks;
+  if (given_reason && (s.algorithms->servesRanks(state->nranks) || exchange_pareto)) {
+    static std::atomic<bool> warned{false};
+    if (!warned.exchange(true)) {
+      warn(std::string(entry) + ": Braid serves " + std::to_string(state->nranks) + "-rank communicators, but " +
+           state->forward_only +
+           ": their calls go to NCCL (Braid runs with a process or thread per GPU; nccl-tests: -g 1, or -t N -p 1)");
+    }
+  }
   if (state->forward_only.empty() && !s.algorithms->servesRanks(state->nranks) && !exchange_pareto) {
     state->forward_only = "no Braid algorithm for " + std::to_string(state->nranks) + " ranks";
     if (s.pareto.gpus > 0) {
@@ -676,7 +694,11 @@ Status ensureScratch(CommState& state, uint64_t bytes) {
   return Status::ok();
 }
 
-Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaStream_t stream) {
+// Runs `d` on the caller's stream. `every_rank_failed` is set when a failure is one every rank saw (the plan's
+// preparation, agreed over the bootstrap), so all of them can hand the call to NCCL; any other failure is this
+// rank's alone.
+Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaStream_t stream,
+                bool* every_rank_failed) {
   const Plan& plan = *d.plan;
   const RankPlan& mine = plan.ranks[static_cast<size_t>(state.rank)];
   const DataType type = *braidDataType(args.nccl_type);
@@ -706,7 +728,8 @@ Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaS
     auto it = state.handles.find(&plan);
     if (it == state.handles.end()) {
       Result<int> handle = state.executor->prepare(plan);
-      BRAID_RETURN_IF_ERROR(agree(state, handle.status(), "prepare the plan"));
+      Status prepared = agree(state, handle.status(), "prepare the plan", every_rank_failed);
+      if (!prepared.isOk()) return prepared;
       it = state.handles.emplace(&plan, *handle).first;
     }
     BRAID_RETURN_IF_ERROR(state.executor->launch(it->second, memory, reduce, stream));
@@ -750,15 +773,34 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
                      d.in_place};
       } else if (capture != cudaStreamCaptureStatusNone) {
         d = Decision{nullptr, nullptr, "the stream is being captured into a CUDA graph", d.bytes, d.in_place};
+        if (!state->warned_capture.exchange(true)) {
+          warn(std::string(entryName(args.call)) + ": rank " + std::to_string(state->rank) +
+               ": calls captured into a CUDA graph go to NCCL, although Braid serves them uncaptured (nccl-tests -G "
+               "measures and checks NCCL)");
+        }
       }
+    }
+    if (state) {
+      std::lock_guard<std::mutex> lock(state->mu);
+      if (!state->failed.isOk()) return static_cast<ncclResult_t>(toNcclResultCode(state->failed.code()));
     }
     if (d.braid()) {
       InsideBraid inside;
       std::lock_guard<std::mutex> lock(state->mu);
-      Status ran = state->forward_only.empty() ? runBraid(*state, args, d, stream)
+      bool every_rank_failed = false;
+      Status ran = state->forward_only.empty() ? runBraid(*state, args, d, stream, &every_rank_failed)
                                                : Status(StatusCode::kInternalError, state->forward_only);
+      if (!ran.isOk() && !every_rank_failed && state->forward_only.empty()) {
+        // The peers go on in Braid (their kernels wait for this rank): NCCL here would wait for them forever.
+        warn(std::string(entryName(args.call)) + ": Braid failed on rank " + std::to_string(state->rank) + " (" +
+             ran.toString() + "): this and every later call on the communicator return " +
+             resultText(static_cast<ncclResult_t>(toNcclResultCode(ran.code()))) +
+             ", as NCCL after an asynchronous error (ncclCommGetAsyncError reports it); abort the communicator");
+        state->failed = ran;
+        return static_cast<ncclResult_t>(toNcclResultCode(ran.code()));
+      }
       if (!ran.isOk()) {
-        warn(std::string(entryName(args.call)) + ": Braid failed (" + ran.toString() +
+        warn(std::string(entryName(args.call)) + ": Braid failed on every rank (" + ran.toString() +
              "); this call and the communicator's later calls go to NCCL");
         if (state->forward_only.empty()) state->forward_only = "Braid failed earlier: " + ran.message();
         d = Decision{nullptr, nullptr, "Braid failed: " + ran.message(), d.bytes, d.in_place};
@@ -801,8 +843,13 @@ void dropComm(ncclComm_t comm, Drop drop) noexcept {
       state->bootstrap.reset();
       return;
     }
+    std::erase_if(t_group_created, [comm](const GroupCreated& c) { return c.comm == comm; });
     std::shared_ptr<CommState> state = takeComm(comm);
-    if (state && state->bootstrap && drop == Drop::kAbort) state->bootstrap->abort("ncclCommAbort");
+    if (state && drop == Drop::kAbort) {
+      // The kernels stop polling at once instead of at the timeout; the peers learn through the bootstrap.
+      if (state->executor) state->executor->abort();
+      if (state->bootstrap) state->bootstrap->abort("ncclCommAbort");
+    }
   } catch (...) {
   }
 }
@@ -837,8 +884,28 @@ BRAID_SHIM_EXPORT const char* ncclGetLastError(ncclComm_t comm) {
   return real != nullptr ? real(comm) : "the real NCCL was not found (libbraid_nccl.so)";
 }
 
+// NCCL's asynchronous error, else Braid's: a failure recorded on the communicator or one its executor's kernels or
+// proxy reported (a wait past BRAID_TIMEOUT), which then sticks as NCCL's does.
 BRAID_SHIM_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async_error) {
-  BRAID_FORWARD(ncclCommGetAsyncError, comm, async_error);
+  const ncclResult_t result = callReal(BRAID_REAL(ncclCommGetAsyncError), comm, async_error);
+  if (t_inside_braid > 0 || result != ncclSuccess || async_error == nullptr || *async_error != ncclSuccess)
+    return result;
+  try {
+    std::shared_ptr<CommState> state = findComm(comm);
+    if (!state || state->internal) return result;
+    std::lock_guard<std::mutex> lock(state->mu);
+    if (state->failed.isOk() && state->executor) {
+      InsideBraid inside;
+      braid::Status error = state->executor->asyncError();
+      if (!error.isOk()) {
+        warn("ncclCommGetAsyncError: rank " + std::to_string(state->rank) + ": " + error.toString());
+        state->failed = std::move(error);
+      }
+    }
+    if (!state->failed.isOk()) *async_error = static_cast<ncclResult_t>(toNcclResultCode(state->failed.code()));
+  } catch (...) {
+  }
+  return result;
 }
 
 namespace {
