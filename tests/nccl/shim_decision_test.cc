@@ -12,6 +12,7 @@
 #include "braid/algorithm.h"
 #include "braid/classic.h"
 #include "shim/decision.h"
+#include "support/ir_steps.h"
 
 namespace braid::nccl_shim {
 namespace {
@@ -209,6 +210,72 @@ TEST_F(ShimDecision, MatchingAllReduceRunsBraid) {
   const Decision above = decide(algorithms_.get(), over, comm(0, 4), 0);
   EXPECT_FALSE(above.braid());
   EXPECT_EQ(above.reason, "no Braid algorithm for 4 ranks at 1048580 B out-of-place");
+}
+
+// A count whose chunks of different sizes would meet in the algorithm (here one scratch chunk takes chunks of 3 and
+// 4 elements): the largest prefix the chunks split runs in Braid, the rest goes to NCCL. Classical rings lower any
+// count (positional chunks keep their sizes), so a 2-rank all-reduce that reuses one scratch chunk stands for the
+// synthesized programs that do not.
+TEST_F(ShimDecision, CountsWhoseChunksWouldDifferRunAPrefixInBraidAndTheTailInNccl) {
+  using testing::copy;
+  using testing::recv;
+  using testing::send;
+  using testing::step;
+  Algorithm reuse;
+  reuse.name = "scratch_reuse_allreduce_n2";
+  reuse.collective = CollectiveKind::kAllReduce;
+  reuse.num_ranks = 2;
+  reuse.num_chunks = 3;
+  reuse.in_place = false;
+  reuse.out_of_place = true;
+  for (int r = 0; r < 2; ++r) {
+    RankProgram p;
+    p.rank = r;
+    p.input_chunks = p.output_chunks = 3;
+    p.scratch_chunks = 1;
+    std::vector<Step> steps;
+    for (int k = 0; k < 3; ++k) steps.push_back(copy(BufferKind::kInput, k, BufferKind::kOutput, k));
+    for (int k = 0; k < 3; ++k) {  // o[k] = i[k] + the peer's i[k], through s[0] each time
+      steps.push_back(send(BufferKind::kInput, k));
+      steps.push_back(recv(BufferKind::kScratch, 0));
+      steps.push_back(step(OpType::kReduce, BufferKind::kScratch, 0, BufferKind::kOutput, k));
+    }
+    p.threadblocks.push_back(testing::tb(0, 1 - r, 1 - r, steps));
+    reuse.ranks.push_back(p);
+  }
+  fs::create_directories(root_ / "reuse");
+  writeFile(root_ / "reuse" / "reuse.json", writeAlgorithmJson(reuse));
+  std::unique_ptr<ShimAlgorithms> loaded = ShimAlgorithms::load((root_ / "reuse").string(), "");
+  ASSERT_EQ(loaded->size(), 1u) << (loaded->warnings().empty() ? "" : loaded->warnings().front());
+
+  // 10 floats: chunks of 3, 3 and 4 elements would meet in s[0]; 9 split evenly, the 10th goes to NCCL.
+  const CallArgs args{ShimCall::kAllReduce, memory_.data(), memory_.data() + 64, 10, 7, 0, -1};
+  const Decision d = decide(loaded.get(), args, comm(1, 2), 0);
+  ASSERT_TRUE(d.braid()) << d.reason;
+  EXPECT_EQ(d.bytes, 40u);  // the window is matched on the whole call
+  EXPECT_EQ(d.tail_count, 1u);
+  ASSERT_NE(d.plan, nullptr);
+  EXPECT_EQ(d.plan->ranks[1].input_bytes, 36u);
+  EXPECT_EQ(d.plan->ranks[1].output_bytes, 36u);
+  EXPECT_NE(
+      logText(args, comm(1, 2), d)
+          .find("-> braid scratch_reuse_allreduce_n2 (BRAID_ALGO_DIR " + (root_ / "reuse" / "reuse.json").string() +
+                ", window [0 B, unlimited]), the first 9 elements; the last 1 -> NCCL (the algorithm's chunks "
+                "do not split 10)"),
+      std::string::npos)
+      << logText(args, comm(1, 2), d);
+  // 9 elements split evenly: no tail. 2 elements: no prefix the chunks split, so all of it goes to NCCL.
+  const CallArgs even{ShimCall::kAllReduce, memory_.data(), memory_.data() + 64, 9, 7, 0, -1};
+  EXPECT_EQ(decide(loaded.get(), even, comm(1, 2), 0).tail_count, 0u);
+  const CallArgs tiny{ShimCall::kAllReduce, memory_.data(), memory_.data() + 64, 2, 7, 0, -1};
+  const Decision small = decide(loaded.get(), tiny, comm(1, 2), 0);
+  EXPECT_FALSE(small.braid());
+  EXPECT_NE(small.reason.find("cannot run 8 B"), std::string::npos) << small.reason;
+  // The ring of the fixture lowers any count: no tail at 258 elements.
+  const CallArgs ragged{ShimCall::kAllReduce, memory_.data(), memory_.data() + 1024, 258, 7, 0, -1};
+  const Decision ring = decide(algorithms_.get(), ragged, comm(2, 4), 0);
+  ASSERT_TRUE(ring.braid()) << ring.reason;
+  EXPECT_EQ(ring.tail_count, 0u);
 }
 
 TEST_F(ShimDecision, EveryRuleForwardsWithItsReason) {

@@ -408,6 +408,23 @@ Decision decide(ShimAlgorithms* algorithms, const CallArgs& args, const CommView
                                  d.in_place ? "in-place" : "out-of-place"));
   }
   Result<const Plan*> plan = owner->plan(**match, d.bytes, d.in_place, element);
+  const bool elementwise = *collective == CollectiveKind::kAllReduce || *collective == CollectiveKind::kBroadcast ||
+                           *collective == CollectiveKind::kReduce;
+  if (!plan.isOk() && plan.status().code() == StatusCode::kUnsupported && elementwise) {
+    // Chunks that do not split the count: the largest prefix they split runs in Braid, the rest in NCCL.
+    const uint64_t granule = static_cast<uint64_t>(std::max(1, (*match)->algorithm.num_chunks)) *
+                             static_cast<uint64_t>(std::max(1, (*match)->instances));
+    const uint64_t head = args.count - args.count % granule;
+    if (head > 0) {
+      Result<const Plan*> head_plan = owner->plan(**match, head * element, d.in_place, element);
+      if (head_plan.isOk()) {
+        d.candidate = *match;
+        d.plan = *head_plan;
+        d.tail_count = args.count - head;
+        return d;
+      }
+    }
+  }
   if (!plan.isOk()) {
     return toNccl(d, fmt::format("{} cannot run {}: {}", (*match)->algorithm.name, formatBytes(d.bytes),
                                  plan.status().message()));
@@ -434,8 +451,13 @@ std::string logText(const CallArgs& args, const CommView& comm, const Decision& 
   if (decision.bytes > 0) text += " " + formatBytes(decision.bytes);
   if (!decision.braid()) return text + fmt::format(" -> NCCL ({})", decision.reason);
   const ParetoCandidate& c = *decision.candidate;
-  return text + fmt::format(" -> braid {} ({}, window [{}, {}])", c.algorithm.name, c.source, formatBytes(c.window_min),
-                            c.window_max == kUnlimitedBytes ? std::string("unlimited") : formatBytes(c.window_max));
+  text += fmt::format(" -> braid {} ({}, window [{}, {}])", c.algorithm.name, c.source, formatBytes(c.window_min),
+                      c.window_max == kUnlimitedBytes ? std::string("unlimited") : formatBytes(c.window_max));
+  if (decision.tail_count > 0) {
+    text += fmt::format(", the first {} elements; the last {} -> NCCL (the algorithm's chunks do not split {})",
+                        args.count - decision.tail_count, decision.tail_count, args.count);
+  }
+  return text;
 }
 
 const char* acrossHostsName(AcrossHosts mode) {

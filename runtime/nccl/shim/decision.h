@@ -89,6 +89,10 @@ struct Decision {
   std::string reason;                          // why NCCL (empty with a candidate)
   uint64_t bytes = 0;                          // nccl-tests bytes (plan.h); 0 when not computed
   bool in_place = false;
+  /// All-reduce, broadcast and reduce whose count the candidate's chunks do not split: `plan` runs the first
+  /// count - tail_count elements (the largest prefix they split), NCCL the last tail_count, after it on the same
+  /// stream (the communicator's tail path, comm/README.md, with NCCL as the fallback). 0 otherwise.
+  uint64_t tail_count = 0;
   bool braid() const { return candidate != nullptr; }
 };
 

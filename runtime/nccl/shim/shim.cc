@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -747,9 +748,24 @@ Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaS
   return Status::ok();
 }
 
-// A data call: decide, run Braid or forward. `forward` calls the real NCCL.
-template <class Forward>
-ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream, Forward&& forward) noexcept {
+// `p` advanced by `elements` of NCCL type `type` (one Braid has: a decision with a tail was made for it); null stays
+// null (a non-root rank's unused buffer).
+template <class T>
+T* elementsAfter(T* p, uint64_t elements, ncclDataType_t type) {
+  if (p == nullptr) return p;
+  const uint64_t bytes = elements * dataTypeSize(*braidDataType(static_cast<int>(type)));
+  using Byte = std::conditional_t<std::is_const_v<T>, const uint8_t, uint8_t>;
+  return reinterpret_cast<T*>(reinterpret_cast<Byte*>(p) + bytes);
+}
+
+// No tail: the collectives whose decisions never have one (decision.h, Decision::tail_count).
+constexpr auto kNoTail = [](uint64_t, uint64_t) { return ncclInternalError; };
+
+// A data call: decide, run Braid or forward. `forward` calls the real NCCL; `tail(offset, count)` calls it on the
+// last `count` elements, from element `offset` (all-reduce, broadcast, reduce).
+template <class Forward, class Tail = std::remove_const_t<decltype(kNoTail)>>
+ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream, Forward&& forward,
+                      Tail tail = kNoTail) noexcept {
   if (t_inside_braid > 0) return forward();
   try {
     std::shared_ptr<CommState> state = findComm(comm);
@@ -807,6 +823,7 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
       }
     }
     if (logEnabled(LogLevel::kInfo)) logChoice(logText(args, view, d));
+    if (d.braid() && d.tail_count > 0) return tail(args.count - d.tail_count, d.tail_count);
     if (d.braid()) return ncclSuccess;
   } catch (const std::exception& e) {
     warn(std::string(entryName(args.call)) + ": internal error: " + e.what() + "; the call goes to NCCL");
@@ -1061,8 +1078,12 @@ BRAID_SHIM_EXPORT ncclResult_t ncclAllReduce(const void* sendbuff, void* recvbuf
                                              cudaStream_t stream) {
   const CallArgs args{ShimCall::kAllReduce, sendbuff, recvbuff, count, static_cast<int>(datatype),
                       static_cast<int>(op), -1};
-  return dataCall(args, comm, stream,
-                  [&] { BRAID_FORWARD(ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream); });
+  return dataCall(
+      args, comm, stream, [&] { BRAID_FORWARD(ncclAllReduce, sendbuff, recvbuff, count, datatype, op, comm, stream); },
+      [&](uint64_t offset, uint64_t tail) {
+        BRAID_FORWARD(ncclAllReduce, elementsAfter(sendbuff, offset, datatype),
+                      elementsAfter(recvbuff, offset, datatype), tail, datatype, op, comm, stream);
+      });
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclAllGather(const void* sendbuff, void* recvbuff, size_t sendcount,
@@ -1084,22 +1105,36 @@ BRAID_SHIM_EXPORT ncclResult_t ncclReduceScatter(const void* sendbuff, void* rec
 BRAID_SHIM_EXPORT ncclResult_t ncclBroadcast(const void* sendbuff, void* recvbuff, size_t count,
                                              ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
   const CallArgs args{ShimCall::kBroadcast, sendbuff, recvbuff, count, static_cast<int>(datatype), -1, root};
-  return dataCall(args, comm, stream,
-                  [&] { BRAID_FORWARD(ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream); });
+  return dataCall(
+      args, comm, stream,
+      [&] { BRAID_FORWARD(ncclBroadcast, sendbuff, recvbuff, count, datatype, root, comm, stream); },
+      [&](uint64_t offset, uint64_t tail) {
+        BRAID_FORWARD(ncclBroadcast, elementsAfter(sendbuff, offset, datatype),
+                      elementsAfter(recvbuff, offset, datatype), tail, datatype, root, comm, stream);
+      });
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclBcast(void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
                                          cudaStream_t stream) {
   const CallArgs args{ShimCall::kBcast, buff, buff, count, static_cast<int>(datatype), -1, root};
-  return dataCall(args, comm, stream, [&] { BRAID_FORWARD(ncclBcast, buff, count, datatype, root, comm, stream); });
+  return dataCall(
+      args, comm, stream, [&] { BRAID_FORWARD(ncclBcast, buff, count, datatype, root, comm, stream); },
+      [&](uint64_t offset, uint64_t tail) {
+        BRAID_FORWARD(ncclBcast, elementsAfter(buff, offset, datatype), tail, datatype, root, comm, stream);
+      });
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclReduce(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
                                           ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
   const CallArgs args{ShimCall::kReduce,    sendbuff, recvbuff, count, static_cast<int>(datatype),
                       static_cast<int>(op), root};
-  return dataCall(args, comm, stream,
-                  [&] { BRAID_FORWARD(ncclReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream); });
+  return dataCall(
+      args, comm, stream,
+      [&] { BRAID_FORWARD(ncclReduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream); },
+      [&](uint64_t offset, uint64_t tail) {
+        BRAID_FORWARD(ncclReduce, elementsAfter(sendbuff, offset, datatype), elementsAfter(recvbuff, offset, datatype),
+                      tail, datatype, op, root, comm, stream);
+      });
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclAlltoAll(const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
