@@ -24,6 +24,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
@@ -149,7 +150,10 @@ struct CommState {
   std::unique_ptr<DeviceExecutor> executor;        // one host, or several with BRAID_NCCL_ACROSS_HOSTS=hierarchical
   std::unique_ptr<DataTransport> transport;        // several hosts, host-driven: executeOnStream
   std::string path;                                // executorText() of the choice
-  std::map<const Plan*, int> handles;              // executor's prepared plans
+  // The executor's prepared plans by what they were lowered for (candidate, bytes in, bytes out, in place, element
+  // bytes), not by the Plan object: ShimAlgorithms may lower a call again after dropping its cache, and a rank must
+  // not prepare (collectively) what its peers, ranks of other threads sharing that cache, already hold.
+  std::map<std::tuple<const ParetoCandidate*, uint64_t, uint64_t, bool, uint64_t>, int> handles;
   void* scratch = nullptr;                         // device scratch of the host-driven path and non-root reduce output
   uint64_t scratch_bytes = 0;
 
@@ -726,12 +730,13 @@ Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaS
   const ReduceSpec reduce{type, op == ReduceOp::kAvg ? ReduceOp::kSum : op};
   if (state.executor) {
     BRAID_RETURN_IF_ERROR(state.executor->asyncError());
-    auto it = state.handles.find(&plan);
+    const auto key = std::make_tuple(d.candidate, mine.input_bytes, mine.output_bytes, d.in_place, plan.element_bytes);
+    auto it = state.handles.find(key);
     if (it == state.handles.end()) {
       Result<int> handle = state.executor->prepare(plan);
       Status prepared = agree(state, handle.status(), "prepare the plan", every_rank_failed);
       if (!prepared.isOk()) return prepared;
-      it = state.handles.emplace(&plan, *handle).first;
+      it = state.handles.emplace(key, *handle).first;
     }
     BRAID_RETURN_IF_ERROR(state.executor->launch(it->second, memory, reduce, stream));
   } else {
