@@ -111,9 +111,11 @@ class DeviceExecutor {
   virtual Result<int> prepare(const Plan& plan) = 0;
 
   /// Enqueues one kernel on `stream` that runs the prepared plan `handle` on `memory` (device pointers; scratch
-  /// may be null: the executor's own is used) with `reduce`; returns at once. Every rank must launch its part;
-  /// the kernels of all ranks must run at the same time (they wait on each other). A plan with proxied
-  /// connections also queues the launch for the proxy thread, which runs it while the kernel runs. Errors:
+  /// may be null: the executor's own is used) with `reduce`; returns at once. The kernel numbers its launches
+  /// itself (a counter in the rank's region), so a CUDA graph may capture it and replay it, in the same order on
+  /// every rank as eager launches, except where ranks are on several hosts (kUnsupported while capturing). Every rank
+  /// must launch its part; the kernels of all ranks must run at the same time (they wait on each other). A plan with
+  /// proxied connections also queues the launch for the proxy thread, which runs it while the kernel runs. Errors:
   /// kInvalidArgument for an unknown handle or buffers smaller than the plan's; kUnhandledCudaError from the
   /// launch. Failures inside the kernel (a peer or dependency that did not arrive within the timeout) and of the
   /// proxy are reported by asyncError().

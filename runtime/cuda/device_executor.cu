@@ -500,6 +500,16 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
                               resident, " blocks of ", cuda::kDeviceBlock,
                               " threads at once (their kernels wait for each other: all must be resident)"));
   }
+  if (spans_hosts_) {
+    // The proxies run once per launch on the host: a graph replaying the kernel would run it without them.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    BRAID_RETURN_IF_ERROR(
+        cudaStatus(cudaStreamIsCapturing(stream, &capture), concat(kName, ": cudaStreamIsCapturing")));
+    if (capture != cudaStreamCaptureStatusNone) {
+      return unsupported(concat(kName, ": rank ", p.header.rank,
+                                ": ranks on several hosts (proxied connections) cannot be captured into a CUDA graph"));
+    }
+  }
   if (p.header.proxy_bytes > 0 && options_.proxy_transport == nullptr) {
     return Status(StatusCode::kInternalError, concat(kName, ": plan ", handle,
                                                      " has proxied connections but the "

@@ -6,8 +6,11 @@
 // on the CPU through this same code and compare the result with the CPU reference. Compiles with nvcc and with a
 // plain C++ compiler.
 //
-// A block: (1) with precopies, every block of the grid copies its share of each, then all meet at a grid barrier
-// (a counter in the region: every launch adds the grid size); (2) loops over slice iterations j and its steps s,
+// A block: (0) takes the launch's number from the rank's launch counter (the region's barrier counter: every block
+// adds one when it starts and, with precopies, one at the grid barrier, so launch L's values lie in [L k, (L+1) k)
+// with k = grid x (1 or 2)); the kernel's arguments never carry it, so a CUDA graph that replays the same arguments
+// numbers its launches right; (1) with precopies, every block of the grid copies its share of each, then all meet at
+// the grid barrier (the same counter reaching (L+1) k); (2) loops over slice iterations j and its steps s,
 // skipping steps with no slice j: waits for the dependencies (progress counters of other blocks), for the
 // incoming message (Simple: the tail counter; LL: the flags of every line; a proxied connection: the tail counter
 // in both protocols, device_plan.h) and for a free slot of the outgoing connection (the head counter), runs the
@@ -65,7 +68,8 @@ struct DeviceLaunch {
   uint8_t* const* regions = nullptr;  // every rank's region as this process maps it (ranks of other hosts: unused)
   uint8_t* proxy = nullptr;           // this rank's proxy area as the kernel maps it (null: no proxied connection)
   uint8_t* buffers[3] = {};           // input, output, scratch (DeviceBuffer order)
-  uint64_t launch = 0;                // launches of this plan before this one
+  uint64_t launch = 0;                // launches of this plan before this one: set by runBlock from the rank's launch
+                                      // counter (what the caller passes is not read)
   uint64_t timeout_ns = 0;            // longest wait of any block
   DeviceError* error = nullptr;
 };
@@ -80,6 +84,7 @@ struct HostBlock {
   uint32_t threads = 1;
   std::barrier<>* barrier = nullptr;
   std::atomic<int>* flag = nullptr;
+  std::atomic<uint64_t>* word = nullptr;  // the block's shared word for a value thread 0 hands to the others
 };
 inline thread_local const HostBlock* t_host_block = nullptr;
 /// Makes `block` the calling thread's block for its lifetime.
@@ -162,6 +167,25 @@ BRAID_HD bool blockAgrees(bool thread0_ok) {
   return syncBlockOr(t_host_block->thread == 0 && !thread0_ok) == false;
 #endif
 }
+/// What thread 0 passed, on every thread of the block (a barrier).
+BRAID_HD uint64_t blockBroadcast(uint64_t thread0_value) {
+#if defined(__CUDA_ARCH__)
+  __shared__ unsigned long long value;
+  if (threadIdx.x == 0) value = thread0_value;
+  __syncthreads();
+  const uint64_t result = value;
+  __syncthreads();
+  return result;
+#else
+  const HostBlock& b = *t_host_block;
+  if (b.threads == 1) return thread0_value;
+  if (b.thread == 0) b.word->store(thread0_value);
+  b.barrier->arrive_and_wait();
+  const uint64_t result = b.word->load();
+  b.barrier->arrive_and_wait();
+  return result;
+#endif
+}
 /// A counter another block (system: another GPU or process) writes: acquire load; release store.
 BRAID_HD uint64_t loadAcquire(const uint64_t* p, bool system) {
 #if defined(__CUDA_ARCH__)
@@ -203,12 +227,12 @@ BRAID_HD void fence(bool system) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 #endif
 }
-/// The grid barrier's counter: add one (acquire-release).
-BRAID_HD void addOne(uint64_t* p) {
+/// The launch counter (the grid barrier's): add one (acquire-release); returns the value before.
+BRAID_HD uint64_t addOne(uint64_t* p) {
 #if defined(__CUDA_ARCH__)
-  atomicAdd(reinterpret_cast<unsigned long long*>(p), 1ull);
+  return atomicAdd(reinterpret_cast<unsigned long long*>(p), 1ull);
 #else
-  std::atomic_ref<uint64_t>(*p).fetch_add(1, std::memory_order_acq_rel);
+  return std::atomic_ref<uint64_t>(*p).fetch_add(1, std::memory_order_acq_rel);
 #endif
 }
 /// An LL line: {data low, flag, data high, flag}. Each 8-byte half is written and read whole, so a half whose
@@ -496,6 +520,11 @@ BRAID_HD bool llSlice(const Block& b, DeviceOp op, const SliceIo& io, int32_t re
   return true;
 }
 
+/// What one launch adds to the rank's launch counter: one per block when it starts, one more at the grid barrier.
+BRAID_HD uint64_t countsPerLaunch(const DevicePlanHeader& h) {
+  return uint64_t{gridBlocks()} * (h.num_precopies > 0 ? 2 : 1);
+}
+
 /// The precopies, by every thread of the grid, then the grid barrier. False when the barrier timed out.
 BRAID_HD bool runPrecopies(const DeviceLaunch& launch, const DevicePlanView& plan, Block& b) {
   const DevicePlanHeader& h = *plan.header;
@@ -520,8 +549,8 @@ BRAID_HD bool runPrecopies(const DeviceLaunch& launch, const DevicePlanView& pla
   if (threadIndex() == 0) {
     uint64_t* counter = reinterpret_cast<uint64_t*>(launch.regions[h.rank] + h.barrier_offset);
     fence(false);
-    addOne(counter);
-    ok = waitCounter(b, counter, (launch.launch + 1) * gridBlocks(), /*system=*/false, DeviceWait::kBarrier, -1);
+    (void)addOne(counter);
+    ok = waitCounter(b, counter, (launch.launch + 1) * countsPerLaunch(h), /*system=*/false, DeviceWait::kBarrier, -1);
   }
   return blockAgrees(ok);
 }
@@ -629,8 +658,16 @@ BRAID_HD void runThreadblock(const DeviceLaunch& launch, const DevicePlanView& p
 /// What one block of the launch runs: the precopies with the grid barrier, then its threadblock (blocks beyond
 /// the plan's threadblocks, in a grid of one for a rank without any, only take part in the precopies).
 template <typename T, ElementOp kOp>
-BRAID_HD void runBlock(const DeviceLaunch& launch) {
-  const DevicePlanView plan = viewDevicePlan(launch.plan);
+BRAID_HD void runBlock(const DeviceLaunch& arguments) {
+  const DevicePlanView plan = viewDevicePlan(arguments.plan);
+  // The launch's number: launches of a plan on one rank run one after another (the stream orders them), so every
+  // value this launch's blocks take lies in [L k, (L+1) k).
+  uint64_t taken = 0;
+  if (threadIndex() == 0) {
+    taken = addOne(reinterpret_cast<uint64_t*>(arguments.regions[plan.header->rank] + plan.header->barrier_offset));
+  }
+  DeviceLaunch launch = arguments;
+  launch.launch = blockBroadcast(taken) / countsPerLaunch(*plan.header);
   Block b{&launch, plan.header, static_cast<int32_t>(blockIndex()), -1, 0};
   if (plan.header->num_precopies > 0 && !runPrecopies(launch, plan, b)) return;
   if (blockIndex() < plan.header->num_threadblocks) runThreadblock<T, kOp>(launch, plan, b);

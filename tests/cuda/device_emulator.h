@@ -43,10 +43,11 @@ struct EmulationOptions {
   uint32_t threads_per_block = 1;
   int launches = 2;  // consecutive launches of the plan, on the same regions
   double timeout_s = 30;
-  std::vector<int> ranks;          // ranks that run (empty: all); the others never start (timeout tests)
-  std::vector<int> host_of_rank;   // rank r's host (encodeDevicePlans); empty: all on one host
-  bool tcp_proxies = false;        // the proxies' transport: TCP over loopback (else the threads transport)
-  std::vector<int> without_proxy;  // running ranks whose proxy never runs (timeout tests)
+  std::vector<int> ranks;           // ranks that run (empty: all); the others never start (timeout tests)
+  std::vector<int> host_of_rank;    // rank r's host (encodeDevicePlans); empty: all on one host
+  bool tcp_proxies = false;         // the proxies' transport: TCP over loopback (else the threads transport)
+  std::vector<int> without_proxy;   // running ranks whose proxy never runs (timeout tests)
+  bool replayed_arguments = false;  // every launch passes launch number 0, as a replayed CUDA graph does
 };
 
 /// The proxies' transport endpoints of `n` ranks of this process (index = rank), and what they need to live.
@@ -250,7 +251,8 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
       args[r].buffers[0] = m.input.data();
       args[r].buffers[1] = m.output.data();
       args[r].buffers[2] = m.scratch.data();
-      args[r].launch = static_cast<uint64_t>(launch);
+      // The block program numbers launches from the rank's launch counter; a CUDA graph replays the same arguments.
+      args[r].launch = options.replayed_arguments ? 0 : static_cast<uint64_t>(launch);
       args[r].timeout_ns = static_cast<uint64_t>(options.timeout_s * 1e9);
       args[r].error = &errors[r];
     }
@@ -259,6 +261,7 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
       HostBlock block;
       std::unique_ptr<std::barrier<>> barrier;
       std::atomic<int> flag{0};
+      std::atomic<uint64_t> word{0};
       std::vector<HostBlock> threads;
     };
     std::vector<std::unique_ptr<BlockState>> blocks;
@@ -270,7 +273,7 @@ inline Status emulateDevicePlan(const Plan& plan, const EmulationOptions& option
         state->barrier = std::make_unique<std::barrier<>>(options.threads_per_block);
         for (uint32_t t = 0; t < options.threads_per_block; ++t) {
           state->threads.push_back(
-              HostBlock{b, grid, t, options.threads_per_block, state->barrier.get(), &state->flag});
+              HostBlock{b, grid, t, options.threads_per_block, state->barrier.get(), &state->flag, &state->word});
         }
         blocks.push_back(std::move(state));
       }

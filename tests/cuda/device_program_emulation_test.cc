@@ -137,6 +137,37 @@ TEST(DeviceProgramEmulation, CorpusAlgorithmsMatchTheReference) {
   EXPECT_GE(runs, 40);
 }
 
+// A CUDA graph replays its kernels with the arguments captured once: every launch passes launch number 0 here, and
+// the blocks number their launches from the rank's launch counter. Three launches on the same regions of the
+// classical algorithms (4 ranks, Simple and LL, FIFOs wrapping) and of the corpus programs (precopies and their grid
+// barrier among them) must all match the reference; numbering them by the arguments would reuse launch 0's message
+// numbers and wait forever (a timeout) from the second launch on.
+TEST(DeviceProgramEmulation, ReplayedArgumentsNumberLaunchesFromTheDevice) {
+  testing::EmulationOptions options;
+  options.launches = 3;
+  options.replayed_arguments = true;
+  options.timeout_s = 5;
+  int runs = 0;
+  for (const Algorithm& algorithm : testing::classicalTestAlgorithms(4)) {
+    options.root = algorithm.root;
+    for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+      const Status status = emulate(algorithm, 301, !algorithm.out_of_place, protocol, 64, options);
+      EXPECT_TRUE(status.isOk()) << algorithm.name << ": " << status.toString();
+      ++runs;
+    }
+  }
+  EXPECT_GT(runs, 10);
+  if (!std::filesystem::is_directory(testing::realcasesDir())) return;  // the corpus part needs ../shared
+  int corpus = 0;
+  forEachCorpusAlgorithm([&](const std::filesystem::path& file, const Algorithm& algorithm, uint64_t even) {
+    options.root = algorithm.root;
+    const Status status = emulate(algorithm, even, !algorithm.out_of_place, Protocol::kSimple, 16, options);
+    EXPECT_TRUE(status.isOk()) << file.filename() << ": " << status.toString();
+    ++corpus;
+  });
+  EXPECT_GE(corpus, 10);
+}
+
 // Rank r's host when n ranks are split into hosts of `per_host` consecutive ranks.
 std::vector<int> hostsOf(int n, int per_host) {
   std::vector<int> hosts;

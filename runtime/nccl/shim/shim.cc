@@ -142,7 +142,8 @@ struct CommState {
   // ncclCommGetAsyncError reports it, until the application aborts the communicator.
   Status failed;
   std::atomic<bool> warned_capture{false};  // the warning that captured calls go to NCCL was given
-  std::mutex mu;                            // one call at a time on this state
+  bool capturable = false;  // the device-resident executor of one host: its launches may be captured into a graph
+  std::mutex mu;            // one call at a time on this state
   std::unique_ptr<Bootstrap> bootstrap;
   std::unique_ptr<ShimAlgorithms> pareto;          // BRAID_TOPOLOGY's Pareto set from rank 0; kept until destruction
   uint64_t pareto_digest = 0;                      // textDigest of its text
@@ -154,7 +155,7 @@ struct CommState {
   // bytes), not by the Plan object: ShimAlgorithms may lower a call again after dropping its cache, and a rank must
   // not prepare (collectively) what its peers, ranks of other threads sharing that cache, already hold.
   std::map<std::tuple<const ParetoCandidate*, uint64_t, uint64_t, bool, uint64_t>, int> handles;
-  void* scratch = nullptr;                         // device scratch of the host-driven path and non-root reduce output
+  void* scratch = nullptr;  // device scratch of the host-driven path and non-root reduce output
   uint64_t scratch_bytes = 0;
 
   ~CommState() {
@@ -584,6 +585,7 @@ Status setUpBraid(ncclComm_t comm, CommState& state, bool exchange_pareto) {
     }
     BRAID_RETURN_IF_ERROR(agree(state, made, ("create the proxy transport (" + state.path + ")").c_str()));
   }
+  state.capturable = choice.kind == ExecutorKind::kDeviceResident;
   if (choice.kind != ExecutorKind::kHostDriven) {
     DeviceExecutorOptions options;
     options.device = state.device;
@@ -702,6 +704,13 @@ Status ensureScratch(CommState& state, uint64_t bytes) {
 // Runs `d` on the caller's stream. `every_rank_failed` is set when a failure is one every rank saw (the plan's
 // preparation, agreed over the bootstrap), so all of them can hand the call to NCCL; any other failure is this
 // rank's alone.
+// The key of `d`'s prepared plan in state.handles.
+std::tuple<const ParetoCandidate*, uint64_t, uint64_t, bool, uint64_t> handleKey(const CommState& state,
+                                                                                 const Decision& d) {
+  const RankPlan& mine = d.plan->ranks[static_cast<size_t>(state.rank)];
+  return std::make_tuple(d.candidate, mine.input_bytes, mine.output_bytes, d.in_place, d.plan->element_bytes);
+}
+
 Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaStream_t stream,
                 bool* every_rank_failed) {
   const Plan& plan = *d.plan;
@@ -730,7 +739,7 @@ Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaS
   const ReduceSpec reduce{type, op == ReduceOp::kAvg ? ReduceOp::kSum : op};
   if (state.executor) {
     BRAID_RETURN_IF_ERROR(state.executor->asyncError());
-    const auto key = std::make_tuple(d.candidate, mine.input_bytes, mine.output_bytes, d.in_place, plan.element_bytes);
+    const auto key = handleKey(state, d);
     auto it = state.handles.find(key);
     if (it == state.handles.end()) {
       Result<int> handle = state.executor->prepare(plan);
@@ -784,20 +793,33 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
       view.pareto = state->pareto.get();
     }
     Decision d = decide(shim().algorithms.get(), args, view, t_group_depth);
-    // Braid's first call of a plan allocates and exchanges over the bootstrap, which a CUDA graph cannot capture:
-    // captured calls go to NCCL (every rank captures the same calls).
+    // A captured call runs in Braid only where a graph can replay it: the device-resident executor of one host,
+    // with the plan already prepared (preparing allocates and exchanges over the bootstrap, which a graph cannot
+    // hold), and no allocation in the call (a non-root reduce's scratch). The same on every rank: ranks capture the
+    // same calls after the same history, and the executor kind is agreed at setup.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (d.braid()) {
       const cudaError_t asked = cudaStreamIsCapturing(stream, &capture);
+      std::string why;
       if (asked != cudaSuccess) {
-        d = Decision{nullptr, nullptr, std::string("cudaStreamIsCapturing: ") + cudaGetErrorName(asked), d.bytes,
-                     d.in_place};
+        why = std::string("cudaStreamIsCapturing: ") + cudaGetErrorName(asked);
       } else if (capture != cudaStreamCaptureStatusNone) {
-        d = Decision{nullptr, nullptr, "the stream is being captured into a CUDA graph", d.bytes, d.in_place};
-        if (!state->warned_capture.exchange(true)) {
+        std::lock_guard<std::mutex> lock(state->mu);
+        if (!state->capturable || !state->executor) {
+          why = "the stream is being captured into a CUDA graph, which " + state->path + " cannot be";
+        } else if (args.call == ShimCall::kReduce) {
+          why = "the stream is being captured into a CUDA graph (a reduce may allocate)";
+        } else if (!state->handles.contains(handleKey(*state, d))) {
+          why = "the stream is being captured into a CUDA graph before an uncaptured call prepared this size";
+        }
+      }
+      if (!why.empty()) {
+        d = Decision{nullptr, nullptr, why, d.bytes, d.in_place};
+        if (capture != cudaStreamCaptureStatusNone && !state->warned_capture.exchange(true)) {
           warn(std::string(entryName(args.call)) + ": rank " + std::to_string(state->rank) +
-               ": calls captured into a CUDA graph go to NCCL, although Braid serves them uncaptured (nccl-tests -G "
-               "measures and checks NCCL)");
+               ": a call Braid serves "
+               "goes to NCCL: " +
+               why + " (later ones say so at INFO)");
         }
       }
     }
