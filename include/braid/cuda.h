@@ -107,7 +107,8 @@ class DeviceExecutor {
   /// proxied connections. Returns the handle launch() takes. A plan encoding the same as one prepared before
   /// reuses it (no exchange). Errors: the encoder's (kUnsupported for plans the kernel cannot run,
   /// kInvalidArgument naming a cycle); kUnsupported when the plan has more threadblocks than can be resident on
-  /// the device at once; kUnhandledCudaError naming the CUDA call.
+  /// the device at once, or, for ranks that are threads of this process on one device, more together (on every
+  /// rank: the check is agreed before anything is launched); kUnhandledCudaError naming the CUDA call.
   virtual Result<int> prepare(const Plan& plan) = 0;
 
   /// Enqueues one kernel on `stream` that runs the prepared plan `handle` on `memory` (device pointers; scratch

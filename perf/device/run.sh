@@ -112,13 +112,15 @@ summary() { echo "$*" >>"$SUMMARY"; log "SUMMARY: $*"; }
 fail_summary() { summary "$*"; failures=$((failures + 1)); }
 remaining() { echo $((total_timeout - (SECONDS - START))); }
 # run_step CAP LOGFILE CMD...: CMD under `timeout` (min(CAP, time left)), output to LOGFILE and run.log; returns
-# CMD's status (124 when it timed out, 125 when no time was left to start it).
+# CMD's status (124 when it timed out, 125 when no time was left to start it); step_cut=1 when the time left, not
+# CAP, bounded it.
 run_step() {
   local cap=$1 file=$2
   shift 2
   local left
   left=$(remaining)
-  [ "$left" -lt "$cap" ] && cap=$left
+  step_cut=0
+  if [ "$left" -lt "$cap" ]; then cap=$left; step_cut=1; fi
   if [ "$cap" -le 2 ]; then
     echo "run.sh: no time left for: $*" | tee -a "$file" "$LOG" >&2
     return 125
@@ -471,6 +473,8 @@ gtest_run() {
   skipped=$(grep -c '^\[  SKIPPED \] .*(' "$one" || true)
   if [ "$rc" = 125 ]; then
     fail_summary "part t $name: not run (no time left of --timeout $total_timeout; rerun with --parts t)"
+  elif [ "$rc" = 124 ] && [ "$step_cut" = 1 ]; then
+    fail_summary "part t $name: cut short by the --timeout $total_timeout budget, not by its own ${cap} s cap (t.log; rerun with --parts t)"
   elif [ "$rc" != 0 ]; then
     fail_summary "part t $name: FAIL (status $rc; t.log)"
   elif [ "$skipped" != 0 ]; then

@@ -63,6 +63,15 @@ Status agree(Bootstrap& bootstrap, const Status& mine, const char* stage) {
 }
 
 /// What every rank tells the others about its region of a plan.
+// A non-blocking stream for the executor's own copies at preparation, destroyed with it.
+struct SetupStream {
+  cudaStream_t stream = nullptr;
+  cudaError_t create() { return cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking); }
+  ~SetupStream() {
+    if (stream != nullptr) (void)cudaStreamDestroy(stream);
+  }
+};
+
 struct RegionInfo {
   int64_t pid = 0;
   int32_t device = 0;
@@ -132,6 +141,9 @@ class DeviceExecutorImpl final : public DeviceExecutor {
   Status allocate(const cuda::DecodedDevicePlan& mine, const std::vector<uint8_t>& blob, Prepared* p);
   Status mapPeers(Prepared* p);
   Result<uint32_t> residentBlocks(const void* kernel);
+  /// The fewest blocks any of the kernel's instantiations keeps resident: what prepare() checks a plan against, so
+  /// that a plan too large is refused there, by every rank (agreed), and not at one rank's launch.
+  Result<uint32_t> fewestResidentBlocks();
   void release(Prepared* p);
   void proxyLoop();
 
@@ -269,9 +281,11 @@ Status DeviceExecutorImpl::allocate(const cuda::DecodedDevicePlan& mine, const s
                                     Prepared* p) {
   const cuda::DevicePlanHeader& h = mine.header;
   BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->blob, blob.size()));
-  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpy(p->blob, blob.data(), blob.size(), cudaMemcpyHostToDevice));
+  SetupStream setup;
+  BRAID_CUDA_RETURN_IF_ERROR(setup.create());
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(p->blob, blob.data(), blob.size(), cudaMemcpyHostToDevice, setup.stream));
   BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->region, h.region_bytes));
-  BRAID_CUDA_RETURN_IF_ERROR(cudaMemset(p->region, 0, h.region_bytes));
+  BRAID_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(p->region, 0, h.region_bytes, setup.stream));
   if (h.scratch_bytes > 0) BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->scratch, h.scratch_bytes));
   BRAID_CUDA_RETURN_IF_ERROR(cudaMalloc(&p->regions, sizeof(uint8_t*) * static_cast<size_t>(h.num_ranks)));
   if (h.proxy_bytes > 0) {
@@ -283,7 +297,8 @@ Status DeviceExecutorImpl::allocate(const cuda::DecodedDevicePlan& mine, const s
     BRAID_CUDA_RETURN_IF_ERROR(cudaHostGetDevicePointer(&device, host, 0));
     p->proxy_device = static_cast<uint8_t*>(device);
   }
-  BRAID_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize());  // the zeroed region is visible before any peer maps it
+  // The blob and the zeroed region are in place before any peer maps it.
+  BRAID_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(setup.stream));
   return Status::ok();
 }
 
@@ -315,6 +330,17 @@ Status DeviceExecutorImpl::mapPeers(Prepared* p) {
   }
   for (size_t i = 0; i < sharing.size(); ++i) {
     p->device_ranks += (i == 0 ? "" : i + 1 == sharing.size() ? " and " : ", ") + std::to_string(sharing[i]);
+  }
+  if (sharing.size() > 1) {
+    Result<uint32_t> resident = fewestResidentBlocks();
+    if (!resident.isOk()) {
+      status = resident.status();
+    } else if (p->device_grid > *resident) {
+      status = unsupported(
+          concat(kName, ": ranks ", p->device_ranks, " of this process share device ", device_, ": their plans have ",
+                 p->device_grid, " threadblocks together, but the device holds at most ", *resident, " blocks of ",
+                 cuda::kDeviceBlock, " threads at once (their kernels wait for each other: all must be resident)"));
+    }
   }
   for (int q = 0; q < n && status.isOk(); ++q) {
     const RegionInfo& info = infos[static_cast<size_t>(q)];
@@ -351,14 +377,17 @@ Status DeviceExecutorImpl::mapPeers(Prepared* p) {
       }
     }
   }
+  // On a stream of its own, waited for: the kernels run on the callers' streams, which need not be ordered after
+  // any other, and waiting for the whole device would also wait for other communicators' kernels, which may wait
+  // for a peer that is itself in this (collective) preparation.
+  SetupStream setup;
+  if (status.isOk()) status = cudaStatus(setup.create(), concat(kName, ": cudaStreamCreateWithFlags"));
   if (status.isOk()) {
-    status =
-        cudaStatus(cudaMemcpy(p->regions, regions.data(), sizeof(uint8_t*) * regions.size(), cudaMemcpyHostToDevice),
-                   concat(kName, ": cudaMemcpy of the region table"));
+    status = cudaStatus(cudaMemcpyAsync(p->regions, regions.data(), sizeof(uint8_t*) * regions.size(),
+                                        cudaMemcpyHostToDevice, setup.stream),
+                        concat(kName, ": cudaMemcpyAsync of the region table"));
   }
-  // A copy from pageable memory may return before its DMA lands; the kernels run on the callers' streams, which
-  // need not be ordered after the legacy stream.
-  if (status.isOk()) status = cudaStatus(cudaDeviceSynchronize(), concat(kName, ": cudaDeviceSynchronize"));
+  if (status.isOk()) status = cudaStatus(cudaStreamSynchronize(setup.stream), concat(kName, ": cudaStreamSynchronize"));
   return agree(bootstrap_, status, "map the regions of its peers");
 }
 
@@ -395,7 +424,19 @@ Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
   p.header = mine.header;
   p.grid = std::max<uint32_t>(1, mine.header.num_threadblocks);
   p.decoded = std::make_shared<const cuda::DecodedDevicePlan>(mine);
-  const Status allocated = allocate(mine, blobs[static_cast<size_t>(bootstrap_.rank())], &p);
+  Status fits = Status::ok();
+  {
+    Result<uint32_t> resident = fewestResidentBlocks();
+    if (!resident.isOk()) {
+      fits = resident.status();
+    } else if (p.grid > *resident) {
+      fits =
+          unsupported(concat(kName, ": rank ", p.header.rank, ": the plan has ", p.grid, " threadblocks, but device ",
+                             device_, " holds at most ", *resident, " blocks of ", cuda::kDeviceBlock,
+                             " threads at once (every block waits for others: all must be resident)"));
+    }
+  }
+  const Status allocated = fits.isOk() ? allocate(mine, blobs[static_cast<size_t>(bootstrap_.rank())], &p) : fits;
   Status status = agree(bootstrap_, allocated, "allocate its plan");
   if (status.isOk()) status = mapPeers(&p);
   if (!status.isOk()) {
@@ -430,6 +471,19 @@ Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
   const int handle = static_cast<int>(plans_.size()) - 1;
   by_encoding_[key] = handle;
   return handle;
+}
+
+Result<uint32_t> DeviceExecutorImpl::fewestResidentBlocks() {
+  uint32_t fewest = UINT32_MAX;
+  for (int type = -1; type < kNumDataTypes; ++type) {
+    for (int op = 0; op < (type < 0 ? 1 : kNumReduceOps); ++op) {
+      const void* kernel = cuda::deviceExecutorKernelFor(type, op);
+      if (kernel == nullptr) continue;
+      BRAID_ASSIGN_OR_RETURN(const uint32_t blocks, residentBlocks(kernel));
+      fewest = std::min(fewest, blocks);
+    }
+  }
+  return fewest;
 }
 
 Result<uint32_t> DeviceExecutorImpl::residentBlocks(const void* kernel) {

@@ -307,6 +307,110 @@ TEST(CudaDeviceExecutor, RanksOnTwoHostsThroughProxies) {
   EXPECT_TRUE(result.allOk()) << result.summary();
 }
 
+// One rank of a CUDA-graph run: the plan's launch captured once, the graph replayed `replays` times with new inputs
+// copied into the same buffers, then one eager launch; every result against the reference. The kernel numbers its
+// launches from the device, so the replays and the eager launch after them must line up with the peers'.
+int runCapturedRank(Bootstrap& bootstrap, const Plan& plan, int replays) {
+  const int r = bootstrap.rank();
+  const testing::EmulationOptions options;
+  DeviceExecutorOptions executor_options;
+  executor_options.timeout_s = 30;
+  auto executor = createDeviceExecutor(bootstrap, executor_options);
+  BRAID_CHILD_CHECK_OK(executor);
+  cudaStream_t stream = nullptr;
+  BRAID_CHILD_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess);
+  Result<int> handle = (*executor)->prepare(plan);
+  BRAID_CHILD_CHECK_OK(handle);
+  const RankPlan& rp = plan.ranks[r];
+  std::vector<uint8_t> input(rp.input_bytes + 16), output(rp.output_bytes + 16);
+  void *d_in = nullptr, *d_out = nullptr;
+  BRAID_CHILD_CHECK(cudaMalloc(&d_in, input.size()) == cudaSuccess);
+  BRAID_CHILD_CHECK(cudaMalloc(&d_out, output.size()) == cudaSuccess);
+  const RankMemory memory{d_in, input.size(), d_out, output.size(), nullptr, 0};
+  const ReduceSpec reduce{options.type, options.op};
+  cudaGraphExec_t graph = nullptr;
+  for (int launch = 0; launch <= replays; ++launch) {
+    std::vector<std::vector<uint8_t>> inputs(static_cast<size_t>(plan.num_ranks));
+    for (int q = 0; q < plan.num_ranks; ++q) {
+      std::vector<uint8_t> in(plan.ranks[q].input_bytes + 16), out(plan.ranks[q].output_bytes + 16);
+      inputs[q] = testing::placeInput(plan, q, options, launch, in.data(), out.data());
+    }
+    std::fill(input.begin(), input.end(), 0xA5);
+    std::fill(output.begin(), output.end(), 0xA5);
+    testing::placeInput(plan, r, options, launch, input.data(), output.data());
+    BRAID_CHILD_CHECK(cudaMemcpy(d_in, input.data(), input.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    BRAID_CHILD_CHECK(cudaMemcpy(d_out, output.data(), output.size(), cudaMemcpyHostToDevice) == cudaSuccess);
+    if (launch == replays) {  // after the replays, an eager launch
+      BRAID_CHILD_CHECK_OK((*executor)->launch(*handle, memory, reduce, stream));
+    } else {
+      if (graph == nullptr) {
+        cudaGraph_t captured = nullptr;
+        BRAID_CHILD_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+        const Status launched = (*executor)->launch(*handle, memory, reduce, stream);
+        BRAID_CHILD_CHECK(cudaStreamEndCapture(stream, &captured) == cudaSuccess);
+        BRAID_CHILD_CHECK_OK(launched);
+        BRAID_CHILD_CHECK(cudaGraphInstantiate(&graph, captured, 0) == cudaSuccess);
+        cudaGraphDestroy(captured);
+      }
+      BRAID_CHILD_CHECK(cudaGraphLaunch(graph, stream) == cudaSuccess);
+    }
+    BRAID_CHILD_CHECK(cudaStreamSynchronize(stream) == cudaSuccess);
+    BRAID_CHILD_CHECK_OK((*executor)->asyncError());
+    BRAID_CHILD_CHECK(cudaMemcpy(input.data(), d_in, input.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    BRAID_CHILD_CHECK(cudaMemcpy(output.data(), d_out, output.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+    std::vector<uint8_t> want;
+    const uint8_t* got = nullptr;
+    if (testing::expectedResult(plan, inputs, r, options, &want, &got, input.data(), output.data()) &&
+        std::memcmp(got, want.data(), want.size()) != 0) {
+      std::fprintf(stderr, "rank %d: plan '%s' launch %d (%s): wrong result\n", r, plan.algorithm.c_str(), launch,
+                   launch == replays ? "eager" : "graph replay");
+      return 1;
+    }
+    BRAID_CHILD_CHECK_OK(bootstrap.barrier());
+  }
+  if (graph != nullptr) cudaGraphExecDestroy(graph);
+  cudaFree(d_in);
+  cudaFree(d_out);
+  cudaStreamDestroy(stream);
+  return 0;
+}
+
+// A launch captured into a CUDA graph and replayed three times, then an eager one, on 2 ranks as threads of one
+// process (ring all-reduce, Simple and LL): the results of every replay and of the eager launch are right.
+TEST(CudaDeviceExecutor, CapturedLaunchesReplayInOrder) {
+  BRAID_SKIP_WITHOUT_GPU();
+  const int n = 2;
+  const ForkResult result = runForked(
+      1,
+      [&](int) -> int {
+        ClassicRequest request;
+        request.algo = ClassicAlgo::kRing;
+        request.spec.kind = CollectiveKind::kAllReduce;
+        request.spec.num_ranks = n;
+        const Algorithm ring = buildClassic(request).value();
+        for (Protocol protocol : {Protocol::kSimple, Protocol::kLL}) {
+          LowerOptions lower = callLowerOptions(4 * 4099 * n, false, 1, 4);
+          lower.protocol = protocol;
+          const Plan plan = lowerAlgorithm(ring, lower).value();
+          Result<UniqueId> id = createUniqueId("127.0.0.1:0");
+          BRAID_CHILD_CHECK_OK(id);
+          std::vector<int> failures(n, 0);
+          std::vector<std::thread> threads;
+          for (int r = 0; r < n; ++r) {
+            threads.emplace_back([&, r] {
+              auto bootstrap = connectBootstrap(*id, r, n);
+              failures[r] = bootstrap.isOk() ? runCapturedRank(**bootstrap, plan, 3) : 1;
+            });
+          }
+          for (std::thread& t : threads) t.join();
+          for (int f : failures) BRAID_CHILD_CHECK(f == 0);
+        }
+        return 0;
+      },
+      /*timeout_s=*/120);
+  EXPECT_TRUE(result.allOk()) << result.summary();
+}
+
 TEST(CudaDeviceExecutor, RanksAsProcessesThroughCudaIpc) {
   BRAID_SKIP_WITHOUT_GPU();
   const int n = 3;

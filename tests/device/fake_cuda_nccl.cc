@@ -132,7 +132,8 @@ ncclResult_t ncclGetVersion(int* version) {
 }
 ncclResult_t ncclGetUniqueId(ncclUniqueId* id) {
   std::memset(id, 0, sizeof(*id));
-  std::snprintf(id->internal, sizeof(id->internal), "fake-%d", static_cast<int>(getpid()));
+  static int made = 0;  // every id of a process differs, as NCCL's do
+  std::snprintf(id->internal, sizeof(id->internal), "fake-%d-%d", static_cast<int>(getpid()), made++);
   return ncclSuccess;
 }
 const char* ncclGetErrorString(ncclResult_t) { return "fake NCCL error"; }

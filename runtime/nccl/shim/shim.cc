@@ -111,6 +111,9 @@ struct GroupCreated {
   ncclComm_t comm = nullptr;
   bool blocking = true;
   const char* entry = "";
+  // Which communicator the rank belongs to: the ncclUniqueId's bytes, or the parent and color of a split. Two
+  // entries with the same identity are two ranks of one communicator driven by this thread.
+  std::string identity;
 };
 thread_local std::vector<GroupCreated> t_group_created;
 
@@ -140,7 +143,10 @@ struct CommState {
   // Braid failed on this rank where its peers could not be moved to NCCL with it (after its kernel was enqueued, or
   // before a launch its peers made): as after an NCCL asynchronous error, every later call returns this error and
   // ncclCommGetAsyncError reports it, until the application aborts the communicator.
+  // Guarded by failed_mu, not mu: ncclCommGetAsyncError (an application's watchdog thread) reads it while a call
+  // may hold mu in a collective step that waits for a dead peer.
   Status failed;
+  std::mutex failed_mu;
   std::atomic<bool> warned_capture{false};  // the warning that captured calls go to NCCL was given
   bool capturable = false;  // the device-resident executor of one host: its launches may be captured into a graph
   std::mutex mu;            // one call at a time on this state
@@ -781,6 +787,8 @@ template <class Forward, class Tail = std::remove_const_t<decltype(kNoTail)>>
 ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream, Forward&& forward,
                       Tail tail = kNoTail) noexcept {
   if (t_inside_braid > 0) return forward();
+  bool settled = false;  // Braid ran the call (or failed it on this rank alone): it must not reach NCCL whole
+  ncclResult_t result = ncclSuccess;
   try {
     std::shared_ptr<CommState> state = findComm(comm);
     if (state && state->internal) return forward();
@@ -824,7 +832,7 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
       }
     }
     if (state) {
-      std::lock_guard<std::mutex> lock(state->mu);
+      std::lock_guard<std::mutex> lock(state->failed_mu);
       if (!state->failed.isOk()) return static_cast<ncclResult_t>(toNcclResultCode(state->failed.code()));
     }
     if (d.braid()) {
@@ -835,29 +843,37 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
                                                : Status(StatusCode::kInternalError, state->forward_only);
       if (!ran.isOk() && !every_rank_failed && state->forward_only.empty()) {
         // The peers go on in Braid (their kernels wait for this rank): NCCL here would wait for them forever.
+        result = static_cast<ncclResult_t>(toNcclResultCode(ran.code()));
+        {
+          std::lock_guard<std::mutex> failed_lock(state->failed_mu);
+          state->failed = ran;
+        }
+        settled = true;  // from here on, whatever happens, the call is not handed to NCCL
         warn(std::string(entryName(args.call)) + ": Braid failed on rank " + std::to_string(state->rank) + " (" +
-             ran.toString() + "): this and every later call on the communicator return " +
-             resultText(static_cast<ncclResult_t>(toNcclResultCode(ran.code()))) +
+             ran.toString() + "): this and every later call on the communicator return " + resultText(result) +
              ", as NCCL after an asynchronous error (ncclCommGetAsyncError reports it); abort the communicator");
-        state->failed = ran;
-        return static_cast<ncclResult_t>(toNcclResultCode(ran.code()));
+        return result;
       }
       if (!ran.isOk()) {
         warn(std::string(entryName(args.call)) + ": Braid failed on every rank (" + ran.toString() +
              "); this call and the communicator's later calls go to NCCL");
         if (state->forward_only.empty()) state->forward_only = "Braid failed earlier: " + ran.message();
         d = Decision{nullptr, nullptr, "Braid failed: " + ran.message(), d.bytes, d.in_place};
+      } else {
+        // Braid's kernel is enqueued: the tail (if any) goes to NCCL now, and the call is never forwarded whole.
+        settled = true;
+        result = d.tail_count > 0 ? tail(args.count - d.tail_count, d.tail_count) : ncclSuccess;
       }
     }
     if (logEnabled(LogLevel::kInfo)) logChoice(logText(args, view, d));
-    if (d.braid() && d.tail_count > 0) return tail(args.count - d.tail_count, d.tail_count);
-    if (d.braid()) return ncclSuccess;
+    if (settled) return result;
   } catch (const std::exception& e) {
-    warn(std::string(entryName(args.call)) + ": internal error: " + e.what() + "; the call goes to NCCL");
+    warn(std::string(entryName(args.call)) + ": internal error: " + e.what() +
+         (settled ? "" : "; the call goes to NCCL"));
   } catch (...) {
-    warn(std::string(entryName(args.call)) + ": internal error; the call goes to NCCL");
+    warn(std::string(entryName(args.call)) + ": internal error" + (settled ? "" : "; the call goes to NCCL"));
   }
-  return forward();
+  return settled ? result : forward();
 }
 
 // Lifecycle calls: one log line with NCCL's result.
@@ -937,15 +953,21 @@ BRAID_SHIM_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult
   try {
     std::shared_ptr<CommState> state = findComm(comm);
     if (!state || state->internal) return result;
-    std::lock_guard<std::mutex> lock(state->mu);
-    if (state->failed.isOk() && state->executor) {
-      InsideBraid inside;
-      braid::Status error = state->executor->asyncError();
-      if (!error.isOk()) {
-        warn("ncclCommGetAsyncError: rank " + std::to_string(state->rank) + ": " + error.toString());
-        state->failed = std::move(error);
+    {
+      // The executor is asked only when no call holds the communicator (a call may wait in a collective step for a
+      // dead peer: a watchdog polling here must not wait with it); a failure it recorded then shows next time.
+      std::unique_lock<std::mutex> lock(state->mu, std::try_to_lock);
+      if (lock.owns_lock() && state->executor) {
+        InsideBraid inside;
+        braid::Status error = state->executor->asyncError();
+        std::lock_guard<std::mutex> failed_lock(state->failed_mu);
+        if (!error.isOk() && state->failed.isOk()) {
+          warn("ncclCommGetAsyncError: rank " + std::to_string(state->rank) + ": " + error.toString());
+          state->failed = std::move(error);
+        }
       }
     }
+    std::lock_guard<std::mutex> failed_lock(state->failed_mu);
     if (!state->failed.isOk()) *async_error = static_cast<ncclResult_t>(toNcclResultCode(state->failed.code()));
   } catch (...) {
   }
@@ -957,7 +979,7 @@ namespace {
 // Init entry points: forward, then record the communicator (only the application's, outside a group).
 template <class Forward>
 ncclResult_t initCall(const char* entry, ncclComm_t* comm, bool blocking, const std::string& detail,
-                      Forward&& forward) noexcept {
+                      const std::string& identity, Forward&& forward) noexcept {
   const ncclResult_t result = forward();
   if (t_inside_braid > 0) {
     if (result == ncclSuccess && comm != nullptr && *comm != nullptr) {
@@ -976,7 +998,7 @@ ncclResult_t initCall(const char* entry, ncclComm_t* comm, bool blocking, const 
   if (result != ncclSuccess || comm == nullptr || *comm == nullptr) return result;
   try {
     if (t_group_depth > 0) {
-      t_group_created.push_back(GroupCreated{*comm, blocking, entry});  // recorded at the group's end
+      t_group_created.push_back(GroupCreated{*comm, blocking, entry, identity});  // recorded at the group's end
     } else {
       track(*comm, blocking, "", entry);
     }
@@ -988,9 +1010,10 @@ ncclResult_t initCall(const char* entry, ncclComm_t* comm, bool blocking, const 
 }
 
 // At the outermost ncclGroupEnd (`result` its return): records the communicators this thread created in the group.
-// One communicator (nccl-tests' and PyTorch's way: a process or thread per GPU) is set up as one created outside a
-// group; several are one thread driving several ranks, whose collective setup that thread cannot run one rank at a
-// time (as ncclCommInitAll's), so they stay with NCCL. Every process is expected to create its ranks of a
+// A communicator of which the thread holds one rank (nccl-tests' and PyTorch's way: a process or thread per GPU) is
+// set up as one created outside a group; one of which it holds several ranks (the same unique id, or the same
+// parent and color) is one thread driving several ranks, whose collective setup that thread cannot run one rank at
+// a time (as ncclCommInitAll's), so those stay with NCCL. Every process is expected to create its ranks of a
 // communicator the same way, as those programs do: the setup is collective over the communicator's ranks.
 void trackGroupCreated(ncclResult_t result) noexcept {
   std::vector<GroupCreated> created;
@@ -998,11 +1021,13 @@ void trackGroupCreated(ncclResult_t result) noexcept {
   for (const GroupCreated& c : created) {
     try {
       std::string why_not;
+      const auto ranks_here = std::count_if(created.begin(), created.end(),
+                                            [&](const GroupCreated& other) { return other.identity == c.identity; });
       if (result != ncclSuccess && result != ncclInProgress) {
         why_not = "the ncclGroupEnd of the group that created it returned " + resultText(result);
-      } else if (created.size() > 1) {
-        why_not = std::to_string(created.size()) +
-                  " communicators created by one thread in one ncclGroupStart/ncclGroupEnd: one thread drives several "
+      } else if (ranks_here > 1) {
+        why_not = std::to_string(ranks_here) +
+                  " of its ranks created by one thread in one ncclGroupStart/ncclGroupEnd: one thread drives several "
                   "ranks";
       }
       // After a failed group (or one still in progress) the communicator is recorded without queries.
@@ -1014,6 +1039,15 @@ void trackGroupCreated(ncclResult_t result) noexcept {
   }
 }
 
+// A communicator's identity from its unique id (GroupCreated::identity); empty when it cannot be made.
+std::string uniqueIdIdentity(const ncclUniqueId& id) noexcept {
+  try {
+    return "id " + std::string(id.internal, sizeof(id.internal));
+  } catch (...) {
+    return "";
+  }
+}
+
 std::string rankDetail(int rank, int nranks) {
   return "rank " + std::to_string(rank) + " of " + std::to_string(nranks);
 }
@@ -1021,13 +1055,14 @@ std::string rankDetail(int rank, int nranks) {
 }  // namespace
 
 BRAID_SHIM_EXPORT ncclResult_t ncclCommInitRank(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank) {
-  return initCall("ncclCommInitRank", comm, isBlocking(nullptr), rankDetail(rank, nranks),
+  return initCall("ncclCommInitRank", comm, isBlocking(nullptr), rankDetail(rank, nranks), uniqueIdIdentity(comm_id),
                   [&] { BRAID_FORWARD(ncclCommInitRank, comm, nranks, comm_id, rank); });
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t* comm, int nranks, ncclUniqueId comm_id, int rank,
                                                       ncclConfig_t* config) {
   return initCall("ncclCommInitRankConfig", comm, isBlocking(config), rankDetail(rank, nranks),
+                  uniqueIdIdentity(comm_id),
                   [&] { BRAID_FORWARD(ncclCommInitRankConfig, comm, nranks, comm_id, rank, config); });
 }
 
@@ -1057,8 +1092,13 @@ BRAID_SHIM_EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key
     } catch (...) {
     }
   }
+  std::string identity;
+  try {
+    identity = fmt::format("split of {} color {}", static_cast<const void*>(comm), color);
+  } catch (...) {
+  }
   return initCall("ncclCommSplit", newcomm, blocking, "color " + std::to_string(color) + " key " + std::to_string(key),
-                  [&] { BRAID_FORWARD(ncclCommSplit, comm, color, key, newcomm, config); });
+                  identity, [&] { BRAID_FORWARD(ncclCommSplit, comm, color, key, newcomm, config); });
 }
 
 BRAID_SHIM_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
