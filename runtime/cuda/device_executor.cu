@@ -548,10 +548,8 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
   }
   if (p.device_grid > resident) {
     return unsupported(concat(kName, ": ranks ", p.device_ranks, " of this process share device ", device_,
-                              ": their plans have ", p.device_grid,
-                              " threadblocks together, but the device holds at "
-                              "most ",
-                              resident, " blocks of ", cuda::kDeviceBlock,
+                              ": their plans have ", p.device_grid, " threadblocks together, but the device holds",
+                              " at most ", resident, " blocks of ", cuda::kDeviceBlock,
                               " threads at once (their kernels wait for each other: all must be resident)"));
   }
   if (spans_hosts_) {

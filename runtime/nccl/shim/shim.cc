@@ -707,9 +707,6 @@ Status ensureScratch(CommState& state, uint64_t bytes) {
   return Status::ok();
 }
 
-// Runs `d` on the caller's stream. `every_rank_failed` is set when a failure is one every rank saw (the plan's
-// preparation, agreed over the bootstrap), so all of them can hand the call to NCCL; any other failure is this
-// rank's alone.
 // The key of `d`'s prepared plan in state.handles.
 std::tuple<const ParetoCandidate*, uint64_t, uint64_t, bool, uint64_t> handleKey(const CommState& state,
                                                                                  const Decision& d) {
@@ -717,6 +714,9 @@ std::tuple<const ParetoCandidate*, uint64_t, uint64_t, bool, uint64_t> handleKey
   return std::make_tuple(d.candidate, mine.input_bytes, mine.output_bytes, d.in_place, d.plan->element_bytes);
 }
 
+// Runs `d` on the caller's stream. `every_rank_failed` is set when a failure is one every rank saw (the plan's
+// preparation, agreed over the bootstrap), so all of them can hand the call to NCCL; any other failure is this
+// rank's alone.
 Status runBraid(CommState& state, const CallArgs& args, const Decision& d, cudaStream_t stream,
                 bool* every_rank_failed) {
   const Plan& plan = *d.plan;
@@ -825,9 +825,7 @@ ncclResult_t dataCall(const CallArgs& args, ncclComm_t comm, cudaStream_t stream
         d = Decision{nullptr, nullptr, why, d.bytes, d.in_place};
         if (capture != cudaStreamCaptureStatusNone && !state->warned_capture.exchange(true)) {
           warn(std::string(entryName(args.call)) + ": rank " + std::to_string(state->rank) +
-               ": a call Braid serves "
-               "goes to NCCL: " +
-               why + " (later ones say so at INFO)");
+               ": a call Braid serves goes to NCCL: " + why + " (later ones say so at INFO)");
         }
       }
     }
