@@ -144,6 +144,8 @@ class DeviceExecutorImpl final : public DeviceExecutor {
   /// The fewest blocks any of the kernel's instantiations keeps resident: what prepare() checks a plan against, so
   /// that a plan too large is refused there, by every rank (agreed), and not at one rank's launch.
   Result<uint32_t> fewestResidentBlocks();
+  /// kUnsupported when `p`'s grid, or the grids of this process's ranks on its device together, exceed `resident`.
+  Status checkResident(const Prepared& p, uint32_t resident) const;
   void release(Prepared* p);
   void proxyLoop();
 
@@ -335,11 +337,8 @@ Status DeviceExecutorImpl::mapPeers(Prepared* p) {
     Result<uint32_t> resident = fewestResidentBlocks();
     if (!resident.isOk()) {
       status = resident.status();
-    } else if (p->device_grid > *resident) {
-      status = unsupported(
-          concat(kName, ": ranks ", p->device_ranks, " of this process share device ", device_, ": their plans have ",
-                 p->device_grid, " threadblocks together, but the device holds at most ", *resident, " blocks of ",
-                 cuda::kDeviceBlock, " threads at once (their kernels wait for each other: all must be resident)"));
+    } else {
+      status = checkResident(*p, *resident);
     }
   }
   for (int q = 0; q < n && status.isOk(); ++q) {
@@ -429,11 +428,8 @@ Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
     Result<uint32_t> resident = fewestResidentBlocks();
     if (!resident.isOk()) {
       fits = resident.status();
-    } else if (p.grid > *resident) {
-      fits =
-          unsupported(concat(kName, ": rank ", p.header.rank, ": the plan has ", p.grid, " threadblocks, but device ",
-                             device_, " holds at most ", *resident, " blocks of ", cuda::kDeviceBlock,
-                             " threads at once (every block waits for others: all must be resident)"));
+    } else {
+      fits = checkResident(p, *resident);
     }
   }
   const Status allocated = fits.isOk() ? allocate(mine, blobs[static_cast<size_t>(bootstrap_.rank())], &p) : fits;
@@ -471,6 +467,21 @@ Result<int> DeviceExecutorImpl::prepare(const Plan& plan) {
   const int handle = static_cast<int>(plans_.size()) - 1;
   by_encoding_[key] = handle;
   return handle;
+}
+
+Status DeviceExecutorImpl::checkResident(const Prepared& p, uint32_t resident) const {
+  if (p.grid > resident) {
+    return unsupported(concat(kName, ": rank ", p.header.rank, ": the plan has ", p.grid, " threadblocks, but device ",
+                              device_, " holds at most ", resident, " blocks of ", cuda::kDeviceBlock,
+                              " threads at once (every block waits for others: all must be resident)"));
+  }
+  if (p.device_grid > resident) {
+    return unsupported(concat(kName, ": ranks ", p.device_ranks, " of this process share device ", device_,
+                              ": their plans have ", p.device_grid, " threadblocks together, but the device holds",
+                              " at most ", resident, " blocks of ", cuda::kDeviceBlock,
+                              " threads at once (their kernels wait for each other: all must be resident)"));
+  }
+  return Status::ok();
 }
 
 Result<uint32_t> DeviceExecutorImpl::fewestResidentBlocks() {
@@ -541,17 +552,7 @@ Status DeviceExecutorImpl::launch(int handle, const RankMemory& memory, ReduceSp
   }
   const uint32_t grid = p.grid;
   BRAID_ASSIGN_OR_RETURN(const uint32_t resident, residentBlocks(kernel));
-  if (grid > resident) {
-    return unsupported(concat(kName, ": rank ", p.header.rank, ": the plan has ", grid, " threadblocks, but device ",
-                              device_, " holds at most ", resident, " blocks of ", cuda::kDeviceBlock,
-                              " threads at once (every block waits for others: all must be resident)"));
-  }
-  if (p.device_grid > resident) {
-    return unsupported(concat(kName, ": ranks ", p.device_ranks, " of this process share device ", device_,
-                              ": their plans have ", p.device_grid, " threadblocks together, but the device holds",
-                              " at most ", resident, " blocks of ", cuda::kDeviceBlock,
-                              " threads at once (their kernels wait for each other: all must be resident)"));
-  }
+  BRAID_RETURN_IF_ERROR(checkResident(p, resident));
   if (spans_hosts_) {
     // The proxies run once per launch on the host: a graph replaying the kernel would run it without them.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
